@@ -1,1 +1,166 @@
+//! Leaf backends for flowbox: what answers a script's `agent(...)` call.
+//!
+//! A backend turns one [`LeafRequest`] into one [`LeafReply`]. The workflow runtime (the
+//! `flowbox` crate) owns caps, budgets and concurrency and calls [`LeafBackend::call`] once per
+//! leaf; backends know nothing of wasmtime or of the guest. This crate ships two offline
+//! backends: [`FakeBackend`] (deterministic, schema-valid replies) and [`ScriptedBackend`]
+//! (replies, latency and failures from a JSON file, for demos, tests and benchmarks).
 
+#![warn(missing_docs)]
+
+mod fake;
+mod schema_value;
+mod scripted;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use fake::FakeBackend;
+pub use scripted::{ScriptedBackend, ScriptedConfigError};
+
+/// One leaf agent call, as the runtime hands it to a backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeafRequest {
+    /// The call's number within its run (the guest's handle).
+    pub call_id: u64,
+    /// A key that is the same every time this call is made again (on resume, say): backends
+    /// that talk to a provider pass it along so a retried call can be recognised.
+    pub idempotency_key: String,
+    /// The prompt: a JSON string for a text prompt, any JSON value otherwise.
+    pub prompt: Value,
+    /// A JSON Schema the reply must satisfy; `None` asks for a plain-text reply.
+    pub schema: Option<Value>,
+    /// A leaf template registered by the host.
+    pub agent_type: Option<String>,
+    /// A short human label.
+    pub label: Option<String>,
+    /// An extra system instruction for this call.
+    pub instruction: Option<String>,
+    /// A model profile name.
+    pub model: Option<String>,
+    /// The host tools the leaf may use: `None` = all, empty = none.
+    pub tools: Option<Vec<String>>,
+    /// Calls with the same instance id share one conversation history within a run.
+    pub instance_id: Option<String>,
+}
+
+impl LeafRequest {
+    /// A request for `prompt` with every option unset.
+    pub fn new(call_id: u64, prompt: Value) -> Self {
+        Self {
+            call_id,
+            idempotency_key: format!("call-{call_id}"),
+            prompt,
+            schema: None,
+            agent_type: None,
+            label: None,
+            instruction: None,
+            model: None,
+            tools: None,
+            instance_id: None,
+        }
+    }
+
+    /// The prompt as text: a string prompt as is, any other value as compact JSON.
+    pub fn prompt_text(&self) -> String {
+        match &self.prompt {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Tokens one call used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read (prompt, history, tool results).
+    #[serde(alias = "input")]
+    pub input_tokens: u64,
+    /// Tokens written.
+    #[serde(alias = "output")]
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Input and output tokens together, which is what budgets count.
+    pub fn total(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// A leaf's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeafReply {
+    /// A JSON string for a text reply; the structured value when the request had a schema.
+    pub value: Value,
+    /// Tokens the call used.
+    pub usage: Usage,
+}
+
+/// Why a backend call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The call failed; `retryable` says whether trying again may succeed.
+    #[error("{message}")]
+    Failed {
+        /// What went wrong, without secrets.
+        message: String,
+        /// Whether the same call may succeed if tried again.
+        retryable: bool,
+    },
+    /// The backend panicked while handling the call.
+    #[error("the leaf backend panicked: {0}")]
+    Panicked(String),
+}
+
+impl BackendError {
+    /// A failure that will not go away by retrying.
+    pub fn terminal(message: impl Into<String>) -> Self {
+        Self::Failed {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+
+    /// Whether trying the same call again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Failed {
+                retryable: true,
+                ..
+            }
+        )
+    }
+}
+
+/// Something that answers leaf agent calls.
+///
+/// Implementations must be cheap to call concurrently: the runtime calls `call` from many
+/// tasks at once, bounded only by its concurrency limit.
+#[async_trait::async_trait]
+pub trait LeafBackend: Send + Sync + fmt::Debug {
+    /// Answers one leaf call.
+    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError>;
+}
+
+/// A rough token count for offline backends: about four bytes of text per token.
+pub(crate) fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4).max(1)
+}
+
+/// FNV-1a, a small stable hash for deterministic offline replies (the same on every platform
+/// and Rust version, unlike `DefaultHasher`).
+pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for byte in part.bytes().chain(std::iter::once(0xff)) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}
