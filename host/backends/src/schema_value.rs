@@ -60,7 +60,7 @@ impl Builder<'_> {
             "array" => self.array(schema, seed, name, depth),
             "integer" => integer(schema, seed),
             "number" => number(schema, seed),
-            "boolean" => Value::Bool(seed % 2 == 0),
+            "boolean" => Value::Bool(seed.is_multiple_of(2)),
             "null" => Value::Null,
             _ => string(schema, seed, name),
         }

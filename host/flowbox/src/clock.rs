@@ -1,0 +1,170 @@
+//! The guest's deterministic clocks and random source.
+//!
+//! A script may read the time and draw random numbers and still replay exactly: both clocks
+//! start from the run's recorded start and advance by a fixed step per reading plus whatever
+//! the script "slept" (`time.sleep` is virtual), and the random bytes come from a generator
+//! seeded from the thread id.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
+
+/// How far the virtual clocks move on every reading, so consecutive readings differ.
+const TICK_NANOS: u64 = 1_000;
+
+/// Nanoseconds since the run started, shared by both clocks and `sleep`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct VirtualTime {
+    elapsed: Arc<AtomicU64>,
+}
+
+impl VirtualTime {
+    /// Moves time forward by `nanos` (the script's `time.sleep`).
+    pub(crate) fn advance(&self, nanos: u64) {
+        self.elapsed.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    fn tick(&self) -> u64 {
+        self.elapsed.fetch_add(TICK_NANOS, Ordering::Relaxed) + TICK_NANOS
+    }
+}
+
+/// The guest's wall clock: the run's recorded start plus virtual time.
+pub(crate) struct WallClock {
+    pub(crate) start_unix_nanos: u64,
+    pub(crate) time: VirtualTime,
+}
+
+impl HostWallClock for WallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(TICK_NANOS)
+    }
+
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.start_unix_nanos.saturating_add(self.time.tick()))
+    }
+}
+
+/// The guest's monotonic clock: virtual time since the run started.
+pub(crate) struct MonotonicClock {
+    pub(crate) time: VirtualTime,
+}
+
+impl HostMonotonicClock for MonotonicClock {
+    fn resolution(&self) -> u64 {
+        TICK_NANOS
+    }
+
+    fn now(&self) -> u64 {
+        self.time.tick()
+    }
+}
+
+/// A seeded generator (xoshiro256**) for the guest's random bytes. Its output is fixed by the
+/// seed for good, unlike library generators that may change between versions, so journals
+/// replay across flowbox upgrades.
+pub(crate) struct SeededRandom {
+    state: [u64; 4],
+}
+
+impl SeededRandom {
+    /// A generator seeded from `seed` (the thread id, and a stream name).
+    pub(crate) fn new(seed: &str, stream: &str) -> Self {
+        let digest = Sha256::new()
+            .chain_update(seed.as_bytes())
+            .chain_update([0])
+            .chain_update(stream.as_bytes())
+            .finalize();
+        let mut state = [0u64; 4];
+        for (word, chunk) in state.iter_mut().zip(digest.chunks_exact(8)) {
+            *word = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+        }
+        if state == [0; 4] {
+            state[0] = 1;
+        }
+        Self { state }
+    }
+
+    /// A 128-bit value from the generator (for WASI's `insecure-seed`).
+    pub(crate) fn seed_u128(mut self) -> u128 {
+        (u128::from(self.next()) << 64) | u128::from(self.next())
+    }
+
+    fn next(&mut self) -> u64 {
+        let s = &mut self.state;
+        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+}
+
+impl rand_core::TryRng for SeededRandom {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok((self.next() >> 32) as u32)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(self.next())
+    }
+
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), Infallible> {
+        for chunk in dest.chunks_mut(8) {
+            let bytes = self.next().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand_core::TryRng;
+
+    use super::*;
+
+    #[test]
+    fn clocks_advance_by_ticks_and_sleeps_only() {
+        let time = VirtualTime::default();
+        let wall = WallClock {
+            start_unix_nanos: 1_000_000_000,
+            time: time.clone(),
+        };
+        let mono = MonotonicClock { time: time.clone() };
+        assert_eq!(mono.now(), TICK_NANOS);
+        assert_eq!(
+            wall.now(),
+            Duration::from_nanos(1_000_000_000 + 2 * TICK_NANOS)
+        );
+        time.advance(5_000_000_000);
+        assert_eq!(mono.now(), 5_000_000_000 + 3 * TICK_NANOS);
+    }
+
+    #[test]
+    fn random_bytes_are_fixed_by_the_seed() {
+        let draw = |seed: &str| {
+            let mut rng = SeededRandom::new(seed, "secure");
+            let mut bytes = [0u8; 20];
+            rng.try_fill_bytes(&mut bytes).unwrap();
+            bytes
+        };
+        assert_eq!(draw("thread-a"), draw("thread-a"));
+        assert_ne!(draw("thread-a"), draw("thread-b"));
+        let mut other_stream = SeededRandom::new("thread-a", "insecure");
+        assert_ne!(other_stream.try_next_u64().unwrap(), {
+            let mut same = SeededRandom::new("thread-a", "secure");
+            same.try_next_u64().unwrap()
+        });
+    }
+}

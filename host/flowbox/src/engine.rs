@@ -1,0 +1,230 @@
+//! The [`Runtime`]: one wasmtime `Engine`, the guest compiled once, and what every run shares.
+//!
+//! Compiling the ~20 MB guest takes seconds, so it is precompiled once per engine
+//! configuration and cached on disk (see `cache`); building a runtime after that takes
+//! milliseconds. Each run then instantiates the pre-linked component into a fresh `Store`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use flowbox_backends::{FakeBackend, LeafBackend};
+use serde_json::Value;
+use tokio::sync::broadcast;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+use crate::bindings::{Workflow, WorkflowPre};
+use crate::events::{Event, EventStream};
+use crate::run::{self, RunCtx, RunRequest};
+use crate::{Limits, RunError, RunOutcome, cache};
+
+/// How often the engine's epoch advances: the granularity of deadlines and of yielding
+/// between concurrent busy runs.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Events a subscriber may fall behind by before it sees a gap.
+const DEFAULT_EVENT_CAPACITY: usize = 4096;
+
+/// The guest component, embedded at build time (see `build.rs`).
+static GUEST_COMPONENT: &[u8] = include_bytes!(env!("FLOWBOX_GUEST_PATH"));
+/// Its SHA-256, computed at build time.
+const GUEST_SHA256: &str = env!("FLOWBOX_GUEST_SHA256");
+
+/// Runs workflow scripts. Cheap to clone; clones share the engine, the compiled guest, the
+/// backend and the event stream. Build one per process with [`Runtime::builder`].
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+/// What every run of a runtime shares.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) pre: WorkflowPre<RunCtx>,
+    pub(crate) backend: Arc<dyn LeafBackend>,
+    pub(crate) limits: Limits,
+    pub(crate) events: broadcast::Sender<Event>,
+    _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("backend", &self.backend)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    /// wasmtime could not create the engine, compile or link the guest.
+    #[error("cannot prepare the flowbox guest: {0}")]
+    Wasmtime(String),
+}
+
+/// Configures a [`Runtime`].
+#[derive(Debug)]
+pub struct RuntimeBuilder {
+    backend: Option<Arc<dyn LeafBackend>>,
+    limits: Limits,
+    cache_dir: CacheDir,
+    event_capacity: usize,
+}
+
+#[derive(Debug)]
+enum CacheDir {
+    Default,
+    At(PathBuf),
+    Disabled,
+}
+
+impl RuntimeBuilder {
+    /// The backend that answers leaf calls (default: [`FakeBackend`]).
+    pub fn backend(self, backend: impl LeafBackend + 'static) -> Self {
+        self.shared_backend(Arc::new(backend))
+    }
+
+    /// A backend shared with other parts of the embedding application.
+    pub fn shared_backend(mut self, backend: Arc<dyn LeafBackend>) -> Self {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// The limits every run gets unless its [`RunRequest`] says otherwise.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Where the precompiled guest is cached. The default is `$FLOWBOX_CACHE_DIR`, else the
+    /// user's cache directory (`$XDG_CACHE_HOME/flowbox` or `~/.cache/flowbox`).
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = CacheDir::At(dir.into());
+        self
+    }
+
+    /// Compiles the guest in memory every time, without a disk cache.
+    pub fn no_cache(mut self) -> Self {
+        self.cache_dir = CacheDir::Disabled;
+        self
+    }
+
+    /// How many events a subscriber may fall behind by before it sees a gap (default 4096).
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = capacity.max(1);
+        self
+    }
+
+    /// Creates the engine and loads the guest: from the cache in milliseconds, or compiled in
+    /// a few seconds the first time (then cached).
+    pub fn build(self) -> Result<Runtime, SetupError> {
+        let wasmtime_error = |e: wasmtime::Error| SetupError::Wasmtime(format!("{e:#}"));
+        let mut config = Config::new();
+        config
+            .consume_fuel(true)
+            .epoch_interruption(true)
+            .memory_init_cow(true)
+            .wasm_component_model(true);
+        let engine = Engine::new(&config).map_err(wasmtime_error)?;
+
+        let cache_dir = match self.cache_dir {
+            CacheDir::Default => cache::default_dir(),
+            CacheDir::At(dir) => Some(dir),
+            CacheDir::Disabled => None,
+        };
+        let component =
+            cache::load_component(&engine, GUEST_COMPONENT, GUEST_SHA256, cache_dir.as_deref())
+                .map_err(wasmtime_error)?;
+
+        let mut linker = Linker::<RunCtx>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
+        Workflow::add_to_linker::<_, HasSelf<_>>(&mut linker, |ctx| ctx).map_err(wasmtime_error)?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .and_then(WorkflowPre::new)
+            .map_err(wasmtime_error)?;
+
+        let (events, _) = broadcast::channel(self.event_capacity);
+        Ok(Runtime {
+            shared: Arc::new(Shared {
+                _ticker: EpochTicker::start(engine.clone()),
+                engine,
+                pre,
+                backend: self.backend.unwrap_or_else(|| Arc::new(FakeBackend::new())),
+                limits: self.limits,
+                events,
+            }),
+        })
+    }
+}
+
+impl Runtime {
+    /// A builder with the defaults: the fake backend, [`Limits::default`], the disk cache.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder {
+            backend: None,
+            limits: Limits::default(),
+            cache_dir: CacheDir::Default,
+            event_capacity: DEFAULT_EVENT_CAPACITY,
+        }
+    }
+
+    /// Runs `script` with `args` under a new thread id and the runtime's limits.
+    pub async fn run(&self, script: &str, args: Value) -> RunOutcome {
+        self.run_request(RunRequest::new(script).args(args)).await
+    }
+
+    /// Runs a script with the options of `request`.
+    pub async fn run_request(&self, request: RunRequest) -> RunOutcome {
+        run::execute(&self.shared, request).await
+    }
+
+    /// Parses and checks `script` (syntax, `meta`, the guard) without running it, and returns
+    /// its `meta` (`None` when it has none).
+    pub async fn check(&self, script: &str) -> Result<Option<Value>, RunError> {
+        run::check(&self.shared, script).await
+    }
+
+    /// Subscribes to the events of every run started from now on.
+    pub fn subscribe(&self) -> EventStream {
+        EventStream::new(self.shared.events.subscribe())
+    }
+
+    /// The limits runs get by default.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+}
+
+/// Advances the engine's epoch on a background thread until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("flowbox-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        Self { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}

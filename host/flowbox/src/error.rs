@@ -1,0 +1,329 @@
+//! The errors a run can end with, and the one place wasmtime's errors are classified.
+//!
+//! A script can catch what it may handle (a failed leaf, an exhausted budget) as a Python
+//! exception; everything here ends the run. [`RunError::exit_code`] is what the CLI returns.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bindings;
+
+/// Why a run did not produce a result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The script is larger than [`crate::Limits::max_script_bytes`].
+    #[error("the script is {size} bytes; the limit is {limit} bytes")]
+    ScriptTooLarge {
+        /// The script's size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The args are not a JSON value within [`crate::Limits::max_message_bytes`].
+    #[error("invalid args: {0}")]
+    InvalidArgs(String),
+    /// The script was rejected before it ran: it does not parse, its `meta` is invalid, the
+    /// guard refused a construct, or it has no entry point.
+    #[error("{0}")]
+    Rejected(ScriptError),
+    /// The script ran and failed: an uncaught exception or a result that is not JSON.
+    #[error("{0}")]
+    Script(ScriptError),
+    /// The run used all its fuel (CPU).
+    #[error("the script used all of its {limit} units of fuel (CPU limit)")]
+    OutOfFuel {
+        /// The fuel limit.
+        limit: u64,
+    },
+    /// The run needed more memory than its cap.
+    #[error("the script ran out of memory (limit {limit_bytes} bytes){}", detail(.line))]
+    OutOfMemory {
+        /// The memory cap in bytes.
+        limit_bytes: u64,
+        /// The script line, when the guest could tell.
+        line: Option<u32>,
+    },
+    /// The run passed its wall-clock deadline; leaves still in flight were cancelled.
+    #[error("the run did not finish within {after:?} (wall-time limit)")]
+    Timeout {
+        /// The deadline.
+        after: Duration,
+    },
+    /// The guest exhausted its native stack (recursion too deep for the interpreter itself).
+    #[error("the script exhausted the interpreter's stack (recursion too deep)")]
+    StackOverflow,
+    /// The script wrote more `log`/`print` output than allowed.
+    #[error("the script wrote more than {limit} bytes of output")]
+    OutputTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The result JSON is larger than allowed.
+    #[error("the result is {size} bytes; the limit is {limit} bytes")]
+    ResultTooLarge {
+        /// The result's size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The guest broke the protocol or crashed (a flowbox bug, not the script's fault).
+    #[error("the guest failed: {0}")]
+    Guest(String),
+    /// The host could not set up or run the guest.
+    #[error("flowbox could not run the guest: {0}")]
+    Host(String),
+}
+
+fn detail(line: &Option<u32>) -> String {
+    line.map(|l| format!(" at line {l}")).unwrap_or_default()
+}
+
+impl RunError {
+    /// A stable, snake_case name for this kind of error (used in JSON output and events).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ScriptTooLarge { .. } => "script_too_large",
+            Self::InvalidArgs(_) => "invalid_args",
+            Self::Rejected(e) | Self::Script(e) => e.kind.as_str(),
+            Self::OutOfFuel { .. } => "out_of_fuel",
+            Self::OutOfMemory { .. } => "out_of_memory",
+            Self::Timeout { .. } => "timeout",
+            Self::StackOverflow => "stack_overflow",
+            Self::OutputTooLarge { .. } => "output_too_large",
+            Self::ResultTooLarge { .. } => "result_too_large",
+            Self::Guest(_) => "guest_failure",
+            Self::Host(_) => "host_failure",
+        }
+    }
+
+    /// The script line the error points at, when known.
+    pub fn line(&self) -> Option<u32> {
+        match self {
+            Self::Rejected(e) | Self::Script(e) => e.line,
+            Self::OutOfMemory { line, .. } => *line,
+            _ => None,
+        }
+    }
+
+    /// Whether a resource limit was breached (fuel, memory, time, stack, sizes).
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            Self::OutOfFuel { .. }
+                | Self::OutOfMemory { .. }
+                | Self::Timeout { .. }
+                | Self::StackOverflow
+                | Self::OutputTooLarge { .. }
+                | Self::ResultTooLarge { .. }
+        )
+    }
+
+    /// The CLI's exit code: 1 the script failed, 2 the input was rejected before running,
+    /// 3 a limit was breached.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::ScriptTooLarge { .. } | Self::InvalidArgs(_) | Self::Rejected(_) => 2,
+            _ if self.is_limit() => 3,
+            _ => 1,
+        }
+    }
+}
+
+/// A script error reported by the guest, with the script's own line numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}{}", detail(.line))]
+pub struct ScriptError {
+    /// What went wrong.
+    pub kind: ScriptErrorKind,
+    /// A message for the script's author.
+    pub message: String,
+    /// The script line, when known.
+    pub line: Option<u32>,
+    /// The Python exception type of an uncaught exception, such as `AgentError`.
+    pub exception: Option<String>,
+}
+
+/// Classes of script errors (mirrors the WIT `script-error-kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ScriptErrorKind {
+    /// The source does not parse.
+    Syntax,
+    /// `meta` is invalid or misplaced.
+    InvalidMeta,
+    /// The guard rejected a construct.
+    Forbidden,
+    /// No `async def main()` and no top-level `return`.
+    NoEntryPoint,
+    /// An exception the script did not catch.
+    Uncaught,
+    /// The return value is not JSON.
+    InvalidResult,
+}
+
+impl ScriptErrorKind {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Syntax => "syntax",
+            Self::InvalidMeta => "invalid_meta",
+            Self::Forbidden => "forbidden",
+            Self::NoEntryPoint => "no_entry_point",
+            Self::Uncaught => "uncaught",
+            Self::InvalidResult => "invalid_result",
+        }
+    }
+
+    /// Whether this error is found before the script starts running.
+    pub fn is_before_running(self) -> bool {
+        matches!(
+            self,
+            Self::Syntax | Self::InvalidMeta | Self::Forbidden | Self::NoEntryPoint
+        )
+    }
+}
+
+/// Turns the guest's script error into a run error.
+pub(crate) fn from_guest(error: bindings::ScriptError, memory_limit: u64) -> RunError {
+    use bindings::ScriptErrorKind as K;
+    let kind = match error.kind {
+        K::Syntax => ScriptErrorKind::Syntax,
+        K::InvalidMeta => ScriptErrorKind::InvalidMeta,
+        K::Forbidden => ScriptErrorKind::Forbidden,
+        K::NoEntryPoint => ScriptErrorKind::NoEntryPoint,
+        K::Uncaught => ScriptErrorKind::Uncaught,
+        K::InvalidResult => ScriptErrorKind::InvalidResult,
+        K::OutOfMemory => {
+            return RunError::OutOfMemory {
+                limit_bytes: memory_limit,
+                line: error.line,
+            };
+        }
+    };
+    let script_error = ScriptError {
+        kind,
+        message: error.message,
+        line: error.line,
+        exception: error.exception,
+    };
+    if kind.is_before_running() {
+        RunError::Rejected(script_error)
+    } else {
+        RunError::Script(script_error)
+    }
+}
+
+/// What the run knew when wasmtime returned an error, for classifying it.
+pub(crate) struct TrapContext {
+    pub fuel_limit: u64,
+    pub memory_limit: u64,
+    pub memory_denied: bool,
+    pub timeout: Duration,
+    pub guest_stderr: String,
+}
+
+/// The one function that maps wasmtime's errors (traps, fuel, epoch interrupts, host-raised
+/// run errors) to a [`RunError`].
+pub(crate) fn classify(error: wasmtime::Error, context: &TrapContext) -> RunError {
+    if let Some(run_error) = error.downcast_ref::<RunError>() {
+        return run_error.clone();
+    }
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::OutOfFuel) => RunError::OutOfFuel {
+            limit: context.fuel_limit,
+        },
+        Some(wasmtime::Trap::Interrupt) => RunError::Timeout {
+            after: context.timeout,
+        },
+        Some(wasmtime::Trap::StackOverflow) => RunError::StackOverflow,
+        // The interpreter aborts when an allocation it cannot recover from fails.
+        Some(_) if context.memory_denied => RunError::OutOfMemory {
+            limit_bytes: context.memory_limit,
+            line: None,
+        },
+        _ => {
+            let mut message = format!("{error:#}");
+            let stderr = context.guest_stderr.trim();
+            if !stderr.is_empty() {
+                message.push_str("\nguest stderr:\n");
+                message.push_str(stderr);
+            }
+            RunError::Guest(message)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_documented_classes() {
+        let rejected = RunError::Rejected(ScriptError {
+            kind: ScriptErrorKind::Syntax,
+            message: "bad".into(),
+            line: Some(3),
+            exception: None,
+        });
+        assert_eq!(rejected.exit_code(), 2);
+        assert_eq!(rejected.line(), Some(3));
+        assert_eq!(rejected.kind(), "syntax");
+        assert_eq!(
+            RunError::ScriptTooLarge { size: 2, limit: 1 }.exit_code(),
+            2
+        );
+        assert_eq!(RunError::OutOfFuel { limit: 1 }.exit_code(), 3);
+        assert_eq!(RunError::StackOverflow.exit_code(), 3);
+        assert_eq!(RunError::Guest("x".into()).exit_code(), 1);
+    }
+
+    fn context() -> TrapContext {
+        TrapContext {
+            fuel_limit: 10,
+            memory_limit: 20,
+            memory_denied: false,
+            timeout: Duration::from_secs(1),
+            guest_stderr: "boom".into(),
+        }
+    }
+
+    #[test]
+    fn traps_are_classified() {
+        let ctx = context();
+        let fuel = classify(wasmtime::Error::new(wasmtime::Trap::OutOfFuel), &ctx);
+        assert_eq!(fuel, RunError::OutOfFuel { limit: 10 });
+        let time = classify(wasmtime::Error::new(wasmtime::Trap::Interrupt), &ctx);
+        assert!(matches!(time, RunError::Timeout { .. }));
+        let crash = classify(
+            wasmtime::Error::new(wasmtime::Trap::UnreachableCodeReached),
+            &ctx,
+        );
+        assert!(
+            matches!(&crash, RunError::Guest(m) if m.contains("boom")),
+            "{crash:?}"
+        );
+        let denied = TrapContext {
+            memory_denied: true,
+            ..context()
+        };
+        let memory = classify(
+            wasmtime::Error::new(wasmtime::Trap::UnreachableCodeReached),
+            &denied,
+        );
+        assert!(matches!(
+            memory,
+            RunError::OutOfMemory {
+                limit_bytes: 20,
+                ..
+            }
+        ));
+        let raised = classify(
+            wasmtime::Error::new(RunError::OutputTooLarge { limit: 5 }),
+            &ctx,
+        );
+        assert_eq!(raised, RunError::OutputTooLarge { limit: 5 });
+    }
+}

@@ -1,0 +1,280 @@
+//! The typed, live event stream of every run.
+//!
+//! Runs publish [`Event`]s to a broadcast channel owned by the [`crate::Runtime`]; subscribers
+//! get an [`EventStream`]. Publishing never waits: a subscriber that falls behind loses the
+//! oldest events and receives one [`EventKind::Gap`] saying how many, so a slow consumer never
+//! stalls a leaf. The CLI's progress display and `--events` output are such subscribers.
+
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::outcome::Summary;
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The run's thread id.
+    pub thread_id: String,
+    /// Position in the run's stream, from 1, without holes (a [`EventKind::Gap`] reports the
+    /// events a slow subscriber missed).
+    pub seq: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Where a call sits in the script's tree of `parallel`/`pipeline` groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// The group, numbered per run from 1 in the order the script opened groups.
+    pub group: u32,
+    /// The index within the group, from 0.
+    pub index: u32,
+}
+
+/// A phase from the script's `meta`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetaPhase {
+    /// The phase's title.
+    pub title: String,
+    /// An optional longer description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The kinds of events, tagged by `"type"` in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// The script parsed and passed its checks and is about to start.
+    RunStarted {
+        /// `meta.name`, when the script has a meta.
+        name: Option<String>,
+        /// `meta.phases`.
+        phases: Vec<MetaPhase>,
+    },
+    /// The script entered a phase.
+    Phase {
+        /// The phase title.
+        title: String,
+    },
+    /// A `log` or `print` line.
+    Log {
+        /// The line.
+        message: String,
+    },
+    /// A leaf agent started running (it got a concurrency slot).
+    LeafStarted {
+        /// The call's handle within the run.
+        call_id: u64,
+        /// The `label` option.
+        label: Option<String>,
+        /// The `agent_type` option.
+        agent_type: Option<String>,
+        /// The first characters of the prompt.
+        prompt_preview: String,
+        /// The enclosing groups, outermost first.
+        path: Vec<Position>,
+    },
+    /// A leaf agent finished.
+    LeafFinished {
+        /// The call's handle within the run.
+        call_id: u64,
+        /// Whether it succeeded.
+        ok: bool,
+        /// Tokens it used.
+        tokens: u64,
+        /// How long the backend took, in milliseconds.
+        duration_ms: u64,
+        /// Whether the completion came from the journal instead of the backend.
+        replayed: bool,
+        /// The error message, when it failed.
+        error: Option<String>,
+    },
+    /// A host tool was called by the script.
+    ToolCalled {
+        /// The call's handle within the run.
+        call_id: u64,
+        /// The tool's name.
+        name: String,
+        /// The enclosing groups, outermost first.
+        path: Vec<Position>,
+    },
+    /// A host tool finished.
+    ToolFinished {
+        /// The call's handle within the run.
+        call_id: u64,
+        /// Whether it succeeded.
+        ok: bool,
+        /// How long it took, in milliseconds.
+        duration_ms: u64,
+        /// Whether the completion came from the journal.
+        replayed: bool,
+        /// The error message, when it failed.
+        error: Option<String>,
+    },
+    /// The run's token use crossed 80 % of its budget, or reached it.
+    BudgetWarning {
+        /// Tokens spent so far.
+        spent: u64,
+        /// The budget.
+        total: u64,
+    },
+    /// The run ended.
+    RunFinished {
+        /// Whether it produced a result.
+        ok: bool,
+        /// The run's summary.
+        summary: Box<Summary>,
+        /// The error, when it failed.
+        error: Option<ErrorInfo>,
+    },
+    /// This subscriber fell behind and missed `missed` events.
+    Gap {
+        /// How many events were lost.
+        missed: u64,
+    },
+}
+
+/// A run error as data: what the CLI's `--json` prints and what events carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// The error's kind, such as `uncaught` or `out_of_fuel`.
+    pub kind: String,
+    /// The message.
+    pub message: String,
+    /// The script line, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The Python exception type of an uncaught exception.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exception: Option<String>,
+}
+
+impl From<&crate::RunError> for ErrorInfo {
+    fn from(error: &crate::RunError) -> Self {
+        let exception = match error {
+            crate::RunError::Script(e) | crate::RunError::Rejected(e) => e.exception.clone(),
+            _ => None,
+        };
+        let message = match error {
+            // The line is its own field; keep the message free of it.
+            crate::RunError::Script(e) | crate::RunError::Rejected(e) => e.message.clone(),
+            other => other.to_string(),
+        };
+        Self {
+            kind: error.kind().to_owned(),
+            message,
+            line: error.line(),
+            exception,
+        }
+    }
+}
+
+/// A subscription to the events of every run of a [`crate::Runtime`].
+#[derive(Debug)]
+pub struct EventStream {
+    receiver: broadcast::Receiver<Event>,
+}
+
+impl EventStream {
+    pub(crate) fn new(receiver: broadcast::Receiver<Event>) -> Self {
+        Self { receiver }
+    }
+
+    /// The next event; `None` once the runtime is gone. Missed events arrive as one
+    /// [`EventKind::Gap`] (with the thread id and sequence number left empty).
+    pub async fn recv(&mut self) -> Option<Event> {
+        match self.receiver.recv().await {
+            Ok(event) => Some(event),
+            Err(broadcast::error::RecvError::Lagged(missed)) => Some(Event {
+                thread_id: String::new(),
+                seq: 0,
+                kind: EventKind::Gap { missed },
+            }),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    }
+}
+
+/// Publishes one run's events with its thread id and a gap-free sequence.
+#[derive(Debug)]
+pub(crate) struct RunEvents {
+    thread_id: String,
+    sender: broadcast::Sender<Event>,
+    seq: Mutex<u64>,
+}
+
+impl RunEvents {
+    pub(crate) fn new(thread_id: String, sender: broadcast::Sender<Event>) -> Self {
+        Self {
+            thread_id,
+            sender,
+            seq: Mutex::new(0),
+        }
+    }
+
+    /// Publishes the event `make` builds, unless nobody listens (then it is not even built).
+    pub(crate) fn emit(&self, make: impl FnOnce() -> EventKind) {
+        if self.sender.receiver_count() == 0 {
+            return;
+        }
+        // Holding the lock while sending keeps sequence order equal to delivery order when
+        // leaf tasks publish concurrently.
+        let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
+        *seq += 1;
+        let _ = self.sender.send(Event {
+            thread_id: self.thread_id.clone(),
+            seq: *seq,
+            kind: make(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_slow_subscriber_gets_a_counted_gap() {
+        let (sender, _) = broadcast::channel(4);
+        let mut stream = EventStream::new(sender.subscribe());
+        let events = RunEvents::new("t1".into(), sender);
+        for n in 0..10 {
+            events.emit(|| EventKind::Log {
+                message: n.to_string(),
+            });
+        }
+        let first = stream.recv().await.unwrap();
+        assert_eq!(first.kind, EventKind::Gap { missed: 6 });
+        let next = stream.recv().await.unwrap();
+        assert_eq!((next.seq, next.thread_id.as_str()), (7, "t1"));
+    }
+
+    #[test]
+    fn events_serialise_with_a_type_tag_and_stable_names() {
+        let event = Event {
+            thread_id: "t".into(),
+            seq: 3,
+            kind: EventKind::LeafStarted {
+                call_id: 9,
+                label: Some("a".into()),
+                agent_type: None,
+                prompt_preview: "p".into(),
+                path: vec![Position { group: 1, index: 2 }],
+            },
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"thread_id": "t", "seq": 3, "type": "leaf_started", "call_id": 9,
+                "label": "a", "agent_type": null, "prompt_preview": "p",
+                "path": [{"group": 1, "index": 2}]})
+        );
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back, event);
+    }
+}

@@ -1,0 +1,123 @@
+//! The `flowbox:workflow/host` interface: what a running script can ask the host for.
+//!
+//! Each function converts between the generated WIT types and ours and delegates: requests
+//! are checked in `request`, calls are run by `calls`. Breaching an output limit ends the run
+//! (a trap carrying a [`RunError`]); a bad request is an error value the script sees.
+
+use serde_json::Value;
+
+use crate::RunError;
+use crate::bindings::host::{self, BudgetState, CallError, Completion, RunSettings};
+use crate::events::{EventKind, MetaPhase};
+use crate::request::{self, CallFailure};
+use crate::run::RunCtx;
+
+impl host::Host for RunCtx {
+    fn settings(&mut self) -> wasmtime::Result<RunSettings> {
+        Ok(RunSettings {
+            guard: self.guard,
+            recursion_limit: self.limits.recursion_limit,
+        })
+    }
+
+    fn started(&mut self, meta: Option<String>) -> wasmtime::Result<()> {
+        let meta: Value = match meta {
+            Some(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
+            None => Value::Null,
+        };
+        let name = meta.get("name").and_then(Value::as_str).map(str::to_owned);
+        let phases: Vec<MetaPhase> = meta
+            .get("phases")
+            .and_then(|phases| serde_json::from_value(phases.clone()).ok())
+            .unwrap_or_default();
+        self.record.name.clone_from(&name);
+        self.events.emit(|| EventKind::RunStarted { name, phases });
+        Ok(())
+    }
+
+    fn start_agent(
+        &mut self,
+        request: host::AgentRequest,
+    ) -> wasmtime::Result<Result<host::Handle, CallError>> {
+        let started = request::decode_agent(request, &self.limits)
+            .and_then(|decoded| self.calls.start_agent(decoded));
+        Ok(started.map_err(to_wit))
+    }
+
+    fn start_tool(
+        &mut self,
+        name: String,
+        arguments: String,
+        path: Vec<host::Position>,
+    ) -> wasmtime::Result<Result<host::Handle, CallError>> {
+        let checked = request::decode_tool_arguments(&name, &arguments, &self.limits)
+            .and_then(|_| request::decode_path(path));
+        let failure = match checked {
+            Err(failure) => failure,
+            Ok(_) => CallFailure::new(
+                host::ErrorKind::ToolFailed,
+                format!("there is no code-callable tool named {name:?}: this host registered none"),
+            ),
+        };
+        Ok(Err(to_wit(failure)))
+    }
+
+    async fn await_next(&mut self) -> wasmtime::Result<Result<Vec<Completion>, CallError>> {
+        let batch = self.calls.await_next().await.map_err(to_wit);
+        Ok(batch.map(|completions| {
+            completions
+                .into_iter()
+                .map(|c| Completion {
+                    handle: c.handle,
+                    outcome: c.outcome.map_err(to_wit),
+                })
+                .collect()
+        }))
+    }
+
+    fn phase(&mut self, title: String) -> wasmtime::Result<()> {
+        self.count_output(title.len())?;
+        self.record.phases.push(title.clone());
+        self.events.emit(|| EventKind::Phase { title });
+        Ok(())
+    }
+
+    fn log(&mut self, message: String) -> wasmtime::Result<()> {
+        self.count_output(message.len())?;
+        self.record.logs.push(message.clone());
+        self.events.emit(|| EventKind::Log { message });
+        Ok(())
+    }
+
+    fn budget(&mut self) -> wasmtime::Result<BudgetState> {
+        Ok(BudgetState {
+            total: self.calls.budget(),
+            spent: self.calls.spent().total(),
+        })
+    }
+
+    fn sleep(&mut self, nanoseconds: u64) -> wasmtime::Result<()> {
+        self.time.advance(nanoseconds);
+        Ok(())
+    }
+}
+
+impl RunCtx {
+    /// Counts log and phase text against the output limit; past it, the run ends.
+    fn count_output(&mut self, bytes: usize) -> wasmtime::Result<()> {
+        self.record.output_bytes = self.record.output_bytes.saturating_add(bytes);
+        if self.record.output_bytes > self.limits.max_output_bytes {
+            return Err(wasmtime::Error::new(RunError::OutputTooLarge {
+                limit: self.limits.max_output_bytes,
+            }));
+        }
+        Ok(())
+    }
+}
+
+fn to_wit(failure: CallFailure) -> CallError {
+    CallError {
+        kind: failure.kind,
+        message: failure.message,
+    }
+}

@@ -1,0 +1,197 @@
+//! Every bound a run is held to, in one serde-loadable type.
+//!
+//! Each limit has one mechanism and one typed error (see [`crate::RunError`]); the defaults
+//! below are documented with the reason for each value, and the README's limits table repeats
+//! them.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The bounds of one run. Build with [`Limits::default`] and the `with_*` setters, or load from
+/// JSON/TOML with serde (missing fields keep their defaults; unknown fields are an error).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Limits {
+    /// WebAssembly fuel for the whole run (interpreter start, parsing, the script's own code).
+    pub fuel: u64,
+    /// The most linear memory the guest may hold, in bytes.
+    pub memory_bytes: u64,
+    /// Wall-clock deadline for the whole run, leaves included.
+    #[serde(with = "duration_secs")]
+    pub timeout: Duration,
+    /// The most leaf agents one run may start over its lifetime.
+    pub max_agents: u32,
+    /// The most leaves of one run in flight at once.
+    pub max_concurrency: usize,
+    /// The run's token ceiling; `None` for no ceiling.
+    pub budget_tokens: Option<u64>,
+    /// The largest script source accepted, in bytes.
+    pub max_script_bytes: usize,
+    /// The most bytes of `log`/`print` output one run may write, in total.
+    pub max_output_bytes: usize,
+    /// The largest result JSON a run may return, in bytes.
+    pub max_result_bytes: usize,
+    /// The largest single message crossing the guest/host boundary (a prompt, a reply, a log
+    /// line, the args), in bytes.
+    pub max_message_bytes: usize,
+    /// The largest JSON Schema a script may pass to `agent`, in bytes.
+    pub max_schema_bytes: usize,
+    /// Python's recursion limit inside the guest.
+    pub recursion_limit: u32,
+}
+
+impl Default for Limits {
+    /// The defaults, and why:
+    ///
+    /// | limit | default | why |
+    /// |---|---|---|
+    /// | `fuel` | 20 000 000 000 | ≈ 2–3 s of pure-Python compute here (≈ 8.5e9 fuel per CPU-second); scripts are glue, a 1000-leaf fan-out needs < 1e9 |
+    /// | `memory_bytes` | 128 MiB | the interpreter needs ≈ 17 MiB; the rest holds plenty of leaf replies, while 100 runs at once still fit a small machine |
+    /// | `timeout` | 600 s | long enough for several rounds of slow hosted models, short enough that a stuck run is noticed |
+    /// | `max_agents` | 1000 | a generous fan-out; a runaway loop of `agent` calls stops long before it costs real money |
+    /// | `max_concurrency` | 16 | leaves are I/O-bound, so this does not follow the CPU count; it follows what providers tolerate |
+    /// | `budget_tokens` | none | token ceilings are the embedder's policy; flowbox enforces one when given |
+    /// | `max_script_bytes` | 64 KiB | orchestration scripts are short; a model writing more is writing the work itself |
+    /// | `max_output_bytes` | 1 MiB | logs are for people and the summary, not a data channel |
+    /// | `max_result_bytes` | 1 MiB | the result goes back into a root model's context |
+    /// | `max_message_bytes` | 1 MiB | one prompt or reply larger than this is a bug, not a leaf |
+    /// | `max_schema_bytes` | 64 KiB | real structured-output schemas are a few KiB |
+    /// | `recursion_limit` | 200 | deep enough for any glue code, well inside the guest's native stack |
+    fn default() -> Self {
+        Self {
+            fuel: 20_000_000_000,
+            memory_bytes: 128 << 20,
+            timeout: Duration::from_secs(600),
+            max_agents: 1000,
+            max_concurrency: 16,
+            budget_tokens: None,
+            max_script_bytes: 64 << 10,
+            max_output_bytes: 1 << 20,
+            max_result_bytes: 1 << 20,
+            max_message_bytes: 1 << 20,
+            max_schema_bytes: 64 << 10,
+            recursion_limit: 200,
+        }
+    }
+}
+
+impl Limits {
+    /// Sets the run's fuel.
+    pub fn with_fuel(mut self, fuel: u64) -> Self {
+        self.fuel = fuel;
+        self
+    }
+
+    /// Sets the memory cap in bytes.
+    pub fn with_memory_bytes(mut self, bytes: u64) -> Self {
+        self.memory_bytes = bytes;
+        self
+    }
+
+    /// Sets the wall-clock deadline.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets the lifetime cap on leaf agents.
+    pub fn with_max_agents(mut self, max_agents: u32) -> Self {
+        self.max_agents = max_agents;
+        self
+    }
+
+    /// Sets how many leaves may be in flight at once (at least 1).
+    pub fn with_max_concurrency(mut self, max_concurrency: usize) -> Self {
+        self.max_concurrency = max_concurrency.max(1);
+        self
+    }
+
+    /// Sets the token ceiling (`None` for none).
+    pub fn with_budget_tokens(mut self, budget: Option<u64>) -> Self {
+        self.budget_tokens = budget;
+        self
+    }
+
+    /// Sets the largest accepted script.
+    pub fn with_max_script_bytes(mut self, bytes: usize) -> Self {
+        self.max_script_bytes = bytes;
+        self
+    }
+
+    /// Sets the total `log`/`print` output cap.
+    pub fn with_max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = bytes;
+        self
+    }
+
+    /// Sets the largest result.
+    pub fn with_max_result_bytes(mut self, bytes: usize) -> Self {
+        self.max_result_bytes = bytes;
+        self
+    }
+
+    /// Sets the largest single guest/host message.
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> Self {
+        self.max_message_bytes = bytes;
+        self
+    }
+
+    /// Sets the largest JSON Schema passed to `agent`.
+    pub fn with_max_schema_bytes(mut self, bytes: usize) -> Self {
+        self.max_schema_bytes = bytes;
+        self
+    }
+
+    /// Sets Python's recursion limit in the guest.
+    pub fn with_recursion_limit(mut self, limit: u32) -> Self {
+        self.recursion_limit = limit;
+        self
+    }
+}
+
+/// Durations as (fractional) seconds in configuration files.
+mod duration_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(value.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(deserializer)?;
+        Duration::try_from_secs_f64(secs).map_err(|e| D::Error::custom(format!("timeout: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_json_keeps_defaults_and_rejects_unknown_fields() {
+        let limits: Limits =
+            serde_json::from_str(r#"{"fuel": 5, "timeout": 1.5, "budget_tokens": 100}"#).unwrap();
+        assert_eq!(limits.fuel, 5);
+        assert_eq!(limits.timeout, Duration::from_millis(1500));
+        assert_eq!(limits.budget_tokens, Some(100));
+        assert_eq!(limits.max_agents, Limits::default().max_agents);
+        let err = serde_json::from_str::<Limits>(r#"{"fuel_limit": 5}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        let err = serde_json::from_str::<Limits>(r#"{"timeout": -1}"#).unwrap_err();
+        assert!(err.to_string().contains("timeout"), "{err}");
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let limits = Limits::default()
+            .with_max_concurrency(0)
+            .with_budget_tokens(Some(7));
+        assert_eq!(limits.max_concurrency, 1);
+        let text = serde_json::to_string(&limits).unwrap();
+        assert_eq!(serde_json::from_str::<Limits>(&text).unwrap(), limits);
+    }
+}

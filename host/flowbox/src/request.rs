@@ -1,0 +1,267 @@
+//! Decoding what the guest asks for: the one place untrusted guest data becomes our types.
+//!
+//! The guest is untrusted code. Every request is checked here for size and shape before any
+//! backend sees it; a bad request becomes a [`CallFailure`] the script receives as an
+//! exception, never a host panic.
+
+use flowbox_backends::LeafRequest;
+use serde_json::Value;
+
+use crate::Limits;
+use crate::bindings::host::{AgentRequest, ErrorKind};
+use crate::events::Position;
+
+/// A call that failed, as the script will see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallFailure {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl CallFailure {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidRequest, message)
+    }
+}
+
+/// An `agent(...)` request after checking: the backend request and its tree position.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DecodedAgent {
+    pub leaf: LeafRequest,
+    pub path: Vec<Position>,
+}
+
+/// Longest label, agent type, model name, instance id or tool name accepted.
+const MAX_NAME_BYTES: usize = 256;
+/// Most tool names in one `tools=[...]`.
+const MAX_TOOLS: usize = 256;
+/// Deepest `parallel`/`pipeline` nesting accepted.
+const MAX_PATH_DEPTH: usize = 64;
+
+/// Checks and converts one `agent(...)` request (the call id is filled in by the caller).
+pub(crate) fn decode_agent(
+    request: AgentRequest,
+    limits: &Limits,
+) -> Result<DecodedAgent, CallFailure> {
+    let prompt = parse_json("prompt", &request.prompt, limits.max_message_bytes)?;
+    let schema = match &request.schema {
+        Some(text) => Some(check_schema(parse_json(
+            "schema",
+            text,
+            limits.max_schema_bytes,
+        )?)?),
+        None => None,
+    };
+    let mut leaf = LeafRequest::new(0, prompt);
+    leaf.schema = schema;
+    leaf.agent_type = check_name("agent_type", request.agent_type)?;
+    leaf.label = check_name("label", request.label)?;
+    leaf.model = check_name("model", request.model)?;
+    leaf.instance_id = check_name("instance_id", request.instance_id)?;
+    leaf.instruction = match request.instruction {
+        Some(text) if text.len() > limits.max_message_bytes => {
+            return Err(too_large(
+                "instruction",
+                text.len(),
+                limits.max_message_bytes,
+            ));
+        }
+        other => other,
+    };
+    leaf.tools = match request.tools {
+        Some(tools) if tools.len() > MAX_TOOLS => {
+            return Err(CallFailure::invalid(format!(
+                "tools lists {} names; at most {MAX_TOOLS} are accepted",
+                tools.len()
+            )));
+        }
+        Some(tools) => Some(
+            tools
+                .into_iter()
+                .map(|name| check_name("tool name", Some(name)).map(Option::unwrap_or_default))
+                .collect::<Result<_, _>>()?,
+        ),
+        None => None,
+    };
+    Ok(DecodedAgent {
+        leaf,
+        path: decode_path(request.path)?,
+    })
+}
+
+/// Checks a `call_tool` request's arguments: a JSON object within the message limit.
+pub(crate) fn decode_tool_arguments(
+    name: &str,
+    arguments: &str,
+    limits: &Limits,
+) -> Result<Value, CallFailure> {
+    check_name("tool name", Some(name.to_owned()))?;
+    let arguments = parse_json("tool arguments", arguments, limits.max_message_bytes)?;
+    if !arguments.is_object() {
+        return Err(CallFailure::invalid("tool arguments must be a JSON object"));
+    }
+    Ok(arguments)
+}
+
+/// Converts a group path, bounding its depth.
+pub(crate) fn decode_path(
+    path: Vec<crate::bindings::host::Position>,
+) -> Result<Vec<Position>, CallFailure> {
+    if path.len() > MAX_PATH_DEPTH {
+        return Err(CallFailure::invalid(format!(
+            "groups are nested {} deep; at most {MAX_PATH_DEPTH} levels are accepted",
+            path.len()
+        )));
+    }
+    Ok(path
+        .into_iter()
+        .map(|p| Position {
+            group: p.group,
+            index: p.index,
+        })
+        .collect())
+}
+
+fn parse_json(what: &str, text: &str, limit: usize) -> Result<Value, CallFailure> {
+    if text.len() > limit {
+        return Err(too_large(what, text.len(), limit));
+    }
+    // serde_json refuses nesting deeper than 128 levels, so hostile depth is an error here
+    // rather than a stack overflow.
+    serde_json::from_str(text)
+        .map_err(|e| CallFailure::invalid(format!("{what} is not valid JSON: {e}")))
+}
+
+/// A schema must be a JSON Schema: an object (or boolean) that meta-validates.
+fn check_schema(schema: Value) -> Result<Value, CallFailure> {
+    if !(schema.is_object() || schema.is_boolean()) {
+        return Err(CallFailure::invalid(
+            "schema must be a JSON Schema object, such as {\"type\": \"object\", ...}",
+        ));
+    }
+    if let Err(error) = jsonschema::meta::validate(&schema) {
+        return Err(CallFailure::invalid(format!(
+            "schema is not a valid JSON Schema: {error}"
+        )));
+    }
+    Ok(schema)
+}
+
+fn check_name(what: &str, name: Option<String>) -> Result<Option<String>, CallFailure> {
+    match name {
+        Some(name) if name.len() > MAX_NAME_BYTES => {
+            Err(too_large(what, name.len(), MAX_NAME_BYTES))
+        }
+        Some(name) if name.chars().any(char::is_control) => Err(CallFailure::invalid(format!(
+            "{what} contains control characters"
+        ))),
+        other => Ok(other),
+    }
+}
+
+fn too_large(what: &str, size: usize, limit: usize) -> CallFailure {
+    CallFailure::invalid(format!(
+        "{what} is {size} bytes; the limit is {limit} bytes"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bindings::host::Position as WitPosition;
+
+    fn request(prompt: &str) -> AgentRequest {
+        AgentRequest {
+            prompt: prompt.into(),
+            schema: None,
+            agent_type: None,
+            label: None,
+            instruction: None,
+            model: None,
+            tools: None,
+            instance_id: None,
+            path: vec![],
+        }
+    }
+
+    fn failure(request: AgentRequest) -> String {
+        decode_agent(request, &Limits::default())
+            .unwrap_err()
+            .message
+    }
+
+    #[test]
+    fn a_full_request_decodes() {
+        let mut r = request(r#"{"file": "ü.rs"}"#);
+        r.schema = Some(r#"{"type": "object", "required": ["a"]}"#.into());
+        r.label = Some("rev".into());
+        r.tools = Some(vec!["read_file".into()]);
+        r.path = vec![WitPosition { group: 1, index: 4 }];
+        let decoded = decode_agent(r, &Limits::default()).unwrap();
+        assert_eq!(decoded.leaf.prompt, serde_json::json!({"file": "ü.rs"}));
+        assert_eq!(decoded.leaf.tools, Some(vec!["read_file".to_owned()]));
+        assert_eq!(decoded.path, vec![Position { group: 1, index: 4 }]);
+    }
+
+    #[test]
+    fn garbage_deep_and_huge_json_are_invalid_requests() {
+        assert!(failure(request("{nope")).contains("prompt is not valid JSON"));
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(failure(request(&deep)).contains("recursion limit"));
+        let limits = Limits::default().with_max_message_bytes(10);
+        let err = decode_agent(request(r#""a long prompt""#), &limits).unwrap_err();
+        assert!(
+            err.message.contains("prompt is 15 bytes; the limit is 10"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn schemas_must_be_valid_json_schemas() {
+        for (schema, expected) in [
+            ("[1, 2]", "must be a JSON Schema object"),
+            (r#"{"type": "banana"}"#, "not a valid JSON Schema"),
+            (r#"{"minLength": -1}"#, "not a valid JSON Schema"),
+        ] {
+            let mut r = request("\"x\"");
+            r.schema = Some(schema.into());
+            assert!(failure(r).contains(expected), "{schema}");
+        }
+        let mut r = request("\"x\"");
+        r.schema = Some(format!(r#"{{"description": "{}"}}"#, "d".repeat(70_000)));
+        assert!(failure(r).contains("schema is"));
+    }
+
+    #[test]
+    fn names_tools_and_paths_are_bounded() {
+        let mut r = request("\"x\"");
+        r.label = Some("l".repeat(300));
+        assert!(failure(r).contains("label is 300 bytes"));
+        let mut r = request("\"x\"");
+        r.model = Some("fast\u{7}".into());
+        assert!(failure(r).contains("control characters"));
+        let mut r = request("\"x\"");
+        r.tools = Some(vec!["t".into(); 300]);
+        assert!(failure(r).contains("at most 256"));
+        let mut r = request("\"x\"");
+        r.path = vec![WitPosition { group: 1, index: 0 }; 65];
+        assert!(failure(r).contains("nested 65 deep"));
+    }
+
+    #[test]
+    fn tool_arguments_must_be_an_object() {
+        let limits = Limits::default();
+        assert!(decode_tool_arguments("t", "{}", &limits).is_ok());
+        let err = decode_tool_arguments("t", "[1]", &limits).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidRequest);
+        assert!(decode_tool_arguments("t", "{", &limits).is_err());
+    }
+}
