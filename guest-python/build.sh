@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the flowbox guest component, or with `test` runs the SDK's tests on native CPython.
+#   guest-python/build.sh          -> components/flowbox_guest.wasm (~12 s)
+#   guest-python/build.sh test     -> pytest guest-python/tests (extra args go to pytest)
+# Tools live in <repo>/.venv, pinned; installing them is skipped when they are already there.
+set -euo pipefail
+
+COMPONENTIZE_PY_VERSION=0.25.1
+PYTEST_VERSION=8.4.2
+
+guest="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$guest")"
+venv="$repo/.venv"
+
+if [[ ! -x "$venv/bin/python" ]]; then
+    python3 -m venv "$venv"
+fi
+
+installed_version() {
+    "$venv/bin/python" -c 'import importlib.metadata as m, sys
+try:
+    print(m.version(sys.argv[1]))
+except m.PackageNotFoundError:
+    pass' "$1"
+}
+
+ensure() {
+    if [[ "$(installed_version "$1")" != "$2" ]]; then
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$1==$2"
+    fi
+}
+
+ensure componentize-py "$COMPONENTIZE_PY_VERSION"
+ensure pytest "$PYTEST_VERSION"
+
+if [[ "${1:-}" == "test" ]]; then
+    shift
+    cd "$guest"
+    exec "$venv/bin/python" -m pytest "$@"
+fi
+
+mkdir -p "$repo/components"
+cd "$guest"
+"$venv/bin/componentize-py" -d "$repo/wit" -w workflow componentize app \
+    -p "$guest" -o "$repo/components/flowbox_guest.wasm"

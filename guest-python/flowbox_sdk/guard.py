@@ -1,0 +1,297 @@
+"""The script guard: an AST check that runs after parsing and before anything executes, and
+rejects with a line-numbered message what a workflow script has no business doing (imports
+outside the allowlist, private and dunder attributes, frames, eval and friends).
+It exists for clear, early errors; the WebAssembly boundary is what actually contains a script.
+"""
+
+import ast
+
+import _string  # the parser behind str.format, to read replacement fields exactly as it does
+
+from .modules import ALLOWED_MODULES, available_modules_hint
+from .script import FORBIDDEN, ScriptFailure
+
+# Attributes that reach frames, code objects and tracebacks, from which globals and builtins
+# are one step away. `co_*` is matched by prefix.
+_INTERNAL_ATTRIBUTES = frozenset(
+    {
+        "gi_frame", "gi_code", "gi_yieldfrom",
+        "cr_frame", "cr_code", "cr_await", "cr_origin",
+        "ag_frame", "ag_code", "ag_await",
+        "f_back", "f_builtins", "f_code", "f_globals", "f_locals", "f_trace", "f_lasti",
+        "f_lineno", "f_generator",
+        "tb_frame", "tb_next", "tb_lasti", "tb_lineno",
+        "mro", "with_traceback",
+    }
+)  # fmt: skip
+
+# Builtins a script does not get, each with what to do instead. A script that binds one of
+# these names itself (`input = args["input"]`) is using its own variable, which is fine.
+_UNAVAILABLE_BUILTINS = {
+    "open": "workflow scripts have no files; use call_tool",
+    "input": "workflow scripts have no standard input; read args",
+    "eval": "workflow scripts cannot run code from strings",
+    "exec": "workflow scripts cannot run code from strings",
+    "compile": "workflow scripts cannot run code from strings",
+    "getattr": "access attributes directly (obj.name), or keep the data in a dict",
+    "setattr": "assign attributes directly (obj.name = value), or keep the data in a dict",
+    "delattr": "delete attributes directly (del obj.name), or keep the data in a dict",
+    "hasattr": "keep optional data in a dict and test it with `in`",
+    "vars": "introspection is not available; keep the data in a dict",
+    "globals": "introspection is not available; keep the data in a dict",
+    "locals": "introspection is not available; keep the data in a dict",
+    "dir": "introspection is not available; keep the data in a dict",
+    "memoryview": "workflow scripts have no raw memory access",
+    "breakpoint": "workflow scripts run unattended",
+    "help": "workflow scripts run unattended",
+    "exit": "return from main() (or from the top level) to finish",
+    "quit": "return from main() (or from the top level) to finish",
+}
+
+# Special methods a class in a script may define: value behaviour only, no attribute hooks,
+# descriptors, metaclass or pickling machinery.
+SPECIAL_METHODS = frozenset(
+    {
+        "__init__", "__post_init__", "__repr__", "__str__",
+        "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__bool__",
+        "__len__", "__iter__", "__next__", "__contains__",
+        "__getitem__", "__setitem__", "__delitem__", "__call__", "__enter__", "__exit__",
+        "__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__",
+        "__neg__", "__abs__", "__radd__", "__rsub__", "__rmul__",
+    }
+)  # fmt: skip
+
+
+def check_script(tree: ast.Module) -> None:
+    """Raises `ScriptFailure(forbidden)` for the first construct the guard rejects."""
+    _Guard(_bound_names(tree)).visit(tree)
+
+
+def _bound_names(tree: ast.Module) -> set:
+    """Every name the script binds anywhere, scopes ignored."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
+    return bound
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _reject(message: str, node: ast.AST) -> ScriptFailure:
+    return ScriptFailure(FORBIDDEN, message, node.lineno)
+
+
+def _at(node: ast.AST) -> str:
+    return f"line {node.lineno}"
+
+
+class _Guard(ast.NodeVisitor):
+    def __init__(self, bound: set):
+        self._bound = bound
+        self._special_methods = set()  # ids of the defs that are special methods of a class
+
+    # --- names ---------------------------------------------------------------------------
+
+    def _check_name(self, name: str, node: ast.AST) -> None:
+        if name == "__name__":
+            raise _reject(
+                f"name '__name__' is not available ({_at(node)}): a workflow script is not a module "
+                "and its main() is called for you, so `if __name__ == '__main__':` is not "
+                "needed",
+                node,
+            )
+        if _is_dunder(name):
+            raise _reject(
+                f"name '{name}' is not allowed ({_at(node)}): names with double underscores "
+                "belong to Python's internals",
+                node,
+            )
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self._check_name(node.id, node)
+        reason = _UNAVAILABLE_BUILTINS.get(node.id)
+        if reason and isinstance(node.ctx, ast.Load) and node.id not in self._bound:
+            raise _reject(f"{node.id}() is not available ({_at(node)}): {reason}", node)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        self._check_name(node.arg, node)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        for name in node.names:
+            self._check_name(name, node)
+
+    visit_Nonlocal = visit_Global
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._check_name(node.name, node)
+        self.generic_visit(node)
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.name:
+            self._check_name(node.name, node)
+        self.generic_visit(node)
+
+    visit_MatchStar = visit_MatchAs
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        if node.rest:
+            self._check_name(node.rest, node)
+        self.generic_visit(node)
+
+    # --- attributes ----------------------------------------------------------------------
+
+    def _check_attribute(self, attribute: str, node: ast.AST) -> None:
+        if attribute.startswith("_"):
+            raise _reject(
+                f"attribute '{attribute}' is not accessible ({_at(node)}): attributes starting "
+                "with an underscore are private in workflow scripts",
+                node,
+            )
+        if attribute in _INTERNAL_ATTRIBUTES or attribute.startswith("co_"):
+            raise _reject(
+                f"attribute '{attribute}' is not accessible ({_at(node)}): frames, code objects "
+                "and tracebacks are not available to workflow scripts",
+                node,
+            )
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if not _is_super_special_method(node):
+            self._check_attribute(node.attr, node)
+        if node.attr in ("format", "format_map"):
+            self._check_format(node)
+        self.generic_visit(node)
+
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        for attribute in node.kwd_attrs:
+            self._check_attribute(attribute, node)
+        self.generic_visit(node)
+
+    def _check_format(self, node: ast.Attribute) -> None:
+        """`str.format` walks attributes named in its template (`"{0.__class__}"`), so it is
+        allowed only on a literal whose fields read no attribute."""
+        receiver = node.value
+        if not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
+            raise _reject(
+                f".{node.attr}() is only allowed on a string literal ({_at(node)}); use an f-string",
+                node,
+            )
+        try:
+            fields = _replacement_fields(receiver.value)
+        except ValueError as error:
+            raise _reject(f"malformed format string ({_at(node)}): {error}", node) from None
+        for field in fields:
+            _, rest = _string.formatter_field_name_split(field)
+            if any(is_attribute for is_attribute, _ in rest):
+                raise _reject(
+                    f"the format field '{{{field}}}' reads an attribute ({_at(node)}); "
+                    "use an f-string",
+                    node,
+                )
+
+    # --- definitions ---------------------------------------------------------------------
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._check_name(node.name, node)
+        for statement in node.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and _is_dunder(
+                statement.name
+            ):
+                if statement.name not in SPECIAL_METHODS:
+                    raise _reject(
+                        f"defining '{statement.name}' is not allowed ({_at(statement)}); special "
+                        f"methods a class may define: {', '.join(sorted(SPECIAL_METHODS))}",
+                        statement,
+                    )
+                self._special_methods.add(id(statement))
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if id(node) not in self._special_methods:
+            self._check_name(node.name, node)
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    # --- imports and the rest ------------------------------------------------------------
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name not in ALLOWED_MODULES:
+                raise _reject(
+                    f"import of '{alias.name}' is not allowed in workflow scripts ({_at(node)}). "
+                    f"{available_modules_hint()}",
+                    node,
+                )
+            if alias.asname:
+                self._check_name(alias.asname, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            raise _reject(
+                f"relative imports are not allowed in workflow scripts ({_at(node)}). "
+                f"{available_modules_hint()}",
+                node,
+            )
+        if node.module not in ALLOWED_MODULES:
+            raise _reject(
+                f"import of '{node.module}' is not allowed in workflow scripts ({_at(node)}). "
+                f"{available_modules_hint()}",
+                node,
+            )
+        for alias in node.names:
+            if alias.name == "*":
+                raise _reject(
+                    f"'from {node.module} import *' is not allowed ({_at(node)}); import the names "
+                    f"you use, e.g. 'from {node.module} import name'",
+                    node,
+                )
+            self._check_attribute(alias.name, node)
+            if alias.asname:
+                self._check_name(alias.asname, node)
+
+    def visit_TryStar(self, node: ast.AST) -> None:
+        raise _reject(
+            f"'except*' is not supported in workflow scripts ({_at(node)}); use a plain 'except'",
+            node,
+        )
+
+
+def _is_super_special_method(node: ast.Attribute) -> bool:
+    """`super().__init__(...)` and friends: a class's special methods may call the parent's."""
+    call = node.value
+    return (
+        node.attr in SPECIAL_METHODS
+        and isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "super"
+        and not call.args
+        and not call.keywords
+    )
+
+
+def _replacement_fields(template: str) -> list:
+    """The field names of a str.format template, including fields nested in format specs."""
+    fields = []
+    pending = [template]
+    while pending:
+        for _, field, spec, _ in _string.formatter_parser(pending.pop()):
+            if field is not None:
+                fields.append(field)
+            if spec:
+                pending.append(spec)
+    return fields

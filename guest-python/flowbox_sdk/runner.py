@@ -1,0 +1,148 @@
+"""The entry points behind the WIT exports: `check` parses and checks a script; `run` also runs
+it against a host and returns its result as JSON text. Every way a script can fail leaves here
+as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the script's line.
+"""
+
+import inspect
+import json
+import sys
+from typing import Any, NamedTuple, Optional
+
+from . import host as host_protocol
+from .guard import check_script
+from .host import Host
+from .jsonvalue import NotJson, to_json
+from .modules import full_builtins, safe_builtins
+from .primitives import make_primitives
+from .scheduler import Scheduler
+from .script import (
+    FILENAME,
+    INVALID_RESULT,
+    OUT_OF_MEMORY,
+    SYNTAX,
+    UNCAUGHT,
+    Entry,
+    ScriptFailure,
+    build,
+    extract_meta,
+    parse,
+)
+
+# Globals every script gets besides the primitives: JSON spellings (models write them out of
+# habit) and the exceptions failed calls raise, so `except BudgetExceeded:` needs no import.
+_ALIASES = {"true": True, "false": False, "null": None}
+_EXCEPTIONS = {
+    cls.__name__: cls
+    for cls in (
+        host_protocol.AgentError,
+        host_protocol.BudgetExceeded,
+        host_protocol.AgentCapExceeded,
+        host_protocol.ToolError,
+    )
+}
+
+
+class _Prepared(NamedTuple):
+    entry: Entry
+    meta: Optional[dict]
+
+
+def check(host: Host, source: str) -> str:
+    """The script's meta as JSON text (`null` when it has none), after every static check."""
+    prepared = _prepare(source, host.settings().guard)
+    return json.dumps(prepared.meta, ensure_ascii=False)
+
+
+def run(host: Host, source: str, args_json: str) -> str:
+    """Runs the script with its JSON arguments; returns the result as JSON text."""
+    settings = host.settings()
+    prepared = _prepare(source, settings.guard)
+    try:
+        args = json.loads(args_json)
+    except ValueError as error:
+        raise ScriptFailure(
+            UNCAUGHT, f"args are not valid JSON: {error}", None, "ValueError"
+        ) from None
+    host.started(None if prepared.meta is None else json.dumps(prepared.meta, ensure_ascii=False))
+
+    scheduler = Scheduler(host)
+    primitives = make_primitives(host, scheduler)
+    print_function = primitives.pop("print")
+    namespace = {
+        "__builtins__": (
+            safe_builtins(print_function) if settings.guard else full_builtins(print_function)
+        ),
+        # Read by `class` statements for the new class's __module__.
+        "__name__": "workflow",
+        **_ALIASES,
+        **_EXCEPTIONS,
+        **primitives,
+        "args": args,
+    }
+    previous_limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(settings.recursion_limit)
+        exec(prepared.entry.code, namespace)
+        result = scheduler.run(_call_entry(namespace[prepared.entry.function]))
+    except BaseException as error:  # whatever the script did not catch ends the run
+        raise _script_error(error) from None
+    finally:
+        sys.setrecursionlimit(previous_limit)
+    return _result_json(result)
+
+
+def _prepare(source: str, guard: bool) -> _Prepared:
+    tree = parse(source)
+    meta = extract_meta(tree)
+    if guard:
+        try:
+            check_script(tree)
+        except RecursionError:
+            raise ScriptFailure(SYNTAX, "the script is nested too deeply to check") from None
+    return _Prepared(build(tree), meta)
+
+
+async def _call_entry(entry) -> Any:
+    """Calls main()/run() or the wrapped body; a sync main() may return an awaitable."""
+    result = entry()
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _script_error(error: BaseException) -> ScriptFailure:
+    line = _script_line(error)
+    try:
+        message = str(error)
+    except Exception:  # a script-defined __str__ that fails
+        message = ""
+    if isinstance(error, MemoryError):
+        return ScriptFailure(
+            OUT_OF_MEMORY,
+            f"the script ran out of memory{': ' + message if message else ''}",
+            line,
+            type(error).__name__,
+        )
+    return ScriptFailure(UNCAUGHT, message, line, type(error).__name__)
+
+
+def _script_line(error: BaseException) -> Optional[int]:
+    """The line of the innermost traceback frame that is the script's own."""
+    line = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename == FILENAME:
+            line = traceback.tb_lineno
+        traceback = traceback.tb_next
+    return line
+
+
+def _result_json(result: Any) -> str:
+    try:
+        return to_json(result, "result")
+    except NotJson as error:
+        raise ScriptFailure(INVALID_RESULT, str(error)) from None
+    except MemoryError:
+        raise ScriptFailure(
+            OUT_OF_MEMORY, "the result is too large to write as JSON", None, "MemoryError"
+        ) from None

@@ -1,0 +1,312 @@
+"""From source text to code: parse, read the literal `meta`, find the entry point among the three
+script forms, and wrap a direct body into an async function. Only the AST is transformed, never
+the text, so every line number the script's author sees is the script's own.
+"""
+
+import ast
+import math
+import types
+from typing import Any, NamedTuple, Optional
+
+FILENAME = "<workflow>"
+# The async function a direct body is wrapped into; the guard keeps scripts from naming it.
+BODY_FUNCTION = "__flowbox_body__"
+
+# WIT `script-error-kind` cases.
+SYNTAX = "syntax"
+INVALID_META = "invalid-meta"
+FORBIDDEN = "forbidden"
+NO_ENTRY_POINT = "no-entry-point"
+UNCAUGHT = "uncaught"
+OUT_OF_MEMORY = "out-of-memory"
+INVALID_RESULT = "invalid-result"
+
+
+class ScriptFailure(Exception):
+    """A script that did not run to a JSON result; mirrors the WIT `script-error` record."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        line: Optional[int] = None,
+        exception: Optional[str] = None,
+    ):
+        super().__init__(kind, message, line, exception)
+        self.kind = kind
+        self.message = message
+        self.line = line
+        self.exception = exception
+
+
+class Entry(NamedTuple):
+    """Compiled module code and the name of the global function that starts the script."""
+
+    code: types.CodeType
+    function: str
+
+
+def parse(source: str) -> ast.Module:
+    try:
+        return ast.parse(source, FILENAME)
+    except SyntaxError as error:
+        raise _syntax_failure(error) from None
+    except ValueError as error:  # Python 3.11 reports null bytes this way
+        raise ScriptFailure(SYNTAX, f"the script cannot be parsed: {error}") from None
+    except RecursionError:
+        raise _too_deep() from None
+
+
+def build(tree: ast.Module) -> Entry:
+    """Picks the script's form, transforms the tree for it and compiles it."""
+    if _has_top_level_await_or_return(tree):
+        _wrap_body(tree)
+        function = BODY_FUNCTION
+    else:
+        function = _entry_function(tree)
+    try:
+        code = compile(tree, FILENAME, "exec")
+    except SyntaxError as error:
+        raise _syntax_failure(error) from None
+    except RecursionError:
+        raise _too_deep() from None
+    return Entry(code, function)
+
+
+def _syntax_failure(error: SyntaxError) -> ScriptFailure:
+    line = error.lineno
+    where = f" (line {line})" if line else ""
+    return ScriptFailure(SYNTAX, f"{error.msg}{where}", line)
+
+
+def _too_deep() -> ScriptFailure:
+    return ScriptFailure(SYNTAX, "the script is nested too deeply to compile")
+
+
+# --- forms -------------------------------------------------------------------------------
+
+
+def _has_top_level_await_or_return(tree: ast.Module) -> bool:
+    """True for a direct body: `await` (or `async for`/`async with`) or `return` outside any
+    function or class."""
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Await, ast.Return, ast.AsyncFor, ast.AsyncWith)):
+            return True
+        if isinstance(node, ast.comprehension) and node.is_async:
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _wrap_body(tree: ast.Module) -> None:
+    """Moves every top-level statement into `async def __flowbox_body__():`, keeping each
+    statement's own location, so helpers defined in the body become closures over its names."""
+    body = tree.body
+    wrapper = ast.AsyncFunctionDef(
+        name=BODY_FUNCTION,
+        args=ast.arguments(
+            posonlyargs=[],
+            args=[],
+            vararg=None,
+            kwonlyargs=[],
+            kw_defaults=[],
+            kwarg=None,
+            defaults=[],
+        ),
+        body=body,
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+    )
+    if "type_params" in ast.AsyncFunctionDef._fields:  # Python 3.12+
+        wrapper.type_params = []
+    ast.copy_location(wrapper, body[0])
+    wrapper.end_lineno = body[-1].end_lineno
+    wrapper.end_col_offset = body[-1].end_col_offset
+    tree.body = [wrapper]
+
+
+def _entry_function(tree: ast.Module) -> str:
+    defined = {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    for name in ("main", "run"):
+        if name in defined:
+            return name
+    raise ScriptFailure(
+        NO_ENTRY_POINT,
+        "the script has no entry point: define `async def main():` and return the result from "
+        "it, or write the steps at the top level (with await) and end with `return result`",
+    )
+
+
+# --- meta --------------------------------------------------------------------------------
+
+
+def extract_meta(tree: ast.Module) -> Optional[dict]:
+    """The script's `meta` dict, checked, or None when the script has none."""
+    first_assignment = None
+    meta_node = None
+    for statement in tree.body:
+        if not isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            continue
+        if _assigns_meta(statement):
+            if meta_node is not None:
+                raise _meta_error(
+                    f"meta is assigned twice (lines {meta_node.lineno} and "
+                    f"{statement.lineno}); assign it once",
+                    statement,
+                )
+            if first_assignment is not None:
+                raise _meta_error(
+                    f"meta must be the first assignment in the script, but line "
+                    f"{first_assignment.lineno} assigns something before it (meta is on line "
+                    f"{statement.lineno})",
+                    statement,
+                )
+            meta_node = statement
+        if first_assignment is None:
+            first_assignment = statement
+    if meta_node is None:
+        return None
+    if not (
+        isinstance(meta_node, ast.Assign)
+        and len(meta_node.targets) == 1
+        and isinstance(meta_node.targets[0], ast.Name)
+    ):
+        raise _meta_error("meta must be assigned on its own, as `meta = {...}`", meta_node)
+    if not isinstance(meta_node.value, ast.Dict):
+        raise _meta_error(
+            f"meta must be a dict literal, found {_describe_node(meta_node.value)}",
+            meta_node.value,
+        )
+    meta = _literal(meta_node.value)
+    _check_meta_fields(meta, meta_node.value)
+    return meta
+
+
+def _assigns_meta(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    else:
+        targets = [statement.target]
+    # Only names bound by the statement count: `meta["x"] = 1` uses meta, it does not assign it.
+    pending = list(targets)
+    while pending:
+        target = pending.pop()
+        if isinstance(target, ast.Name) and target.id == "meta":
+            return True
+        if isinstance(target, (ast.Tuple, ast.List)):
+            pending.extend(target.elts)
+        elif isinstance(target, ast.Starred):
+            pending.append(target.value)
+    return False
+
+
+def _meta_error(message: str, node: ast.AST) -> ScriptFailure:
+    return ScriptFailure(INVALID_META, f"{message} (line {node.lineno})", node.lineno)
+
+
+def _literal(node: ast.expr) -> Any:
+    """The value of a literal-only expression; tuples become lists."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _meta_error("meta numbers must be finite", node)
+        if value is None or isinstance(value, (str, bool, int, float)):
+            return value
+        raise _meta_error(
+            f"meta may only contain str, int, float, bool and None constants, found "
+            f"{type(value).__name__} {value!r}",
+            node,
+        )
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, (ast.USub, ast.UAdd))
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) in (int, float)
+    ):
+        number = _literal(node.operand)
+        return -number if isinstance(node.op, ast.USub) else number
+    if isinstance(node, ast.Dict):
+        result = {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                raise _meta_error("meta cannot use ** unpacking; write the keys out", value)
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                raise _meta_error(
+                    f"meta keys must be string constants, found {_describe_node(key)}", key
+                )
+            if key.value in result:
+                raise _meta_error(f"meta has the key {key.value!r} twice", key)
+            result[key.value] = _literal(value)
+        return result
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(element) for element in node.elts]
+    raise _meta_error(
+        f"meta may only contain literals (strings, numbers, booleans, None, lists and dicts), "
+        f"found {_describe_node(node)}",
+        node,
+    )
+
+
+def _describe_node(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return f"the name '{node.id}'"
+    if isinstance(node, ast.Constant):
+        return f"the constant {node.value!r}"
+    if isinstance(node, ast.Starred):
+        return "* unpacking"
+    descriptions = (
+        (ast.Call, "a function call"),
+        (ast.JoinedStr, "an f-string"),
+        ((ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp), "a comprehension"),
+        (ast.IfExp, "a conditional expression"),
+        ((ast.BinOp, ast.BoolOp, ast.Compare, ast.UnaryOp), "an operator expression"),
+        (ast.Set, "a set (use a list)"),
+        (ast.Attribute, "an attribute access"),
+        (ast.Subscript, "a subscript"),
+        (ast.Lambda, "a lambda"),
+        (ast.Await, "an await expression"),
+        (ast.NamedExpr, "an assignment expression"),
+        ((ast.List, ast.Tuple), "a list"),
+    )
+    for kinds, description in descriptions:
+        if isinstance(node, kinds):
+            return description
+    return f"a {type(node).__name__} expression"
+
+
+def _check_meta_fields(meta: dict, node: ast.Dict) -> None:
+    value_nodes = {
+        key.value: value for key, value in zip(node.keys, node.values)
+    }  # keys are all string constants by now
+    for field in ("name", "description"):
+        if field not in meta:
+            raise _meta_error(f'meta needs a "{field}": a non-empty string', node)
+        if not isinstance(meta[field], str) or not meta[field].strip():
+            raise _meta_error(f'meta "{field}" must be a non-empty string', value_nodes[field])
+    if "phases" not in meta:
+        return
+    phases_node = value_nodes["phases"]
+    if not isinstance(meta["phases"], list):
+        raise _meta_error(
+            'meta "phases" must be a list of {"title": ..., "detail": ...} dicts', phases_node
+        )
+    for index, phase in enumerate(meta["phases"]):
+        where = phases_node.elts[index]
+        if not isinstance(phase, dict):
+            raise _meta_error(
+                f'meta "phases"[{index}] must be a dict like {{"title": "..."}}', where
+            )
+        title = phase.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise _meta_error(f'meta "phases"[{index}] needs a non-empty string "title"', where)
+        if "detail" in phase and not isinstance(phase["detail"], str):
+            raise _meta_error(f'meta "phases"[{index}] "detail" must be a string', where)

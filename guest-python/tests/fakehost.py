@@ -1,0 +1,155 @@
+"""A fake flowbox host for running the SDK on native CPython: it records every call, answers
+leaves deterministically, and lets a test choose which completions each `await_next` returns,
+in which order, and which calls fail.
+"""
+
+import json
+import textwrap
+from typing import Callable, NamedTuple, Optional
+
+from flowbox_sdk import runner
+from flowbox_sdk.host import AgentRequest, BudgetState, CallFailed, Completion, Settings
+from flowbox_sdk.script import ScriptFailure
+
+
+class ToolRequest(NamedTuple):
+    name: str
+    arguments: dict
+    path: list
+
+
+def src(text: str) -> str:
+    """A test script: dedented, and starting on line 1 with its first real line."""
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def echo(request) -> object:
+    """The default agent: echoes a text prompt, or the prompt value for schema requests."""
+    prompt = json.loads(request.prompt)
+    if request.schema is not None:
+        return {"echo": prompt}
+    return f"echo: {prompt}" if isinstance(prompt, str) else f"echo: {request.prompt}"
+
+
+class FakeHost:
+    def __init__(self, guard: bool = True, recursion_limit: int = 1000):
+        self.guard = guard
+        self.recursion_limit = recursion_limit
+        self.calls = []  # (method name, arguments) for every protocol call, in order
+        # Replies: agent(request) and tool(name, arguments) return a JSON value or raise
+        # CallFailed, which becomes a failed completion.
+        self.agent: Callable = echo
+        self.tool: Callable = lambda name, arguments: {"tool": name, "arguments": arguments}
+        # Refusals at start: return (kind, message) to make start_agent/start_tool fail.
+        self.refuse: Callable = lambda request: None
+        # Which pending handles one await_next delivers, in order; default all, in start order.
+        self.deliver: Callable[[list], list] = lambda pending: list(pending)
+        self.requests = {}  # handle -> AgentRequest or ToolRequest
+        self.pending = []
+        self.batches = []  # the handles each await_next returned
+        self.budget_total: Optional[int] = None
+        self.spent = 0
+        self.tokens_per_leaf = 0
+        self.await_error: Optional[CallFailed] = None
+
+    # --- the protocol ----------------------------------------------------------------------
+
+    def settings(self) -> Settings:
+        self.calls.append(("settings", ()))
+        return Settings(self.guard, self.recursion_limit)
+
+    def started(self, meta_json):
+        self.calls.append(("started", (meta_json,)))
+
+    def start_agent(self, request) -> int:
+        self.calls.append(("start_agent", (request,)))
+        return self._start(request)
+
+    def start_tool(self, name, arguments_json, path) -> int:
+        self.calls.append(("start_tool", (name, arguments_json, path)))
+        return self._start(ToolRequest(name, json.loads(arguments_json), path))
+
+    def await_next(self) -> list:
+        self.calls.append(("await_next", ()))
+        if self.await_error is not None:
+            raise self.await_error
+        if not self.pending:
+            raise CallFailed("invalid-request", "no call is pending")
+        chosen = self.deliver(list(self.pending))
+        assert chosen and all(handle in self.pending for handle in chosen), chosen
+        self.batches.append(chosen)
+        completions = []
+        for handle in chosen:
+            self.pending.remove(handle)
+            completions.append(self._complete(handle))
+        return completions
+
+    def phase(self, title):
+        self.calls.append(("phase", (title,)))
+
+    def log(self, message):
+        self.calls.append(("log", (message,)))
+
+    def budget(self) -> BudgetState:
+        self.calls.append(("budget", ()))
+        return BudgetState(self.budget_total, self.spent)
+
+    def sleep(self, nanoseconds):
+        self.calls.append(("sleep", (nanoseconds,)))
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _start(self, request) -> int:
+        refusal = self.refuse(request)
+        if refusal is not None:
+            raise CallFailed(*refusal)
+        handle = len(self.requests) + 1
+        self.requests[handle] = request
+        self.pending.append(handle)
+        return handle
+
+    def _complete(self, handle) -> Completion:
+        request = self.requests[handle]
+        try:
+            if isinstance(request, AgentRequest):
+                value = self.agent(request)
+            else:
+                value = self.tool(request.name, request.arguments)
+        except CallFailed as failure:
+            return Completion(handle, False, (failure.kind, failure.message))
+        self.spent += self.tokens_per_leaf
+        return Completion(handle, True, json.dumps(value))
+
+    def named(self, method: str) -> list:
+        """The arguments of every call to `method`, in order."""
+        return [arguments for name, arguments in self.calls if name == method]
+
+    @property
+    def logs(self) -> list:
+        return [message for (message,) in self.named("log")]
+
+    @property
+    def agent_requests(self) -> list:
+        return [request for (request,) in self.named("start_agent")]
+
+    def run(self, source: str, args=None):
+        """Runs a script and returns its decoded result."""
+        return json.loads(runner.run(self, source, json.dumps(args if args is not None else {})))
+
+    def fail(self, source: str, args=None) -> ScriptFailure:
+        """Runs a script that must fail; returns the failure."""
+        try:
+            result = runner.run(self, source, json.dumps(args if args is not None else {}))
+        except ScriptFailure as failure:
+            return failure
+        raise AssertionError(f"the script succeeded with {result}")
+
+    def check(self, source: str):
+        return json.loads(runner.check(self, source))
+
+    def check_fails(self, source: str) -> ScriptFailure:
+        try:
+            meta = runner.check(self, source)
+        except ScriptFailure as failure:
+            return failure
+        raise AssertionError(f"the check passed with meta {meta}")
