@@ -170,7 +170,9 @@ class _Guard(ast.NodeVisitor):
             )
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if not _is_super_special_method(node):
+        # Reading `__name__` (as in `type(error).__name__`) yields a string and walks nowhere.
+        readable_name = node.attr == "__name__" and isinstance(node.ctx, ast.Load)
+        if not (readable_name or _is_super_special_method(node)):
             self._check_attribute(node.attr, node)
         if node.attr in ("format", "format_map"):
             self._check_format(node)

@@ -109,6 +109,4 @@ def _describe(value: Any) -> str:
         return f"an awaitable that was never awaited ({type(value).__name__}); add await"
     if callable(value):
         return f"a callable ({getattr(value, '__name__', type(value).__name__)}); call it"
-    return (
-        f"a {type(value).__name__} object; use a str, number, bool, None, list or dict"
-    )
+    return f"a value of type {type(value).__name__}; use a str, number, bool, None, list or dict"

@@ -1,0 +1,247 @@
+"""app.py, the WIT adapter, against the real generated bindings (`componentize-py bindings`),
+with the import functions the component would get from the host replaced by a fake host."""
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fakehost import FakeHost, src
+
+from flowbox_sdk.host import AgentRequest, CallFailed
+
+WIT = Path(__file__).resolve().parents[2] / "wit"
+
+
+@pytest.fixture(scope="session")
+def bindings(tmp_path_factory):
+    tool = shutil.which("componentize-py", path=os.path.dirname(sys.executable))
+    if tool is None:
+        pytest.skip("componentize-py is not installed next to this python")
+    out = tmp_path_factory.mktemp("bindings")
+    subprocess.run(
+        [tool, "-d", str(WIT), "-w", "workflow", "bindings", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    sys.path.insert(0, str(out))
+    yield out
+    sys.path.remove(str(out))
+
+
+class WitFake:
+    """The generated import functions, answered by a FakeHost and converted to WIT types."""
+
+    def __init__(self, wit, types, host: FakeHost):
+        self.wit, self.types, self.host = wit, types, host
+        self.agent_requests = []  # the WIT records app.py built
+
+    def _err(self, failure: CallFailed):
+        kind = self.wit.ErrorKind[failure.kind.upper().replace("-", "_")]
+        return self.types.Err(self.wit.CallError(kind, failure.message))
+
+    def install(self, monkeypatch):
+        wit, host = self.wit, self.host
+
+        def settings():
+            state = host.settings()
+            return wit.RunSettings(guard=state.guard, recursion_limit=state.recursion_limit)
+
+        def start_agent(request):
+            self.agent_requests.append(request)
+            path = [(position.group, position.index) for position in request.path]
+            fields = {**vars(request), "path": path}
+            try:
+                return host.start_agent(AgentRequest(**fields))
+            except CallFailed as failure:
+                raise self._err(failure) from None
+
+        def start_tool(name, arguments, path):
+            try:
+                return host.start_tool(name, arguments, [(p.group, p.index) for p in path])
+            except CallFailed as failure:
+                raise self._err(failure) from None
+
+        def await_next():
+            try:
+                completions = host.await_next()
+            except CallFailed as failure:
+                raise self._err(failure) from None
+            return [
+                wit.Completion(
+                    completion.handle,
+                    self.types.Ok(completion.payload)
+                    if completion.ok
+                    else self._err(CallFailed(*completion.payload)),
+                )
+                for completion in completions
+            ]
+
+        def budget():
+            state = host.budget()
+            return wit.BudgetState(total=state.total, spent=state.spent)
+
+        functions = {
+            "settings": settings,
+            "started": host.started,
+            "start_agent": start_agent,
+            "start_tool": start_tool,
+            "await_next": await_next,
+            "phase": host.phase,
+            "log": host.log,
+            "budget": budget,
+            "sleep": host.sleep,
+        }
+        for name, function in functions.items():
+            monkeypatch.setattr(wit, name, function)
+
+
+@pytest.fixture
+def guest(bindings, monkeypatch, host):
+    """A fresh import of app.py wired to `host`; time.sleep is restored afterwards."""
+    monkeypatch.setattr(time, "sleep", time.sleep)
+    sys.modules.pop("app", None)
+    app = importlib.import_module("app")
+    wit = importlib.import_module("wit_world.imports.host")
+    types = importlib.import_module("componentize_py_types")
+    fake = WitFake(wit, types, host)
+    fake.install(monkeypatch)
+    yield app, fake, types
+    sys.modules.pop("app", None)
+
+
+def test_run_returns_json_text_and_converts_paths(guest, host):
+    app, fake, _ = guest
+    script = src(
+        """
+        meta = {"name": "n", "description": "d"}
+        pair = await parallel([lambda: agent("a", tools=["t"]), lambda: call_tool("t", q=1)])
+        return {"pair": pair, "args": args}
+        """
+    )
+    result = app.WitWorld().run(script, '{"k": [1]}')
+    assert json.loads(result) == {
+        "pair": ["echo: a", {"tool": "t", "arguments": {"q": 1}}],
+        "args": {"k": [1]},
+    }
+    assert host.named("started") == [('{"name": "n", "description": "d"}',)]
+    request = fake.agent_requests[0]
+    assert isinstance(request, fake.wit.AgentRequest)
+    assert request.path == [fake.wit.Position(group=1, index=0)]
+    assert request.tools == ["t"] and request.schema is None
+    assert host.named("start_tool") == [("t", '{"q": 1}', [(1, 1)])]
+
+
+def test_script_errors_become_wit_script_errors(guest):
+    app, _, types = guest
+    world = importlib.import_module("wit_world")
+    with pytest.raises(types.Err) as raised:
+        app.WitWorld().run("x = 1\nraise KeyError('k')\nreturn 1\n", "{}")
+    assert raised.value.value == world.ScriptError(
+        world.ScriptErrorKind.UNCAUGHT, "'k'", 2, "KeyError"
+    )
+
+
+@pytest.mark.parametrize(
+    "script, kind",
+    [
+        ("return (\n", "SYNTAX"),
+        ("meta = {'name': 1}\nreturn 1\n", "INVALID_META"),
+        ("import os\nreturn 1\n", "FORBIDDEN"),
+        ("x = 1\n", "NO_ENTRY_POINT"),
+        ("raise MemoryError()\nreturn 1\n", "OUT_OF_MEMORY"),
+        ("return {1}\n", "INVALID_RESULT"),
+    ],
+)
+def test_every_script_error_kind_maps(guest, script, kind):
+    app, _, types = guest
+    world = importlib.import_module("wit_world")
+    with pytest.raises(types.Err) as raised:
+        app.WitWorld().run(script, "{}")
+    assert raised.value.value.kind == world.ScriptErrorKind[kind]
+
+
+def test_check_returns_meta_or_a_wit_error(guest, host):
+    app, _, types = guest
+    meta = app.WitWorld().check('meta = {"name": "n", "description": "d"}\nreturn 1\n')
+    assert json.loads(meta) == {"name": "n", "description": "d"}
+    assert app.WitWorld().check("return 1\n") == "null"
+    with pytest.raises(types.Err):
+        app.WitWorld().check("import os\nreturn 1\n")
+    assert host.named("started") == []
+
+
+@pytest.mark.parametrize(
+    "kind, exception",
+    [
+        ("agent-failed", "AgentError"),
+        ("budget-exceeded", "BudgetExceeded"),
+        ("agent-cap-exceeded", "AgentCapExceeded"),
+        ("tool-failed", "ToolError"),
+        ("invalid-request", "ValueError"),
+    ],
+)
+def test_call_errors_map_both_at_start_and_on_completion(guest, host, kind, exception):
+    app, _, _ = guest
+    script = src(
+        """
+        caught = []
+        for prompt in ["refused", "failed"]:
+            try:
+                await agent(prompt)
+            except Exception as error:
+                caught.append([type(error).__name__, str(error)])
+        return caught
+        """
+    )
+    host.refuse = lambda request: (kind, "no start") if "refused" in request.prompt else None
+
+    def agent(request):
+        raise CallFailed(kind, "no reply")
+
+    host.agent = agent
+    result = json.loads(app.WitWorld().run(script, "{}"))
+    assert result == [[exception, "no start"], [exception, "no reply"]]
+
+
+def test_await_next_error_is_reported(guest, host):
+    app, _, types = guest
+    host.await_error = CallFailed("invalid-request", "nothing is pending")
+    with pytest.raises(types.Err) as raised:
+        app.WitWorld().run("return await agent('x')\n", "{}")
+    assert raised.value.value.message == "the host could not deliver completions: nothing is pending"
+
+
+def test_budget_settings_log_and_phase_pass_through(guest, host):
+    app, _, _ = guest
+    host.budget_total, host.spent = 10, 4
+    script = "phase('P')\nprint('hi')\nreturn [budget.total, budget.remaining()]\n"
+    assert json.loads(app.WitWorld().run(script, "{}")) == [10, 6]
+    assert host.named("phase") == [("P",)] and host.logs == ["hi"]
+
+
+def test_settings_are_honoured(guest, host):
+    app, _, _ = guest
+    host.guard = False
+    assert json.loads(app.WitWorld().run("import os\nreturn os.sep\n", "{}")) == os.sep
+
+
+def test_time_sleep_advances_the_virtual_clock(guest, host):
+    app, _, _ = guest
+    assert json.loads(app.WitWorld().run("import time\ntime.sleep(0.25)\nreturn 1\n", "{}")) == 1
+    assert host.named("sleep") == [(250_000_000,)]
+
+
+def test_random_is_reseeded_from_wasi_randomness_every_run(guest, monkeypatch):
+    app, _, _ = guest
+    script = "import random\nreturn [random.random(), random.randint(1, 10**9)]\n"
+    monkeypatch.setattr(os, "urandom", lambda n: b"\x01" * n)
+    first = app.WitWorld().run(script, "{}")
+    assert app.WitWorld().run(script, "{}") == first
+    monkeypatch.setattr(os, "urandom", lambda n: b"\x02" * n)
+    assert app.WitWorld().run(script, "{}") != first
