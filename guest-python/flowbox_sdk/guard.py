@@ -4,9 +4,8 @@ outside the allowlist, private and dunder attributes, frames, eval and friends).
 It exists for clear, early errors; the WebAssembly boundary is what actually contains a script.
 """
 
-import ast
-
 import _string  # the parser behind str.format, to read replacement fields exactly as it does
+import ast
 
 from .modules import ALLOWED_MODULES, available_modules_hint
 from .script import FORBIDDEN, ScriptFailure
@@ -108,9 +107,9 @@ class _Guard(ast.NodeVisitor):
     def _check_name(self, name: str, node: ast.AST) -> None:
         if name == "__name__":
             raise _reject(
-                f"name '__name__' is not available ({_at(node)}): a workflow script is not a module "
-                "and its main() is called for you, so `if __name__ == '__main__':` is not "
-                "needed",
+                f"name '__name__' is not available ({_at(node)}): a workflow script is not a "
+                "module and its main() is called for you, so `if __name__ == '__main__':` is "
+                "not needed",
                 node,
             )
         if _is_dunder(name):
@@ -189,7 +188,8 @@ class _Guard(ast.NodeVisitor):
         receiver = node.value
         if not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
             raise _reject(
-                f".{node.attr}() is only allowed on a string literal ({_at(node)}); use an f-string",
+                f".{node.attr}() is only allowed on a string literal ({_at(node)}); "
+                "use an f-string",
                 node,
             )
         try:

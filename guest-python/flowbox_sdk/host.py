@@ -4,7 +4,7 @@
 Nothing else in the SDK knows the bindings exist.
 """
 
-from typing import NamedTuple, Optional, Protocol, Union
+from typing import NamedTuple, Protocol
 
 # Why a call failed; the WIT `error-kind` cases, spelled as in the WIT.
 AGENT_FAILED = "agent-failed"
@@ -32,7 +32,7 @@ class Settings(NamedTuple):
 
 
 class BudgetState(NamedTuple):
-    total: Optional[int]
+    total: int | None
     spent: int
 
 
@@ -40,13 +40,13 @@ class AgentRequest(NamedTuple):
     """One `agent(...)` call; mirrors the WIT `agent-request` record."""
 
     prompt: str
-    schema: Optional[str]
-    agent_type: Optional[str]
-    label: Optional[str]
-    instruction: Optional[str]
-    model: Optional[str]
-    tools: Optional[list[str]]
-    instance_id: Optional[str]
+    schema: str | None
+    agent_type: str | None
+    label: str | None
+    instruction: str | None
+    model: str | None
+    tools: list[str] | None
+    instance_id: str | None
     path: Path
 
 
@@ -55,13 +55,13 @@ class Completion(NamedTuple):
 
     handle: int
     ok: bool
-    payload: Union[str, tuple[str, str]]
+    payload: str | tuple[str, str]
 
 
 class Host(Protocol):
     def settings(self) -> Settings: ...
 
-    def started(self, meta_json: Optional[str]) -> None: ...
+    def started(self, meta_json: str | None) -> None: ...
 
     def start_agent(self, request: AgentRequest) -> int:
         """Returns the call's handle; raises `CallFailed` when the host refuses it."""
@@ -70,7 +70,7 @@ class Host(Protocol):
         """Returns the call's handle; raises `CallFailed` when the host refuses it."""
 
     def await_next(self) -> list[Completion]:
-        """Blocks until at least one started call finished; raises `CallFailed` if none is pending."""
+        """Blocks until a started call finished; raises `CallFailed` when none is pending."""
 
     def phase(self, title: str) -> None: ...
 

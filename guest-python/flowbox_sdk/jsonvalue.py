@@ -87,8 +87,7 @@ def _too_deep(root: str, step: _Step) -> str:
         earlier = first_seen.setdefault(id(link.value), link)
         if earlier is not link:
             return (
-                f"{_path(root, link)} refers back to {_path(root, earlier)} "
-                "(a circular reference)"
+                f"{_path(root, link)} refers back to {_path(root, earlier)} (a circular reference)"
             )
     return f"{root} is nested more than {MAX_DEPTH} levels deep"
 

@@ -6,7 +6,8 @@ coroutine or generator, so no frame (and no path to globals) hangs off anything 
 import inspect
 import json
 import types
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .host import AgentRequest, CallFailed, Host, Path, exception_for
 from .jsonvalue import NotJson, to_json
@@ -304,7 +305,7 @@ class Budget:
         self._host = host
 
     @property
-    def total(self) -> Optional[int]:
+    def total(self) -> int | None:
         """The ceiling in tokens, or None when the run is unlimited."""
         return self._host.budget().total
 
@@ -312,7 +313,7 @@ class Budget:
         """Tokens used by the calls whose replies the script has received."""
         return self._host.budget().spent
 
-    def remaining(self) -> Optional[int]:
+    def remaining(self) -> int | None:
         """Tokens left (never negative), or None when the run is unlimited."""
         state = self._host.budget()
         if state.total is None:

@@ -6,7 +6,7 @@ as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the
 import inspect
 import json
 import sys
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from . import host as host_protocol
 from .guard import check_script
@@ -44,7 +44,7 @@ _EXCEPTIONS = {
 
 class _Prepared(NamedTuple):
     entry: Entry
-    meta: Optional[dict]
+    meta: dict | None
 
 
 def check(host: Host, source: str) -> str:
@@ -126,7 +126,7 @@ def _script_error(error: BaseException) -> ScriptFailure:
     return ScriptFailure(UNCAUGHT, message, line, type(error).__name__)
 
 
-def _script_line(error: BaseException) -> Optional[int]:
+def _script_line(error: BaseException) -> int | None:
     """The line of the innermost traceback frame that is the script's own."""
     line = None
     traceback = error.__traceback__

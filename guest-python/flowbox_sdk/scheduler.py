@@ -4,7 +4,8 @@ the same completions, a run takes exactly the same steps, which is what makes re
 """
 
 from collections import deque
-from typing import Any, Callable, Coroutine, Optional
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from .host import CallFailed, Host, Path
 
@@ -30,7 +31,7 @@ class Scheduler:
 
     def __init__(self, host: Host):
         self.host = host
-        self.current: Optional[Task] = None  # the task being stepped, if any
+        self.current: Task | None = None  # the task being stepped, if any
         self._ready = deque()  # (task, value to send, exception to throw)
         self._blocked = {}  # handle -> the task waiting for that call
         self._groups = 0
@@ -62,7 +63,7 @@ class Scheduler:
         that call's `Completion` (never None, so a resumed iterator can tell it from a start)."""
         self._blocked[handle] = self.current
 
-    def resume(self, task: Task, value: Any = None, error: Optional[BaseException] = None) -> None:
+    def resume(self, task: Task, value: Any = None, error: BaseException | None = None) -> None:
         """Queues a blocked task to continue with `value`, or with `error` raised at its await."""
         self._ready.append((task, value, error))
 
@@ -73,14 +74,16 @@ class Scheduler:
         try:
             completions = self.host.await_next()
         except CallFailed as failure:
-            raise RuntimeError(f"the host could not deliver completions: {failure.message}") from None
+            raise RuntimeError(
+                f"the host could not deliver completions: {failure.message}"
+            ) from None
         for completion in completions:
             task = self._blocked.pop(completion.handle, None)
             if task is None:
                 raise RuntimeError(f"the host completed an unknown call {completion.handle}")
             self.resume(task, completion)
 
-    def _step(self, task: Task, value: Any, error: Optional[BaseException]) -> None:
+    def _step(self, task: Task, value: Any, error: BaseException | None) -> None:
         self.current = task
         try:
             if error is not None:

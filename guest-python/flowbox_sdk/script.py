@@ -6,7 +6,7 @@ the text, so every line number the script's author sees is the script's own.
 import ast
 import math
 import types
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 FILENAME = "<workflow>"
 # The async function a direct body is wrapped into; the guard keeps scripts from naming it.
@@ -29,8 +29,8 @@ class ScriptFailure(Exception):
         self,
         kind: str,
         message: str,
-        line: Optional[int] = None,
-        exception: Optional[str] = None,
+        line: int | None = None,
+        exception: str | None = None,
     ):
         super().__init__(kind, message, line, exception)
         self.kind = kind
@@ -132,9 +132,7 @@ def _wrap_body(tree: ast.Module) -> None:
 
 def _entry_function(tree: ast.Module) -> str:
     defined = {
-        node.name
-        for node in tree.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
     for name in ("main", "run"):
         if name in defined:
@@ -149,7 +147,7 @@ def _entry_function(tree: ast.Module) -> str:
 # --- meta --------------------------------------------------------------------------------
 
 
-def extract_meta(tree: ast.Module) -> Optional[dict]:
+def extract_meta(tree: ast.Module) -> dict | None:
     """The script's `meta` dict, checked, or None when the script has none."""
     first_assignment = None
     meta_node = None

@@ -5,7 +5,8 @@ in which order, and which calls fail.
 
 import json
 import textwrap
-from typing import Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import NamedTuple
 
 from flowbox_sdk import runner
 from flowbox_sdk.host import AgentRequest, BudgetState, CallFailed, Completion, Settings
@@ -47,10 +48,10 @@ class FakeHost:
         self.requests = {}  # handle -> AgentRequest or ToolRequest
         self.pending = []
         self.batches = []  # the handles each await_next returned
-        self.budget_total: Optional[int] = None
+        self.budget_total: int | None = None
         self.spent = 0
         self.tokens_per_leaf = 0
-        self.await_error: Optional[CallFailed] = None
+        self.await_error: CallFailed | None = None
 
     # --- the protocol ----------------------------------------------------------------------
 

@@ -214,7 +214,9 @@ def test_await_next_error_is_reported(guest, host):
     host.await_error = CallFailed("invalid-request", "nothing is pending")
     with pytest.raises(types.Err) as raised:
         app.WitWorld().run("return await agent('x')\n", "{}")
-    assert raised.value.value.message == "the host could not deliver completions: nothing is pending"
+    assert (
+        raised.value.value.message == "the host could not deliver completions: nothing is pending"
+    )
 
 
 def test_budget_settings_log_and_phase_pass_through(guest, host):

@@ -74,15 +74,18 @@ def test_script_defined_exception(host):
 
 
 def test_unprintable_exception_message(host):
-    script = src(
-        """
+    script = (
+        src(
+            """
         class Odd(Exception):
             def __str__(self):
                 raise ValueError("no")
 
         raise Odd()
         """
-    ) + "return 1\n"
+        )
+        + "return 1\n"
+    )
     failure = host.fail(script)
     assert (failure.exception, failure.message, failure.line) == ("Odd", "", 5)
 

@@ -143,15 +143,17 @@ def test_syntax_error_has_the_line(host):
 
 def test_compile_time_syntax_error_has_the_script_line(host):
     # `await` in a sync function passes ast.parse and fails in compile().
-    failure = host.fail(src(
-        """
+    failure = host.fail(
+        src(
+            """
         def helper():
             return await agent("x")
 
         async def main():
             return helper()
         """
-    ))
+        )
+    )
     assert (failure.kind, failure.line) == ("syntax", 2)
     assert "await" in failure.message
 

@@ -64,7 +64,14 @@ def test_three_pending_leaves_need_exactly_one_await_next(host):
     script = "return await parallel([lambda: agent('a'), lambda: agent('b'), lambda: agent('c')])\n"
     host.run(script)
     names = [name for name, _ in host.calls]
-    assert names == ["settings", "started", "start_agent", "start_agent", "start_agent", "await_next"]
+    assert names == [
+        "settings",
+        "started",
+        "start_agent",
+        "start_agent",
+        "start_agent",
+        "await_next",
+    ]
     assert host.batches == [[1, 2, 3]]
 
 
@@ -132,7 +139,10 @@ def test_uncaught_base_exception_in_a_branch_ends_the_run():
 @pytest.mark.parametrize(
     "items, message",
     [
-        ("[lambda: agent('a'), 'text']", "parallel() item 1 is a str, not a function or an awaitable"),
+        (
+            "[lambda: agent('a'), 'text']",
+            "parallel() item 1 is a str, not a function or an awaitable",
+        ),
         ("[agent('a'), 3]", "parallel() item 1 is a int"),
         ("[None]", "parallel() item 0 is a NoneType"),
         ("5", "parallel() takes a list of functions or awaitables, not int"),
@@ -351,7 +361,10 @@ def test_pipeline_stage_arity_from_defaults_varargs_and_methods(host):
         ("lambda: 1", "pipeline() stage 1 (<lambda>) takes no arguments"),
         ("str, 'upper'", "pipeline() stage 2 (a str) is not callable"),
         ("four", "pipeline() stage 1 (four) requires 4 positional arguments"),
-        ("lambda p: p, keyword", "pipeline() stage 2 (keyword) requires the keyword-only argument 'k'"),
+        (
+            "lambda p: p, keyword",
+            "pipeline() stage 2 (keyword) requires the keyword-only argument 'k'",
+        ),
     ],
 )
 def test_pipeline_stage_errors_raise_before_anything_starts(host, stages, message):

@@ -124,7 +124,9 @@ def test_dunder_names_in_every_binding_position(host):
 
 
 def test_dunder_name_dunder_main_idiom_gets_a_hint(host):
-    message = forbidden(host, "async def main():\n    return 1\nif __name__ == '__main__':\n    pass\n", 3)
+    message = forbidden(
+        host, "async def main():\n    return 1\nif __name__ == '__main__':\n    pass\n", 3
+    )
     assert "main() is called for you" in message
 
 
@@ -263,7 +265,9 @@ def test_classes_with_special_methods(host):
     assert host.run(script) == ["Score(5)", True, "failed: x", {"name": "A", "tags": []}]
 
 
-@pytest.mark.parametrize("method", ["__getattr__", "__getattribute__", "__init_subclass__", "__del__"])
+@pytest.mark.parametrize(
+    "method", ["__getattr__", "__getattribute__", "__init_subclass__", "__del__"]
+)
 def test_other_special_methods_are_rejected(host, method):
     script = f"class K:\n    x = 1\n    def {method}(self, *a):\n        return 1\nreturn 1\n"
     message = forbidden(host, script, 3)
@@ -363,7 +367,8 @@ def test_guard_off_skips_the_guard_and_gives_real_builtins_and_imports():
         """
         import os.path
         x = agent("never awaited")
-        return [os.path.join("a", "b"), getattr(x, "__class__").__name__, type(__builtins__).__name__]
+        kind = getattr(x, "__class__").__name__
+        return [os.path.join("a", "b"), kind, type(__builtins__).__name__]
         """
     )
     assert host.run(script) == ["a/b", "AgentCall", "dict"]

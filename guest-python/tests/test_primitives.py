@@ -228,7 +228,10 @@ def test_phase_and_log(host):
 
 def test_phase_needs_a_string(host):
     failure = host.fail("phase(1)\nreturn 1\n")
-    assert (failure.exception, failure.message) == ("TypeError", "phase() title must be a str, not int")
+    assert (failure.exception, failure.message) == (
+        "TypeError",
+        "phase() title must be a str, not int",
+    )
 
 
 @pytest.mark.parametrize(
@@ -253,7 +256,11 @@ def test_print_is_one_log_line(host, call, line):
 
 def test_budget_limited(host):
     host.budget_total, host.spent = 1000, 250
-    assert host.run("return [budget.total, budget.spent(), budget.remaining()]\n") == [1000, 250, 750]
+    assert host.run("return [budget.total, budget.spent(), budget.remaining()]\n") == [
+        1000,
+        250,
+        750,
+    ]
 
 
 def test_budget_remaining_never_negative(host):
@@ -263,7 +270,11 @@ def test_budget_remaining_never_negative(host):
 
 def test_budget_unlimited(host):
     host.spent = 42
-    assert host.run("return [budget.total, budget.spent(), budget.remaining()]\n") == [None, 42, None]
+    assert host.run("return [budget.total, budget.spent(), budget.remaining()]\n") == [
+        None,
+        42,
+        None,
+    ]
 
 
 def test_budget_is_read_from_the_host_each_time(host):
@@ -279,7 +290,15 @@ def test_budget_repr(host):
 
 # --- frameless objects ---------------------------------------------------------------------
 
-FRAME_ATTRIBUTES = ("cr_frame", "gi_frame", "ag_frame", "cr_code", "gi_code", "cr_await", "f_globals")
+FRAME_ATTRIBUTES = (
+    "cr_frame",
+    "gi_frame",
+    "ag_frame",
+    "cr_code",
+    "gi_code",
+    "cr_await",
+    "f_globals",
+)
 
 
 def sdk_objects(host):
@@ -320,4 +339,3 @@ def test_await_iterator_protocol(host):
 
 def test_agent_call_repr(host):
     assert host.run("return repr(agent('x'))\n") == "<agent(...): not awaited yet>"
-

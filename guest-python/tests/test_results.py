@@ -11,8 +11,18 @@ from flowbox_sdk.jsonvalue import MAX_DEPTH, NotJson, check_json, to_json
 
 
 def test_json_values_round_trip(host):
-    script = 'return {"s": "x", "i": -3, "f": 1.5, "b": False, "n": None, "l": [1], "t": (1, (2,))}\n'
-    assert host.run(script) == {"s": "x", "i": -3, "f": 1.5, "b": False, "n": None, "l": [1], "t": [1, [2]]}
+    script = (
+        'return {"s": "x", "i": -3, "f": 1.5, "b": False, "n": None, "l": [1], "t": (1, (2,))}\n'
+    )
+    assert host.run(script) == {
+        "s": "x",
+        "i": -3,
+        "f": 1.5,
+        "b": False,
+        "n": None,
+        "l": [1],
+        "t": [1, [2]],
+    }
 
 
 def test_result_text_is_not_ascii_escaped(host):
@@ -20,7 +30,16 @@ def test_result_text_is_not_ascii_escaped(host):
 
 
 def test_dict_and_int_subclasses_are_json(host):
-    script = "import collections, enum\nclass N(enum.IntEnum):\n    A = 2\nreturn [collections.Counter('aa'), N.A]\n"
+    script = src(
+        """
+        import collections, enum
+
+        class N(enum.IntEnum):
+            A = 2
+
+        return [collections.Counter("aa"), N.A]
+        """
+    )
     assert host.run(script) == [{"a": 2}, 2]
 
 
@@ -33,11 +52,20 @@ def test_dict_and_int_subclasses_are_json(host):
         ('{"x": {1, 2}}', 'result["x"] is a set; use a list'),
         ("frozenset()", "result is a set; use a list"),
         ('{"a": {1: "one"}}', 'result["a"] has the key 1 (int); JSON object keys must be strings'),
-        ('{("a", "b"): 1}', "result has the key ('a', 'b') (tuple); JSON object keys must be strings"),
+        (
+            '{("a", "b"): 1}',
+            "result has the key ('a', 'b') (tuple); JSON object keys must be strings",
+        ),
         ('[b"raw"]', "result[0] is bytes; decode them to a str"),
-        ('{"r": agent("x")}', 'result["r"] is an awaitable that was never awaited (AgentCall); add await'),
-        ('[len]', "result[0] is a callable (len); call it"),
-        ('{"o": object()}', 'result["o"] is a value of type object; use a str, number, bool, None, list or dict'),
+        (
+            '{"r": agent("x")}',
+            'result["r"] is an awaitable that was never awaited (AgentCall); add await',
+        ),
+        ("[len]", "result[0] is a callable (len); call it"),
+        (
+            '{"o": object()}',
+            'result["o"] is a value of type object; use a str, number, bool, None, list or dict',
+        ),
         ('{"quote\\"d": [1j]}', 'result["quote\\"d"][0] is a value of type complex'),
     ],
 )
