@@ -116,6 +116,19 @@ def exception_for(kind: str, message: str) -> Exception:
     return _EXCEPTION_FOR_KIND.get(kind, AgentError)(message)
 
 
+def exception_message(error: BaseException) -> str:
+    """`str(error)`, or "" when a script-defined `__str__` fails."""
+    try:
+        return str(error)
+    except Exception:
+        return ""
+
+
+def describe_error(error: BaseException) -> str:
+    """`TypeName: message`, for log lines about failures the script does not see."""
+    return f"{type(error).__name__}: {exception_message(error)}"
+
+
 U64_MAX = 2**64 - 1
 
 

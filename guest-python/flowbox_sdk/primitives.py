@@ -9,7 +9,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .host import AgentRequest, CallFailed, Host, Path, exception_for
+from .host import AgentRequest, CallFailed, Host, Path, describe_error, exception_for
 from .jsonvalue import NotJson, to_json
 from .scheduler import PARK, Scheduler
 
@@ -226,7 +226,7 @@ async def _run_branch(item, is_callable: bool, index: int, log) -> Any:
             value = await value
         return value
     except Exception as error:
-        log(f"parallel item {index} failed: {type(error).__name__}: {error}")
+        log(f"parallel item {index} failed: {describe_error(error)}")
         return None
 
 
@@ -240,7 +240,7 @@ async def _run_flow(item, index: int, stages: list, log) -> Any:
         except Exception as error:
             log(
                 f"pipeline item {index} failed in stage {number} ({_name_of(stage)}): "
-                f"{type(error).__name__}: {error}"
+                f"{describe_error(error)}"
             )
             return None
         if value is None:
@@ -258,6 +258,8 @@ def _stage_arity(stage, number: int) -> int:
     function, bound = stage, 0
     if isinstance(stage, types.MethodType):
         function, bound = stage.__func__, 1
+    elif not isinstance(stage, (type, types.FunctionType)):
+        function, bound = type(stage).__call__, 1  # an instance of a class defining __call__
     if not isinstance(function, types.FunctionType):
         return 1  # builtins, classes, partials: their arity cannot be read, so pass prev only
     code = function.__code__
@@ -416,11 +418,12 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
 
     def pipeline(items, *stages) -> Pipeline:
         try:
-            items = list(items)
+            iterator = iter(items)
         except TypeError:
             raise TypeError(
                 f"pipeline() takes a list of items first, not {type(items).__name__}"
             ) from None
+        items = list(iterator)
         checked = [(stage, _stage_arity(stage, number)) for number, stage in enumerate(stages, 1)]
         return Pipeline(scheduler, log, items, checked)
 

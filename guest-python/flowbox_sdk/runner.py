@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from . import host as host_protocol
 from .guard import check_script
-from .host import Host
+from .host import Host, exception_message
 from .jsonvalue import NotJson, to_json
 from .modules import full_builtins, safe_builtins
 from .primitives import make_primitives
@@ -112,10 +112,7 @@ async def _call_entry(entry) -> Any:
 
 def _script_error(error: BaseException) -> ScriptFailure:
     line = _script_line(error)
-    try:
-        message = str(error)
-    except Exception:  # a script-defined __str__ that fails
-        message = ""
+    message = exception_message(error)
     if isinstance(error, MemoryError):
         return ScriptFailure(
             OUT_OF_MEMORY,

@@ -398,3 +398,41 @@ def test_pipeline_items_must_be_iterable(host):
 def test_awaiting_a_pipeline_twice(host):
     failure = host.fail("f = pipeline([1])\nawait f\nawait f\nreturn 1\n")
     assert (failure.exception, failure.line) == ("RuntimeError", 3)
+
+
+def test_callable_instance_stage_arity_comes_from_its_call_method(host):
+    script = src(
+        """
+        class Join:
+            def __call__(self, prev, item, index):
+                return f"{prev}/{item}/{index}"
+
+        return await pipeline(["a"], Join())
+        """
+    )
+    assert host.run(script) == ["a/a/0"]
+
+
+def test_an_error_raised_while_reading_the_items_is_not_mislabelled(host):
+    script = (
+        "def items():\n    yield 1\n    raise TypeError('bad item')\nflow = pipeline(items())\n"
+    )
+    failure = host.fail(script + "return 1\n")
+    assert (failure.exception, failure.message, failure.line) == ("TypeError", "bad item", 3)
+
+
+def test_a_failure_whose_message_cannot_be_printed_is_still_logged(host):
+    script = src(
+        """
+        class Odd(Exception):
+            def __str__(self):
+                raise ValueError("no")
+
+        def boom():
+            raise Odd()
+
+        return await parallel([boom])
+        """
+    )
+    assert host.run(script) == [None]
+    assert host.logs == ["parallel item 0 failed: Odd: "]
