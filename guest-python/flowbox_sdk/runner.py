@@ -92,14 +92,20 @@ def run(host: Host, source: str, args_json: str) -> str:
 
 
 def _prepare(source: str, guard: bool) -> _Prepared:
-    tree = parse(source)
-    meta = extract_meta(tree)
-    if guard:
-        try:
+    """Parses, checks and compiles; nothing of the script runs."""
+    try:
+        tree = parse(source)
+        meta = extract_meta(tree)
+        if guard:
             check_script(tree)
-        except RecursionError:
-            raise ScriptFailure(SYNTAX, "the script is nested too deeply to check") from None
-    return _Prepared(build(tree), meta)
+        return _Prepared(build(tree), meta)
+    except (RecursionError, MemoryError) as error:
+        # Deeply nested source exhausts the parser's stack (MemoryError) or the recursion of
+        # the compiler or the guard (RecursionError) long before memory really runs out.
+        detail = exception_message(error) or type(error).__name__
+        raise ScriptFailure(
+            SYNTAX, f"the script is nested too deeply to compile ({detail})"
+        ) from None
 
 
 async def _call_entry(entry) -> Any:

@@ -53,8 +53,6 @@ def parse(source: str) -> ast.Module:
         raise _syntax_failure(error) from None
     except ValueError as error:  # Python 3.11 reports null bytes this way
         raise ScriptFailure(SYNTAX, f"the script cannot be parsed: {error}") from None
-    except RecursionError:
-        raise _too_deep() from None
 
 
 def build(tree: ast.Module) -> Entry:
@@ -68,8 +66,6 @@ def build(tree: ast.Module) -> Entry:
         code = compile(tree, FILENAME, "exec")
     except SyntaxError as error:
         raise _syntax_failure(error) from None
-    except RecursionError:
-        raise _too_deep() from None
     return Entry(code, function)
 
 
@@ -77,10 +73,6 @@ def _syntax_failure(error: SyntaxError) -> ScriptFailure:
     line = error.lineno
     where = f" (line {line})" if line else ""
     return ScriptFailure(SYNTAX, f"{error.msg}{where}", line)
-
-
-def _too_deep() -> ScriptFailure:
-    return ScriptFailure(SYNTAX, "the script is nested too deeply to compile")
 
 
 # --- forms -------------------------------------------------------------------------------

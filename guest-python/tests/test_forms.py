@@ -233,3 +233,11 @@ def test_same_run_twice_makes_the_same_calls(host):
     first.deliver = second.deliver = lambda pending: pending[::-1][:1]
     assert first.run(script) == second.run(script)
     assert first.calls == second.calls
+
+
+def test_deeply_nested_source_is_a_syntax_error_not_a_crash(host):
+    for expression in ["-" * 10000 + "1", "+".join(["1"] * 100000)]:
+        failure = host.check_fails(f"return {expression}\n")
+        assert failure.kind == "syntax"
+        assert failure.message.startswith("the script is nested too deeply to compile")
+
