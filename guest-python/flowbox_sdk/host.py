@@ -125,8 +125,10 @@ def exception_message(error: BaseException) -> str:
 
 
 def describe_error(error: BaseException) -> str:
-    """`TypeName: message`, for log lines about failures the script does not see."""
-    return f"{type(error).__name__}: {exception_message(error)}"
+    """`TypeName: message` (or just `TypeName`), for log lines about failures the script does
+    not see."""
+    message = exception_message(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 
 U64_MAX = 2**64 - 1

@@ -92,9 +92,7 @@ _VIEWS = {name: ModuleView(importlib.import_module(name)) for name in ALLOWED_MO
 # (`datetime.strptime` imports `_strptime`). Such an import calls the script's `__import__` only
 # for its side effect and then reads `sys.modules` itself, so they are loaded now and
 # `safe_import` lets the call through without handing anything out.
-_STDLIB_HELPERS = frozenset({"_strptime"})
-for _helper in _STDLIB_HELPERS:
-    importlib.import_module(_helper)
+_STDLIB_HELPERS = {name: importlib.import_module(name) for name in ("_strptime",)}
 
 
 def safe_import(name, globals=None, locals=None, fromlist=(), level=0):
@@ -122,7 +120,7 @@ _SAFE_BUILTINS = (
     "int", "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next",
     "object", "oct", "ord", "pow", "property", "range", "repr", "reversed", "round", "set",
     "slice", "sorted", "staticmethod", "str", "sum", "super", "tuple", "type", "zip",
-    "None", "Ellipsis", "NotImplemented", "False", "True",
+    "Ellipsis", "NotImplemented",
     "Exception", "ArithmeticError", "AssertionError", "AttributeError", "ImportError",
     "IndexError", "KeyError", "LookupError", "MemoryError", "NameError", "NotImplementedError",
     "OverflowError", "RecursionError", "RuntimeError", "StopIteration", "TimeoutError",

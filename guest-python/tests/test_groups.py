@@ -435,4 +435,4 @@ def test_a_failure_whose_message_cannot_be_printed_is_still_logged(host):
         """
     )
     assert host.run(script) == [None]
-    assert host.logs == ["parallel item 0 failed: Odd: "]
+    assert host.logs == ["parallel item 0 failed: Odd"]
