@@ -93,10 +93,6 @@ def _reject(message: str, node: ast.AST) -> ScriptFailure:
     return ScriptFailure(FORBIDDEN, message, node.lineno)
 
 
-def _at(node: ast.AST) -> str:
-    return f"line {node.lineno}"
-
-
 class _Guard(ast.NodeVisitor):
     def __init__(self, bound: set):
         self._bound = bound
@@ -107,14 +103,14 @@ class _Guard(ast.NodeVisitor):
     def _check_name(self, name: str, node: ast.AST) -> None:
         if name == "__name__":
             raise _reject(
-                f"name '__name__' is not available ({_at(node)}): a workflow script is not a "
+                f"name '__name__' is not available: a workflow script is not a "
                 "module and its main() is called for you, so `if __name__ == '__main__':` is "
                 "not needed",
                 node,
             )
         if _is_dunder(name):
             raise _reject(
-                f"name '{name}' is not allowed ({_at(node)}): names with double underscores "
+                f"name '{name}' is not allowed: names with double underscores "
                 "belong to Python's internals",
                 node,
             )
@@ -123,7 +119,7 @@ class _Guard(ast.NodeVisitor):
         self._check_name(node.id, node)
         reason = _UNAVAILABLE_BUILTINS.get(node.id)
         if reason and isinstance(node.ctx, ast.Load) and node.id not in self._bound:
-            raise _reject(f"{node.id}() is not available ({_at(node)}): {reason}", node)
+            raise _reject(f"{node.id}() is not available: {reason}", node)
 
     def visit_arg(self, node: ast.arg) -> None:
         self._check_name(node.arg, node)
@@ -157,13 +153,13 @@ class _Guard(ast.NodeVisitor):
     def _check_attribute(self, attribute: str, node: ast.AST) -> None:
         if attribute.startswith("_"):
             raise _reject(
-                f"attribute '{attribute}' is not accessible ({_at(node)}): attributes starting "
+                f"attribute '{attribute}' is not accessible: attributes starting "
                 "with an underscore are private in workflow scripts",
                 node,
             )
         if attribute in _INTERNAL_ATTRIBUTES or attribute.startswith("co_"):
             raise _reject(
-                f"attribute '{attribute}' is not accessible ({_at(node)}): frames, code objects "
+                f"attribute '{attribute}' is not accessible: frames, code objects "
                 "and tracebacks are not available to workflow scripts",
                 node,
             )
@@ -188,19 +184,19 @@ class _Guard(ast.NodeVisitor):
         receiver = node.value
         if not (isinstance(receiver, ast.Constant) and isinstance(receiver.value, str)):
             raise _reject(
-                f".{node.attr}() is only allowed on a string literal ({_at(node)}); "
+                f".{node.attr}() is only allowed on a string literal; "
                 "use an f-string",
                 node,
             )
         try:
             fields = _replacement_fields(receiver.value)
         except ValueError as error:
-            raise _reject(f"malformed format string ({_at(node)}): {error}", node) from None
+            raise _reject(f"malformed format string: {error}", node) from None
         for field in fields:
             _, rest = _string.formatter_field_name_split(field)
             if any(is_attribute for is_attribute, _ in rest):
                 raise _reject(
-                    f"the format field '{{{field}}}' reads an attribute ({_at(node)}); "
+                    f"the format field '{{{field}}}' reads an attribute; "
                     "use an f-string",
                     node,
                 )
@@ -215,7 +211,7 @@ class _Guard(ast.NodeVisitor):
             ):
                 if statement.name not in SPECIAL_METHODS:
                     raise _reject(
-                        f"defining '{statement.name}' is not allowed ({_at(statement)}); special "
+                        f"defining '{statement.name}' is not allowed; special "
                         f"methods a class may define: {', '.join(sorted(SPECIAL_METHODS))}",
                         statement,
                     )
@@ -235,7 +231,7 @@ class _Guard(ast.NodeVisitor):
         for alias in node.names:
             if alias.name not in ALLOWED_MODULES:
                 raise _reject(
-                    f"import of '{alias.name}' is not allowed in workflow scripts ({_at(node)}). "
+                    f"import of '{alias.name}' is not allowed in workflow scripts. "
                     f"{available_modules_hint()}",
                     node,
                 )
@@ -245,20 +241,20 @@ class _Guard(ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
             raise _reject(
-                f"relative imports are not allowed in workflow scripts ({_at(node)}). "
+                f"relative imports are not allowed in workflow scripts. "
                 f"{available_modules_hint()}",
                 node,
             )
         if node.module not in ALLOWED_MODULES:
             raise _reject(
-                f"import of '{node.module}' is not allowed in workflow scripts ({_at(node)}). "
+                f"import of '{node.module}' is not allowed in workflow scripts. "
                 f"{available_modules_hint()}",
                 node,
             )
         for alias in node.names:
             if alias.name == "*":
                 raise _reject(
-                    f"'from {node.module} import *' is not allowed ({_at(node)}); import the names "
+                    f"'from {node.module} import *' is not allowed; import the names "
                     f"you use, e.g. 'from {node.module} import name'",
                     node,
                 )
@@ -268,7 +264,7 @@ class _Guard(ast.NodeVisitor):
 
     def visit_TryStar(self, node: ast.AST) -> None:
         raise _reject(
-            f"'except*' is not supported in workflow scripts ({_at(node)}); use a plain 'except'",
+            f"'except*' is not supported in workflow scripts; use a plain 'except'",
             node,
         )
 

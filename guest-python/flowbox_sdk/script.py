@@ -70,9 +70,7 @@ def build(tree: ast.Module) -> Entry:
 
 
 def _syntax_failure(error: SyntaxError) -> ScriptFailure:
-    line = error.lineno
-    where = f" (line {line})" if line else ""
-    return ScriptFailure(SYNTAX, f"{error.msg}{where}", line)
+    return ScriptFailure(SYNTAX, error.msg, error.lineno)
 
 
 # --- forms -------------------------------------------------------------------------------
@@ -200,7 +198,7 @@ def _assigns_meta(statement: ast.stmt) -> bool:
 
 
 def _meta_error(message: str, node: ast.AST) -> ScriptFailure:
-    return ScriptFailure(INVALID_META, f"{message} (line {node.lineno})", node.lineno)
+    return ScriptFailure(INVALID_META, message, node.lineno)
 
 
 def _literal(node: ast.expr) -> Any:

@@ -166,7 +166,7 @@ impl Calls {
             let result = AssertUnwindSafe(backend.call(&leaf))
                 .catch_unwind()
                 .await
-                .unwrap_or_else(|panic| Err(BackendError::Panicked(panic_message(&panic))));
+                .unwrap_or_else(|panic| Err(BackendError::Panicked(panic_message(&*panic))));
             let duration = started.elapsed();
             events.emit(|| leaf_finished(leaf.call_id, &result, duration));
             // The receiver lives in the run; if the run is gone nobody needs the result.

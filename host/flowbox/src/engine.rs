@@ -24,6 +24,13 @@ use crate::{Limits, RunError, RunOutcome, cache};
 /// between concurrent busy runs.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// The guest's wasm stack. Recursion through the interpreter's C code (a deeply nested
+/// expression, `map` calling a Python function calling `map`, ...) needs far more than
+/// wasmtime's 512 KiB default before Python's own recursion limit can speak.
+const MAX_WASM_STACK: usize = 4 << 20;
+/// The fiber stack a run executes on: the wasm stack plus room for host calls.
+const ASYNC_STACK: usize = MAX_WASM_STACK + (2 << 20);
+
 /// Events a subscriber may fall behind by before it sees a gap.
 const DEFAULT_EVENT_CAPACITY: usize = 4096;
 
@@ -129,7 +136,9 @@ impl RuntimeBuilder {
             .consume_fuel(true)
             .epoch_interruption(true)
             .memory_init_cow(true)
-            .wasm_component_model(true);
+            .wasm_component_model(true)
+            .max_wasm_stack(MAX_WASM_STACK)
+            .async_stack_size(ASYNC_STACK);
         let engine = Engine::new(&config).map_err(wasmtime_error)?;
 
         let cache_dir = match self.cache_dir {

@@ -77,7 +77,7 @@ pub enum RunError {
 }
 
 fn detail(line: &Option<u32>) -> String {
-    line.map(|l| format!(" at line {l}")).unwrap_or_default()
+    line.map(|l| format!(" (line {l})")).unwrap_or_default()
 }
 
 impl RunError {

@@ -58,7 +58,7 @@ impl Default for Limits {
     /// | `max_result_bytes` | 1 MiB | the result goes back into a root model's context |
     /// | `max_message_bytes` | 1 MiB | one prompt or reply larger than this is a bug, not a leaf |
     /// | `max_schema_bytes` | 64 KiB | real structured-output schemas are a few KiB |
-    /// | `recursion_limit` | 200 | deep enough for any glue code, well inside the guest's native stack |
+    /// | `recursion_limit` | 1000 | CPython's own default; the guest's 4 MiB wasm stack holds it even for recursion through C code |
     fn default() -> Self {
         Self {
             fuel: 20_000_000_000,
@@ -72,7 +72,7 @@ impl Default for Limits {
             max_result_bytes: 1 << 20,
             max_message_bytes: 1 << 20,
             max_schema_bytes: 64 << 10,
-            recursion_limit: 200,
+            recursion_limit: 1000,
         }
     }
 }

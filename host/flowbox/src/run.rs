@@ -39,11 +39,12 @@ pub struct RunRequest {
 }
 
 impl RunRequest {
-    /// A request to run `script` with `null` args, a new thread id and the runtime's limits.
+    /// A request to run `script` with empty args (`{}`), a new thread id and the runtime's
+    /// limits.
     pub fn new(script: impl Into<String>) -> Self {
         Self {
             script: script.into(),
-            args: Value::Null,
+            args: Value::Object(serde_json::Map::new()),
             thread_id: None,
             limits: None,
             guard: true,

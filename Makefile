@@ -1,0 +1,35 @@
+# flowbox: `make demo` runs an example workflow offline; `make test` runs every test.
+# Everything builds with the release profile: one target directory, one wasmtime build.
+
+CARGO ?= cargo
+GUEST := components/flowbox_guest.wasm
+GUEST_SOURCES := $(shell find guest-python -name '*.py' -not -path '*/tests/*') \
+	wit/flowbox.wit guest-python/build.sh
+
+.PHONY: all guest build demo test test-guest lint bench
+
+all: build
+
+guest: $(GUEST)
+
+$(GUEST): $(GUEST_SOURCES)
+	guest-python/build.sh
+
+build: guest
+	$(CARGO) build --release --locked
+
+demo: build
+	target/release/flowbox run examples/review.py --backend scripted:examples/review.backend.json
+
+test: guest test-guest lint
+	$(CARGO) test --release --locked --workspace
+
+test-guest:
+	guest-python/test.sh
+
+lint: guest
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
+
+bench: guest
+	$(CARGO) bench --locked -p flowbox --bench runtime

@@ -1,0 +1,100 @@
+//! The live progress line on stderr: one consumer of the runtime's event stream.
+//!
+//! It shows the current phase, leaves running and done, and tokens, and prints the script's
+//! log lines above it as they arrive.
+
+use std::io::Write;
+
+use flowbox::{EventKind, EventStream};
+use tokio::task::JoinHandle;
+
+/// A running progress display.
+pub(crate) struct Display {
+    task: JoinHandle<()>,
+}
+
+/// Starts drawing progress from `events` on stderr.
+pub(crate) fn spawn(mut events: EventStream) -> Display {
+    let task = tokio::spawn(async move {
+        let mut state = State::default();
+        while let Some(event) = events.recv().await {
+            let finished = matches!(event.kind, EventKind::RunFinished { .. });
+            state.apply(event.kind);
+            if finished {
+                break;
+            }
+        }
+        state.clear();
+    });
+    Display { task }
+}
+
+impl Display {
+    /// Waits until the display has drawn the end of the run and cleared its line.
+    pub(crate) async fn finish(self) {
+        let _ = self.task.await;
+    }
+}
+
+#[derive(Default)]
+struct State {
+    name: Option<String>,
+    phase: Option<String>,
+    running: u64,
+    done: u64,
+    failed: u64,
+    tokens: u64,
+    missed: u64,
+}
+
+impl State {
+    fn apply(&mut self, kind: EventKind) {
+        match kind {
+            EventKind::RunStarted { name, .. } => self.name = name,
+            EventKind::Phase { title } => self.phase = Some(title),
+            EventKind::Log { message } => {
+                self.clear();
+                eprintln!("  {message}");
+            }
+            EventKind::LeafStarted { .. } => self.running += 1,
+            EventKind::LeafFinished { ok, tokens, .. } => {
+                self.running = self.running.saturating_sub(1);
+                self.done += 1;
+                self.failed += u64::from(!ok);
+                self.tokens += tokens;
+            }
+            EventKind::Gap { missed } => self.missed += missed,
+            _ => {}
+        }
+        self.draw();
+    }
+
+    fn draw(&self) {
+        let mut line = String::new();
+        if let Some(name) = &self.name {
+            line.push_str(name);
+            line.push_str(" · ");
+        }
+        if let Some(phase) = &self.phase {
+            line.push_str(phase);
+            line.push_str(" · ");
+        }
+        line.push_str(&format!("{} running · {} done", self.running, self.done));
+        if self.failed > 0 {
+            line.push_str(&format!(" ({} failed)", self.failed));
+        }
+        line.push_str(&format!(" · {} tokens", self.tokens));
+        if self.missed > 0 {
+            line.push_str(&format!(" · {} events missed", self.missed));
+        }
+        let mut stderr = std::io::stderr().lock();
+        let _ = write!(stderr, "\r\x1b[2K{line}");
+        let _ = stderr.flush();
+    }
+
+    fn clear(&self) {
+        let mut stderr = std::io::stderr().lock();
+        let _ = write!(stderr, "\r\x1b[2K");
+        let _ = stderr.flush();
+    }
+}

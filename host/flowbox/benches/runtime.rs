@@ -1,0 +1,255 @@
+//! `make bench`: what a run and a leaf cost, written to `target/bench/results.json` and
+//! printed as a table.
+//!
+//! Timings are medians over repeated runs in one process, on a zero-latency fake backend unless
+//! stated, so they measure flowbox's own overhead. Compare figures from one run with each other;
+//! absolute numbers move with the machine's load.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flowbox::{FakeBackend, Limits, RunRequest, Runtime, ScriptedBackend};
+use serde_json::{Value, json};
+
+const TRIVIAL: &str = "return 1";
+const ONE_LEAF: &str = "return await agent('hello')";
+const PARALLEL: &str = "\
+results = await parallel([lambda i=i: agent(f'item {i}') for i in range(args['n'])])
+return len(results)";
+const PIPELINE: &str = "\
+async def draft(item):
+    return await agent(f'draft {item}')
+async def review(prev, item):
+    return await agent(f'review {item}')
+async def polish(prev, item, index):
+    return await agent(f'polish {index}')
+results = await pipeline(list(range(args['n'])), draft, review, polish)
+return len(results)";
+
+struct Stats {
+    median: Duration,
+    p90: Duration,
+    iterations: usize,
+}
+
+impl Stats {
+    fn json(&self) -> Value {
+        json!({
+            "median_ms": ms(self.median),
+            "p90_ms": ms(self.p90),
+            "iterations": self.iterations,
+        })
+    }
+}
+
+fn ms(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1e6).round() / 1e3
+}
+
+fn cache_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flowbox-cache")
+}
+
+fn runtime(backend: Arc<dyn flowbox::LeafBackend>, limits: Limits) -> Runtime {
+    Runtime::builder()
+        .shared_backend(backend)
+        .limits(limits)
+        .cache_dir(cache_dir())
+        .build()
+        .expect("the guest loads")
+}
+
+/// Runs `script` `iterations` times (after two warm-up runs) and returns the timings.
+async fn measure(runtime: &Runtime, script: &str, args: Value, iterations: usize) -> Stats {
+    for _ in 0..2 {
+        run_ok(runtime, script, args.clone()).await;
+    }
+    let mut times = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        run_ok(runtime, script, args.clone()).await;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    Stats {
+        median: times[times.len() / 2],
+        p90: times[times.len() * 9 / 10],
+        iterations,
+    }
+}
+
+async fn run_ok(runtime: &Runtime, script: &str, args: Value) -> Value {
+    let outcome = runtime
+        .run_request(RunRequest::new(script).args(args))
+        .await;
+    outcome
+        .result
+        .unwrap_or_else(|e| panic!("benchmark script failed: {e}"))
+}
+
+/// Peak resident memory of this process in bytes, after resetting the peak (Linux).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn rss_field(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn main() {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    tokio.block_on(async_main());
+}
+
+async fn async_main() {
+    let build_start = Instant::now();
+    let fake = runtime(Arc::new(FakeBackend::new()), Limits::default());
+    let build = build_start.elapsed();
+
+    let trivial = measure(&fake, TRIVIAL, json!({}), 200).await;
+    let one_leaf = measure(&fake, ONE_LEAF, json!({}), 200).await;
+    let parallel_100 = measure(&fake, PARALLEL, json!({"n": 100}), 50).await;
+    let parallel_1000 = measure(&fake, PARALLEL, json!({"n": 1000}), 15).await;
+    let pipeline_100 = measure(&fake, PIPELINE, json!({"n": 100}), 30).await;
+
+    let per_leaf = |stats: &Stats, leaves: f64| {
+        (stats.median.as_secs_f64() - trivial.median.as_secs_f64()) / leaves * 1e6
+    };
+    let per_leaf_100 = per_leaf(&parallel_100, 100.0);
+    let per_leaf_1000 = per_leaf(&parallel_1000, 1000.0);
+    let per_leaf_pipeline = per_leaf(&pipeline_100, 300.0);
+
+    // Makespan: 100 leaves of 50 ms each with 16 slots; ideal is ceil(100/16) × 50 ms.
+    let slow = runtime(
+        Arc::new(
+            ScriptedBackend::from_json(r#"{"latency_ms": 50, "fallback": "fake"}"#)
+                .expect("valid config"),
+        ),
+        Limits::default().with_max_concurrency(16),
+    );
+    let makespan = measure(&slow, PARALLEL, json!({"n": 100}), 5).await;
+    let ideal = Duration::from_millis(100_u64.div_ceil(16) * 50);
+    let makespan_ratio = makespan.median.as_secs_f64() / ideal.as_secs_f64();
+
+    // 100 runs in flight at once, each with 10 leaves of 20 ms: peak resident memory.
+    let concurrent = runtime(
+        Arc::new(
+            ScriptedBackend::from_json(r#"{"latency_ms": 20, "fallback": "fake"}"#)
+                .expect("valid config"),
+        ),
+        Limits::default(),
+    );
+    run_ok(&concurrent, PARALLEL, json!({"n": 10})).await;
+    let baseline_rss = rss_field("VmRSS:").unwrap_or(0);
+    reset_peak_rss();
+    let start = Instant::now();
+    let runs: Vec<_> = (0..100)
+        .map(|_| {
+            let runtime = concurrent.clone();
+            tokio::spawn(async move { run_ok(&runtime, PARALLEL, json!({"n": 10})).await })
+        })
+        .collect();
+    for run in runs {
+        run.await.expect("the run task completes");
+    }
+    let concurrent_wall = start.elapsed();
+    let peak_rss = rss_field("VmHWM:").unwrap_or(0);
+
+    let results = json!({
+        "runtime_build_ms": ms(build),
+        "trivial_run": trivial.json(),
+        "one_leaf": one_leaf.json(),
+        "parallel_100": parallel_100.json(),
+        "parallel_1000": parallel_1000.json(),
+        "pipeline_3x100": pipeline_100.json(),
+        "overhead_per_leaf_us": {
+            "parallel_100": (per_leaf_100 * 10.0).round() / 10.0,
+            "parallel_1000": (per_leaf_1000 * 10.0).round() / 10.0,
+            "pipeline_3x100": (per_leaf_pipeline * 10.0).round() / 10.0,
+        },
+        "makespan_100x50ms_c16": {
+            "median_ms": ms(makespan.median),
+            "ideal_ms": ms(ideal),
+            "ratio": (makespan_ratio * 1000.0).round() / 1000.0,
+        },
+        "concurrent_100_runs": {
+            "wall_ms": ms(concurrent_wall),
+            "baseline_rss_mib": baseline_rss / (1 << 20),
+            "peak_rss_mib": peak_rss / (1 << 20),
+        },
+        "targets": {
+            "trivial_run_median_ms": 1.5,
+            "overhead_per_leaf_us": 30.0,
+            "parallel_1000_median_ms": 50.0,
+            "makespan_ratio": 1.05,
+            "concurrent_100_runs_peak_rss_mib": 1024,
+        },
+    });
+
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
+    std::fs::create_dir_all(&dir).expect("target/bench is writable");
+    let path = dir.join("results.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&results).expect("serialisable") + "\n",
+    )
+    .expect("results.json is writable");
+
+    println!("{:<40} {:>12} {:>12}", "benchmark", "median", "target");
+    let row = |name: &str, value: String, target: &str| {
+        println!("{name:<40} {value:>12} {target:>12}");
+    };
+    row(
+        "runtime build (cached guest)",
+        format!("{:.1} ms", ms(build)),
+        "",
+    );
+    row(
+        "trivial run",
+        format!("{:.3} ms", ms(trivial.median)),
+        "≤ 1.5 ms",
+    );
+    row("one leaf", format!("{:.3} ms", ms(one_leaf.median)), "");
+    row(
+        "parallel 100",
+        format!("{:.2} ms", ms(parallel_100.median)),
+        "",
+    );
+    row(
+        "parallel 1000",
+        format!("{:.2} ms", ms(parallel_1000.median)),
+        "≤ 50 ms",
+    );
+    row(
+        "pipeline 3 stages × 100",
+        format!("{:.2} ms", ms(pipeline_100.median)),
+        "",
+    );
+    row(
+        "overhead per leaf (parallel 1000)",
+        format!("{per_leaf_1000:.1} µs"),
+        "≤ 30 µs",
+    );
+    row(
+        "overhead per leaf (pipeline)",
+        format!("{per_leaf_pipeline:.1} µs"),
+        "≤ 30 µs",
+    );
+    row(
+        "makespan 100 × 50 ms, c=16 / ideal",
+        format!("{makespan_ratio:.3}"),
+        "≤ 1.05",
+    );
+    row(
+        "100 concurrent runs: peak RSS",
+        format!("{} MiB", peak_rss / (1 << 20)),
+        "< 1024 MiB",
+    );
+    println!("results written to {}", path.display());
+}

@@ -1,0 +1,3 @@
+x = agent("a")
+y = x.__class__
+return 1

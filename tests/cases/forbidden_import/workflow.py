@@ -1,0 +1,3 @@
+import json
+import subprocess
+return 1

@@ -1,0 +1,3 @@
+async def run():
+    answer = await agent("What is 2+2?")
+    return answer

@@ -1,0 +1,4 @@
+meta = {"name": "n"}
+
+async def main():
+    return 1

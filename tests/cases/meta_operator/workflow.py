@@ -1,0 +1,4 @@
+meta = {"name": "a" + "b", "description": "d"}
+
+async def main():
+    return 1

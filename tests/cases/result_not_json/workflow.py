@@ -1,0 +1,1 @@
+return {"ok": [1, 2, float("inf")]}

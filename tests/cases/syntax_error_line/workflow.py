@@ -1,0 +1,5 @@
+meta = {"name": "x", "description": "y"}
+
+async def main():
+    x = [1, 2
+    return x

@@ -1,0 +1,168 @@
+//! The live event stream of a real run: order, completeness and the group tree.
+
+use std::collections::HashMap;
+
+use flowbox::{Event, EventKind, Position, RunRequest, Runtime};
+use flowbox_tests::runtime;
+use serde_json::json;
+
+/// Runs `script` under `thread` and returns every event it published, in order.
+async fn events_of(runtime: &Runtime, thread: &str, script: &str) -> Vec<Event> {
+    let mut stream = runtime.subscribe();
+    let outcome = runtime
+        .run_request(RunRequest::new(script).thread_id(thread))
+        .await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    let mut events = Vec::new();
+    while let Some(event) = stream.recv().await {
+        assert!(!matches!(event.kind, EventKind::Gap { .. }), "lost events");
+        if event.thread_id != thread {
+            continue;
+        }
+        let last = matches!(event.kind, EventKind::RunFinished { .. });
+        events.push(event);
+        if last {
+            break;
+        }
+    }
+    events
+}
+
+#[tokio::test]
+async fn a_run_publishes_a_complete_ordered_stream() {
+    let rt = runtime();
+    let events = events_of(
+        &rt,
+        "events-order",
+        r#"
+meta = {"name": "ev", "description": "d", "phases": [{"title": "fan", "detail": "out"}]}
+async def main():
+    phase("fan")
+    await parallel([lambda i=i: agent(f"p{i}", label=f"l{i}") for i in range(100)])
+    log("done")
+    return 1
+"#,
+    )
+    .await;
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        events[0].kind,
+        EventKind::RunStarted {
+            name: Some("ev".into()),
+            phases: vec![flowbox::MetaPhase {
+                title: "fan".into(),
+                detail: Some("out".into())
+            }],
+        }
+    );
+    assert_eq!(
+        events[1].kind,
+        EventKind::Phase {
+            title: "fan".into()
+        }
+    );
+    let mut started = HashMap::new();
+    let mut finished = 0;
+    for (at, event) in events.iter().enumerate() {
+        match &event.kind {
+            EventKind::LeafStarted {
+                call_id,
+                path,
+                label,
+                ..
+            } => {
+                assert_eq!(path.len(), 1);
+                assert_eq!(path[0].group, 1);
+                assert_eq!(
+                    label.as_deref(),
+                    Some(format!("l{}", path[0].index).as_str())
+                );
+                started.insert(*call_id, at);
+            }
+            EventKind::LeafFinished {
+                call_id,
+                ok,
+                replayed,
+                ..
+            } => {
+                assert!(*ok && !*replayed);
+                assert!(
+                    started[call_id] < at,
+                    "leaf {call_id} finished before it started"
+                );
+                finished += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((started.len(), finished), (100, 100));
+    let n = events.len();
+    assert_eq!(
+        events[n - 2].kind,
+        EventKind::Log {
+            message: "done".into()
+        }
+    );
+    match &events[n - 1].kind {
+        EventKind::RunFinished { ok, summary, error } => {
+            assert!(*ok && error.is_none());
+            assert_eq!(summary.agents_spawned, 100);
+        }
+        other => panic!("the last event is {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn nested_groups_give_each_leaf_its_path() {
+    let rt = runtime();
+    let events = events_of(
+        &rt,
+        "events-tree",
+        r#"
+async def inner(i):
+    return await parallel([lambda j=j: agent(f"{i}.{j}") for j in range(2)])
+top = await agent("top")
+return await pipeline(["a", "b"], lambda prev, item, index: inner(index))
+"#,
+    )
+    .await;
+    let mut paths: Vec<(String, Vec<Position>)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::LeafStarted {
+                prompt_preview,
+                path,
+                ..
+            } => Some((prompt_preview.clone(), path.clone())),
+            _ => None,
+        })
+        .collect();
+    paths.sort_by(|a, b| a.0.cmp(&b.0));
+    let p = |group, index| Position { group, index };
+    assert_eq!(
+        paths,
+        vec![
+            ("0.0".into(), vec![p(1, 0), p(2, 0)]),
+            ("0.1".into(), vec![p(1, 0), p(2, 1)]),
+            ("1.0".into(), vec![p(1, 1), p(3, 0)]),
+            ("1.1".into(), vec![p(1, 1), p(3, 1)]),
+            ("top".into(), vec![]),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_failed_run_ends_with_its_error() {
+    let rt = runtime();
+    let mut stream = rt.subscribe();
+    let outcome = rt
+        .run_request(RunRequest::new("x = (\n").thread_id("events-fail"))
+        .await;
+    assert!(outcome.result.is_err());
+    let event = stream.recv().await.unwrap();
+    let json = serde_json::to_value(&event).unwrap();
+    assert_eq!(json["type"], "run_finished");
+    assert_eq!(json["ok"], false);
+    assert_eq!(json["error"]["kind"], json!("syntax"));
+}

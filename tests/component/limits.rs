@@ -1,0 +1,288 @@
+//! Every limit, held and breached: each ends in its own typed error, and the runtime keeps
+//! working afterwards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowbox::{Limits, RunError, RunRequest, Runtime};
+use flowbox_tests::{CountingBackend, result_of, runtime, runtime_with};
+use serde_json::json;
+
+async fn run_with(
+    runtime: &Runtime,
+    script: &str,
+    limits: Limits,
+) -> Result<serde_json::Value, RunError> {
+    runtime
+        .run_request(RunRequest::new(script).limits(limits))
+        .await
+        .result
+}
+
+const BUSY: &str = "n = 0\nfor i in range(args_n):\n    n += i\nreturn n\n";
+
+fn busy(iterations: u64) -> String {
+    BUSY.replace("args_n", &iterations.to_string())
+}
+
+#[tokio::test]
+async fn fuel_limit_obeyed() {
+    let rt = runtime();
+    let result = run_with(
+        &rt,
+        &busy(10_000),
+        Limits::default().with_fuel(2_000_000_000),
+    )
+    .await;
+    assert_eq!(result.unwrap(), json!(49_995_000));
+}
+
+#[tokio::test]
+async fn fuel_limit_violated() {
+    let rt = runtime();
+    let limits = Limits::default().with_fuel(200_000_000);
+    let error = run_with(&rt, "while True:\n    pass\nreturn 1\n", limits)
+        .await
+        .unwrap_err();
+    assert_eq!(error, RunError::OutOfFuel { limit: 200_000_000 });
+    assert_eq!(error.exit_code(), 3);
+}
+
+#[tokio::test]
+async fn memory_limit_obeyed() {
+    let rt = runtime();
+    let limits = Limits::default().with_memory_bytes(64 << 20);
+    let result = run_with(&rt, "x = 'a' * (8 * 2**20)\nreturn len(x)\n", limits).await;
+    assert_eq!(result.unwrap(), json!(8 << 20));
+}
+
+#[tokio::test]
+async fn memory_limit_violated_is_a_catchable_memory_error() {
+    let rt = runtime();
+    let limits = Limits::default().with_memory_bytes(64 << 20);
+    let caught = "try:\n    x = 'a' * 10**9\nexcept MemoryError:\n    return 'caught'\n";
+    assert_eq!(
+        run_with(&rt, caught, limits.clone()).await.unwrap(),
+        json!("caught")
+    );
+    let growing = "x = []\nwhile True:\n    x.append('abc' * 1000)\nreturn 1\n";
+    let error = run_with(&rt, growing, limits).await.unwrap_err();
+    assert!(
+        matches!(error, RunError::OutOfMemory { limit_bytes, line: Some(3) } if limit_bytes == 64 << 20),
+        "{error:?}"
+    );
+    assert_eq!(error.exit_code(), 3);
+}
+
+#[tokio::test]
+async fn time_limit_obeyed() {
+    let rt = runtime();
+    let limits = Limits::default().with_timeout(Duration::from_secs(30));
+    assert_eq!(
+        run_with(&rt, &busy(1000), limits).await.unwrap(),
+        json!(499_500)
+    );
+}
+
+#[tokio::test]
+async fn time_limit_violated_by_a_busy_script() {
+    let rt = runtime();
+    let limits = Limits::default()
+        .with_timeout(Duration::from_millis(300))
+        .with_fuel(u64::MAX / 2);
+    let error = run_with(&rt, "while True:\n    pass\nreturn 1\n", limits)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RunError::Timeout { .. }), "{error:?}");
+}
+
+#[tokio::test]
+async fn time_limit_violated_while_waiting_cancels_the_leaf() {
+    let backend = Arc::new(CountingBackend::new(Duration::from_secs(3600)));
+    let rt = runtime_with(backend.clone(), Limits::default());
+    let limits = Limits::default().with_timeout(Duration::from_millis(300));
+    let error = run_with(&rt, "return await agent('slow')", limits)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, RunError::Timeout { .. }), "{error:?}");
+    assert_eq!(backend.calls(), 1);
+    // The leaf's task was aborted with the run: nothing is still in flight.
+    for _ in 0..100 {
+        if backend.in_flight() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(backend.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn recursion_limit_obeyed() {
+    let rt = runtime();
+    let script = "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\nreturn depth(500)\n";
+    assert_eq!(result_of(&rt, script).await, json!(500));
+}
+
+#[tokio::test]
+async fn recursion_limit_violated_is_a_recursion_error() {
+    let rt = runtime();
+    let script = "def f(n):\n    return f(n + 1)\nreturn f(0)\n";
+    let error = run_with(&rt, script, Limits::default()).await.unwrap_err();
+    match error {
+        RunError::Script(e) => {
+            assert_eq!(e.exception.as_deref(), Some("RecursionError"));
+            assert_eq!(e.line, Some(2));
+        }
+        other => panic!("expected a RecursionError, got {other:?}"),
+    }
+    let caught = "def f(n):\n    return f(n + 1)\ntry:\n    f(0)\nexcept RecursionError:\n    return 'caught'\n";
+    assert_eq!(result_of(&rt, caught).await, json!("caught"));
+}
+
+#[tokio::test]
+async fn deep_recursion_through_c_code_never_crashes_the_host() {
+    let rt = runtime();
+    // Recursion through `map` uses the native wasm stack; it must end in a clean error.
+    let script = "def f(n):\n    return sum(map(f, [n + 1]))\nreturn f(0)\n";
+    let error = run_with(&rt, script, Limits::default().with_recursion_limit(100_000))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, RunError::StackOverflow)
+            || matches!(&error, RunError::Script(e) if e.exception.as_deref() == Some("RecursionError")),
+        "{error:?}"
+    );
+    assert_eq!(result_of(&rt, "return 1").await, json!(1));
+}
+
+#[tokio::test]
+async fn script_size_limit() {
+    let rt = runtime();
+    let limits = Limits::default().with_max_script_bytes(100);
+    let ok = format!("return {}", "1+".repeat(40) + "1");
+    assert!(run_with(&rt, &ok, limits.clone()).await.is_ok());
+    let big = format!("# {}\nreturn 1", "x".repeat(100));
+    let error = run_with(&rt, &big, limits).await.unwrap_err();
+    assert!(
+        matches!(error, RunError::ScriptTooLarge { limit: 100, .. }),
+        "{error:?}"
+    );
+    assert_eq!(error.exit_code(), 2);
+}
+
+#[tokio::test]
+async fn output_size_limit() {
+    let rt = runtime();
+    let limits = Limits::default().with_max_output_bytes(10_000);
+    let ok = "for i in range(10):\n    print('x' * 100)\nreturn 1\n";
+    assert!(run_with(&rt, ok, limits.clone()).await.is_ok());
+    let flood = "while True:\n    print('x' * 100)\nreturn 1\n";
+    let error = run_with(&rt, flood, limits).await.unwrap_err();
+    assert_eq!(error, RunError::OutputTooLarge { limit: 10_000 });
+}
+
+#[tokio::test]
+async fn result_size_limit() {
+    let rt = runtime();
+    let limits = Limits::default().with_max_result_bytes(1000);
+    assert!(
+        run_with(&rt, "return 'x' * 900", limits.clone())
+            .await
+            .is_ok()
+    );
+    let error = run_with(&rt, "return 'x' * 2000", limits)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, RunError::ResultTooLarge { limit: 1000, .. }),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn message_and_schema_size_limits() {
+    let rt = runtime();
+    let limits = Limits::default()
+        .with_max_message_bytes(1000)
+        .with_max_schema_bytes(200);
+    let script = r#"
+out = []
+for prompt in ["p" * 100, "p" * 5000]:
+    try:
+        await agent(prompt)
+        out.append("ok")
+    except ValueError as e:
+        out.append(str(e))
+for desc in ["d", "d" * 500]:
+    try:
+        await agent("x", schema={"type": "string", "description": desc})
+        out.append("ok")
+    except ValueError as e:
+        out.append(str(e))
+return out
+"#;
+    let out = run_with(&rt, script, limits).await.unwrap();
+    assert_eq!(out[0], "ok");
+    assert!(
+        out[1]
+            .as_str()
+            .unwrap()
+            .contains("prompt is 5002 bytes; the limit is 1000"),
+        "{out}"
+    );
+    assert_eq!(out[2], "ok");
+    assert!(out[3].as_str().unwrap().contains("schema is"), "{out}");
+}
+
+#[tokio::test]
+async fn agent_cap_obeyed_and_violated() {
+    let rt = runtime();
+    let limits = Limits::default().with_max_agents(3);
+    let script = "return await parallel([lambda i=i: agent(str(i)) for i in range(args_n)])";
+    let ok = run_with(&rt, &script.replace("args_n", "3"), limits.clone())
+        .await
+        .unwrap();
+    assert!(ok.as_array().unwrap().iter().all(|v| v.is_string()));
+    let over = run_with(&rt, &script.replace("args_n", "5"), limits)
+        .await
+        .unwrap();
+    let nulls = over
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v.is_null())
+        .count();
+    assert_eq!(nulls, 2, "{over}");
+}
+
+#[tokio::test]
+async fn the_host_stays_healthy_after_every_kind_of_breach() {
+    let rt = runtime();
+    let hostile = [
+        (
+            "while True:\n    pass\nreturn 1\n",
+            Limits::default().with_fuel(100_000_000),
+        ),
+        (
+            "x = []\nwhile True:\n    x.append('a' * 10000)\nreturn 1\n",
+            Limits::default().with_memory_bytes(48 << 20),
+        ),
+        (
+            "while True:\n    print('flood')\nreturn 1\n",
+            Limits::default().with_max_output_bytes(1000),
+        ),
+        (
+            "while True:\n    pass\nreturn 1\n",
+            Limits::default()
+                .with_timeout(Duration::from_millis(100))
+                .with_fuel(u64::MAX / 2),
+        ),
+    ];
+    for round in 0..3 {
+        for (script, limits) in &hostile {
+            assert!(run_with(&rt, script, limits.clone()).await.is_err());
+            let good = result_of(&rt, &format!("return await agent('round {round}')")).await;
+            assert_eq!(good, json!(format!("[fake leaf] round {round}")));
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Integration tests through the real guest component: one test binary, so the compiled
+//! component is loaded once per process.
+
+mod cases;
+mod events;
+mod limits;
+mod primitives;

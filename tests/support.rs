@@ -1,0 +1,129 @@
+//! Helpers shared by the integration tests: one runtime per backend, built from the one
+//! compiled guest, and script cases stored as folders.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use flowbox::{
+    BackendError, FakeBackend, LeafBackend, LeafReply, LeafRequest, Limits, RunOutcome, RunRequest,
+    Runtime, ScriptedBackend,
+};
+use serde_json::{Value, json};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .to_owned()
+}
+
+/// A runtime over `backend`, sharing the compiled guest through the cache under `target/`.
+pub fn runtime_with(backend: Arc<dyn LeafBackend>, limits: Limits) -> Runtime {
+    Runtime::builder()
+        .shared_backend(backend)
+        .limits(limits)
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .expect("the guest loads")
+}
+
+/// A runtime over the fake backend with default limits.
+pub fn runtime() -> Runtime {
+    runtime_with(Arc::new(FakeBackend::new()), Limits::default())
+}
+
+/// A runtime over a scripted backend given as JSON text.
+pub fn scripted(config: &str, limits: Limits) -> Runtime {
+    let backend = ScriptedBackend::from_json(config).expect("a valid scripted config");
+    runtime_with(Arc::new(backend), limits)
+}
+
+/// Runs `script` with `args` and returns the outcome, printing the summary's logs when the
+/// run failed so a failing test shows what the guest said.
+pub async fn run(runtime: &Runtime, script: &str, args: Value) -> RunOutcome {
+    let outcome = runtime
+        .run_request(RunRequest::new(script).args(args))
+        .await;
+    if let Err(error) = &outcome.result {
+        eprintln!("run failed: {error}\nlogs: {:#?}", outcome.summary.logs);
+    }
+    outcome
+}
+
+/// Runs `script` with empty args and returns its result, panicking with the error otherwise.
+pub async fn result_of(runtime: &Runtime, script: &str) -> Value {
+    match run(runtime, script, json!({})).await.result {
+        Ok(value) => value,
+        Err(error) => panic!("expected a result, got {error:?}"),
+    }
+}
+
+/// The error a script ends with, as `{"kind", "message", "line", "exception"}`.
+pub async fn error_of(runtime: &Runtime, script: &str) -> Value {
+    let outcome = runtime.run(script, json!({})).await;
+    match &outcome.result {
+        Ok(value) => panic!("expected an error, got {value}"),
+        Err(_) => outcome.to_json()["error"].clone(),
+    }
+}
+
+/// A fake backend that waits a little on every call and counts calls and how many were in
+/// flight at once.
+#[derive(Debug)]
+pub struct CountingBackend {
+    delay: Duration,
+    calls: AtomicUsize,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+impl CountingBackend {
+    /// A backend whose every call takes `delay`.
+    pub fn new(delay: Duration) -> Self {
+        Self {
+            delay,
+            calls: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    /// Calls started so far.
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// The most calls that were running at the same moment.
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Calls running right now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+}
+
+/// Decrements the in-flight count when a call ends, including when it is cancelled.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl LeafBackend for CountingBackend {
+    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let _guard = InFlight(&self.in_flight);
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        Ok(FakeBackend::reply(request))
+    }
+}
