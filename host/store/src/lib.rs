@@ -1,0 +1,389 @@
+//! The checkpoint journal of flowbox runs.
+//!
+//! A run is a thread: a header (the script, its args, the virtual start time and the limits),
+//! then every completed leaf or tool call in the order the guest received it, then its end.
+//! The runtime appends each batch of completions *before* the guest sees it (write-ahead), so a
+//! run killed at any moment resumes from its journal without calling a finished leaf again.
+//!
+//! [`CheckpointStore`] is the interface; [`MemoryStore`] keeps journals in memory (tests) and
+//! [`SqliteStore`] in one SQLite file, the embedded default. This crate knows nothing of
+//! wasmtime or of the guest.
+
+#![warn(missing_docs)]
+
+mod memory;
+mod sqlite;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use memory::MemoryStore;
+pub use sqlite::{Durability, SqliteStore};
+
+/// The journal format this build writes. A journal with a higher version is refused.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What a thread is, fixed when it starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunHeader {
+    /// The thread id.
+    pub thread_id: String,
+    /// The script source.
+    pub script: String,
+    /// SHA-256 of the script, hex.
+    pub script_sha256: String,
+    /// The args.
+    pub args: Value,
+    /// SHA-256 of the args' canonical JSON, hex.
+    pub args_sha256: String,
+    /// The guest's virtual wall-clock start, in nanoseconds since the Unix epoch.
+    pub start_unix_nanos: u64,
+    /// The seed of the guest's random source.
+    pub seed: String,
+    /// The limits the run started with, as JSON.
+    pub limits: Value,
+    /// When the thread was created, in milliseconds since the Unix epoch (real time).
+    pub created_unix_ms: u64,
+}
+
+/// Which kind of call a journal entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// A leaf agent.
+    Agent,
+    /// A host tool called by the script.
+    Tool,
+}
+
+impl CallKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Tool => "tool",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "agent" => Some(Self::Agent),
+            "tool" => Some(Self::Tool),
+            _ => None,
+        }
+    }
+}
+
+/// How a journaled call ended, exactly as the guest received it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum EntryOutcome {
+    /// The reply, as JSON text.
+    Ok {
+        /// The reply's JSON text.
+        value: String,
+    },
+    /// The failure the script saw.
+    Err {
+        /// The WIT error kind, such as `agent-failed`.
+        kind: String,
+        /// The message.
+        message: String,
+    },
+}
+
+/// One completed call, in the order the guest received it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Position among the thread's completions, from 0, without gaps.
+    pub seq: u64,
+    /// Which `await-next` delivered it, from 0: completions delivered together share a batch.
+    pub batch: u64,
+    /// The call's handle in the run.
+    pub handle: u64,
+    /// Agent or tool.
+    pub kind: CallKind,
+    /// SHA-256 of the request's canonical JSON, hex: what replay compares.
+    pub fingerprint: String,
+    /// The request, for `flowbox show` and leaf reuse.
+    pub request: Value,
+    /// How it ended.
+    pub outcome: EntryOutcome,
+    /// Input tokens it used.
+    pub input_tokens: u64,
+    /// Output tokens it used.
+    pub output_tokens: u64,
+    /// How long the backend took, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// Where a thread stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Started and not finished: running now, or interrupted (resume it).
+    Running,
+    /// Finished with a result.
+    Succeeded,
+    /// Finished with an error.
+    Failed,
+}
+
+impl RunStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "running" => Some(Self::Running),
+            "succeeded" => Some(Self::Succeeded),
+            "failed" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// How a thread ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEnd {
+    /// Succeeded or failed.
+    pub status: RunStatus,
+    /// The outcome object (`{"ok", "result", "error", "summary"}`).
+    pub outcome: Value,
+    /// When it ended, in milliseconds since the Unix epoch.
+    pub finished_unix_ms: u64,
+}
+
+/// Everything journaled about one thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRun {
+    /// The header.
+    pub header: RunHeader,
+    /// `meta.name`, once the script reported it.
+    pub name: Option<String>,
+    /// The completions, in delivery order.
+    pub entries: Vec<Entry>,
+    /// The end, when the thread finished.
+    pub end: Option<RunEnd>,
+}
+
+impl StoredRun {
+    /// Where the thread stands.
+    pub fn status(&self) -> RunStatus {
+        self.end
+            .as_ref()
+            .map_or(RunStatus::Running, |end| end.status)
+    }
+}
+
+/// One line of `flowbox threads`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunListing {
+    /// The thread id.
+    pub thread_id: String,
+    /// `meta.name`, when known.
+    pub name: Option<String>,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// Journaled leaf completions.
+    pub leaves: u64,
+    /// Tokens of the journaled completions.
+    pub tokens: u64,
+    /// When it was created, in milliseconds since the Unix epoch.
+    pub created_unix_ms: u64,
+}
+
+/// Why the journal could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The file is not a flowbox journal, or it is damaged.
+    #[error("{path} is not a readable flowbox journal (corrupted or not a database): {detail}")]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        detail: String,
+    },
+    /// The journal was written by a newer flowbox.
+    #[error(
+        "{path} was written by a newer flowbox (journal format {found}; this build reads up to \
+         {supported}); upgrade flowbox to open it"
+    )]
+    TooNew {
+        /// The database file.
+        path: PathBuf,
+        /// The journal's format version.
+        found: u32,
+        /// The newest version this build reads.
+        supported: u32,
+    },
+    /// Another process held the database for longer than the busy timeout.
+    #[error("{path} is locked by another process (waited {waited_ms} ms); try again")]
+    Locked {
+        /// The database file.
+        path: PathBuf,
+        /// How long flowbox waited.
+        waited_ms: u64,
+    },
+    /// A thread with this id already exists.
+    #[error("thread {0} already exists; resume it or choose another id")]
+    ThreadExists(String),
+    /// No thread has this id.
+    #[error("no thread {0} in the journal")]
+    UnknownThread(String),
+    /// An append does not continue the thread's journal (a second writer, or a bug).
+    #[error("journal of thread {thread_id} expected entry {expected} next, got {got}")]
+    OutOfOrder {
+        /// The thread.
+        thread_id: String,
+        /// The next sequence number the journal expects.
+        expected: u64,
+        /// The one that was offered.
+        got: u64,
+    },
+    /// Reading or writing failed for another reason.
+    #[error("journal I/O failed: {0}")]
+    Io(String),
+}
+
+/// Where flowbox keeps its journals.
+///
+/// Implementations must be safe to share between many concurrent runs. Every method that
+/// writes returns only once the write is as durable as the implementation promises.
+#[async_trait::async_trait]
+pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
+    /// Starts a thread; fails with [`StoreError::ThreadExists`] if the id is taken.
+    async fn begin(&self, header: &RunHeader) -> Result<(), StoreError>;
+
+    /// Records the script's `meta.name` once the guest reported it.
+    async fn set_name(&self, thread_id: &str, name: &str) -> Result<(), StoreError>;
+
+    /// Appends one batch of completions, atomically, in order. `entries[0].seq` must be the
+    /// number of entries already journaled for the thread.
+    async fn append(&self, thread_id: &str, entries: &[Entry]) -> Result<(), StoreError>;
+
+    /// Records how the thread ended.
+    async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError>;
+
+    /// Everything journaled about a thread, or `None`.
+    async fn load(&self, thread_id: &str) -> Result<Option<StoredRun>, StoreError>;
+
+    /// Every thread, newest first.
+    async fn list(&self) -> Result<Vec<RunListing>, StoreError>;
+}
+
+#[cfg(test)]
+pub(crate) mod contract {
+    //! The behaviour every `CheckpointStore` must have, run against each implementation.
+
+    use serde_json::json;
+
+    use super::*;
+
+    pub fn header(thread_id: &str) -> RunHeader {
+        RunHeader {
+            thread_id: thread_id.into(),
+            script: "return 1".into(),
+            script_sha256: "s".repeat(64),
+            args: json!({"a": 1}),
+            args_sha256: "a".repeat(64),
+            start_unix_nanos: 1_700_000_000_000_000_000,
+            seed: thread_id.into(),
+            limits: json!({"fuel": 5}),
+            created_unix_ms: 1_700_000_000_000,
+        }
+    }
+
+    pub fn entry(seq: u64, batch: u64) -> Entry {
+        Entry {
+            seq,
+            batch,
+            handle: seq + 1,
+            kind: CallKind::Agent,
+            fingerprint: format!("{seq:064x}"),
+            request: json!({"prompt": format!("p{seq}")}),
+            outcome: if seq % 3 == 2 {
+                EntryOutcome::Err {
+                    kind: "agent-failed".into(),
+                    message: "boom".into(),
+                }
+            } else {
+                EntryOutcome::Ok {
+                    value: format!("\"reply {seq}\""),
+                }
+            },
+            input_tokens: 10,
+            output_tokens: 5,
+            duration_ms: 3,
+        }
+    }
+
+    pub async fn round_trip(store: &dyn CheckpointStore) {
+        store.begin(&header("t1")).await.unwrap();
+        assert!(matches!(
+            store.begin(&header("t1")).await,
+            Err(StoreError::ThreadExists(_))
+        ));
+        store.set_name("t1", "review").await.unwrap();
+        store
+            .append("t1", &[entry(0, 0), entry(1, 0)])
+            .await
+            .unwrap();
+        store.append("t1", &[entry(2, 1)]).await.unwrap();
+        let err = store.append("t1", &[entry(5, 2)]).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::OutOfOrder {
+                    expected: 3,
+                    got: 5,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let run = store.load("t1").await.unwrap().unwrap();
+        assert_eq!(run.header, header("t1"));
+        assert_eq!(run.name.as_deref(), Some("review"));
+        assert_eq!(run.entries, vec![entry(0, 0), entry(1, 0), entry(2, 1)]);
+        assert_eq!(run.status(), RunStatus::Running);
+
+        let end = RunEnd {
+            status: RunStatus::Succeeded,
+            outcome: json!({"ok": true, "result": 1}),
+            finished_unix_ms: 1_700_000_000_500,
+        };
+        store.finish("t1", &end).await.unwrap();
+        assert_eq!(store.load("t1").await.unwrap().unwrap().end, Some(end));
+        assert!(store.load("nope").await.unwrap().is_none());
+        assert!(matches!(
+            store.append("nope", &[entry(0, 0)]).await,
+            Err(StoreError::UnknownThread(_))
+        ));
+
+        let mut later = header("t2");
+        later.created_unix_ms += 10;
+        store.begin(&later).await.unwrap();
+        let listing = store.list().await.unwrap();
+        assert_eq!(listing.len(), 2);
+        assert_eq!(listing[0].thread_id, "t2");
+        assert_eq!(
+            listing[1],
+            RunListing {
+                thread_id: "t1".into(),
+                name: Some("review".into()),
+                status: RunStatus::Succeeded,
+                leaves: 3,
+                tokens: 45,
+                created_unix_ms: 1_700_000_000_000,
+            }
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! Journals kept in memory: for tests and for embedders that do not need durability.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::{CheckpointStore, Entry, RunEnd, RunHeader, RunListing, StoreError, StoredRun};
+
+/// A [`CheckpointStore`] in memory, lost with the process.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    runs: Mutex<HashMap<String, StoredRun>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with_run<T>(
+        &self,
+        thread_id: &str,
+        action: impl FnOnce(&mut StoredRun) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let run = runs
+            .get_mut(thread_id)
+            .ok_or_else(|| StoreError::UnknownThread(thread_id.to_owned()))?;
+        action(run)
+    }
+}
+
+#[async_trait::async_trait]
+impl CheckpointStore for MemoryStore {
+    async fn begin(&self, header: &RunHeader) -> Result<(), StoreError> {
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        if runs.contains_key(&header.thread_id) {
+            return Err(StoreError::ThreadExists(header.thread_id.clone()));
+        }
+        runs.insert(
+            header.thread_id.clone(),
+            StoredRun {
+                header: header.clone(),
+                name: None,
+                entries: Vec::new(),
+                end: None,
+            },
+        );
+        Ok(())
+    }
+
+    async fn set_name(&self, thread_id: &str, name: &str) -> Result<(), StoreError> {
+        self.with_run(thread_id, |run| {
+            run.name = Some(name.to_owned());
+            Ok(())
+        })
+    }
+
+    async fn append(&self, thread_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        self.with_run(thread_id, |run| {
+            let expected = run.entries.len() as u64;
+            for (offset, entry) in entries.iter().enumerate() {
+                if entry.seq != expected + offset as u64 {
+                    return Err(StoreError::OutOfOrder {
+                        thread_id: thread_id.to_owned(),
+                        expected: expected + offset as u64,
+                        got: entry.seq,
+                    });
+                }
+            }
+            run.entries.extend_from_slice(entries);
+            Ok(())
+        })
+    }
+
+    async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
+        self.with_run(thread_id, |run| {
+            run.end = Some(end.clone());
+            Ok(())
+        })
+    }
+
+    async fn load(&self, thread_id: &str) -> Result<Option<StoredRun>, StoreError> {
+        let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(runs.get(thread_id).cloned())
+    }
+
+    async fn list(&self) -> Result<Vec<RunListing>, StoreError> {
+        let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut listing: Vec<RunListing> = runs
+            .values()
+            .map(|run| RunListing {
+                thread_id: run.header.thread_id.clone(),
+                name: run.name.clone(),
+                status: run.status(),
+                leaves: run
+                    .entries
+                    .iter()
+                    .filter(|e| e.kind == crate::CallKind::Agent)
+                    .count() as u64,
+                tokens: run
+                    .entries
+                    .iter()
+                    .map(|e| e.input_tokens + e.output_tokens)
+                    .sum(),
+                created_unix_ms: run.header.created_unix_ms,
+            })
+            .collect();
+        listing.sort_by(|a, b| {
+            b.created_unix_ms
+                .cmp(&a.created_unix_ms)
+                .then_with(|| b.thread_id.cmp(&a.thread_id))
+        });
+        Ok(listing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn keeps_the_store_contract() {
+        crate::contract::round_trip(&MemoryStore::new()).await;
+    }
+}
