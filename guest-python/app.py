@@ -5,6 +5,7 @@ snapshots the interpreter, so whatever it imports is all that exists at run time
 
 # Importing flowbox_sdk preloads the standard library scripts may use: `flowbox_sdk.modules`
 # imports every allowed module (ALLOWED_MODULES) and the helpers they import lazily.
+import gc
 import os
 import random
 import time
@@ -118,3 +119,9 @@ class WitWorld(wit_world.WitWorld):
             return flowbox_sdk.check(HOST, script)
         except ScriptFailure as failure:
             raise _script_error(failure) from None
+
+
+# Everything up to here is start-up state that componentize-py snapshots into the component.
+# Collect once and freeze what survives, so no collection during a run traverses it again.
+gc.collect()
+gc.freeze()
