@@ -6,6 +6,8 @@ and schemas, and tool arguments. A failed check names the offending path, such a
 import inspect
 import json
 import math
+from json.decoder import scanstring
+from json.encoder import encode_basestring
 from typing import Any, NamedTuple, Optional
 
 # Deeper values are refused instead of risking the guest's stack in `json.dumps`.
@@ -25,11 +27,24 @@ class _Step(NamedTuple):
 
 def to_json(value: Any, root: str) -> str:
     """Serializes `value` as JSON text, or raises `NotJson` naming the path under `root`."""
+    if isinstance(value, str):
+        # What json.dumps(value, ensure_ascii=False) does for a str, without building an encoder.
+        return encode_basestring(value)
     check_json(value, root)
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except ValueError as error:  # e.g. an int too long to write as digits
         raise NotJson(f"{root} cannot be written as JSON: {error}") from None
+
+
+def from_json(text: str) -> Any:
+    """`json.loads(text)`; a JSON string (a text reply) is decoded by the string scanner
+    json.loads would reach, without the decoder around it."""
+    if text.startswith('"'):
+        value, end = scanstring(text, 1)
+        if end == len(text):
+            return value
+    return json.loads(text)
 
 
 def check_json(value: Any, root: str) -> None:

@@ -1,0 +1,73 @@
+"""The JSON fast paths on every leaf: a str prompt is encoded, and a text reply decoded, by the
+C string codecs that json.dumps/json.loads reach, and must give exactly what those give."""
+
+import json
+
+import pytest
+
+from flowbox_sdk.jsonvalue import from_json, to_json
+
+TRICKY_STRINGS = [
+    "",
+    "plain",
+    'quote " and backslash \\ and slash /',
+    "controls \x00 \x01 \x08 \t \n \x0b \x0c \r \x1b \x1f and DEL \x7f",
+    "line and paragraph separators \u2028 \u2029",
+    "non-ASCII é 日本 and an emoji 😀",
+    "lone surrogates \ud800 and \udfff",
+    "\udc80",
+    "\\u00e9 written out",
+]
+
+
+class Text(str):
+    def __str__(self):
+        return "not this"
+
+
+@pytest.mark.parametrize("text", TRICKY_STRINGS + [Text("a str subclass \n")])
+def test_str_is_encoded_as_json_dumps_encodes_it(text):
+    assert to_json(text, "prompt") == json.dumps(text, ensure_ascii=False, allow_nan=False)
+
+
+@pytest.mark.parametrize("text", TRICKY_STRINGS)
+def test_agent_sends_a_str_prompt_as_json_dumps_encodes_it(host, text):
+    host.agent = lambda request: "ok"
+    assert host.run("return await agent(args['p'])\n", {"p": text}) == "ok"
+    assert host.agent_requests[0].prompt == json.dumps(text, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [json.dumps(text) for text in TRICKY_STRINGS]
+    + [json.dumps(text, ensure_ascii=False) for text in TRICKY_STRINGS]
+    + [
+        r'"escapes \" \\ \/ \b \f \n \r \t"',
+        r'"\u00e9\u65e5 and a pair \ud83d\ude00 and a lone \udc80"',
+        '"a" ',  # trailing whitespace: not the fast path, still valid JSON
+        '"a"\n',
+        '{"k": "v"}',
+        "[1, 2]",
+        "3",
+        "null",
+    ],
+)
+def test_reply_is_decoded_as_json_loads_decodes_it(payload):
+    assert from_json(payload) == json.loads(payload)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ['"unterminated', '"a" x', '"a""b"', '"raw\ncontrol"', r'"bad \x escape"', r'"\ud83d\u"', '"'],
+)
+def test_malformed_reply_fails_as_json_loads_fails(payload):
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(payload)
+    with pytest.raises(json.JSONDecodeError) as raised:
+        from_json(payload)
+    assert (raised.value.msg, raised.value.pos) == (expected.value.msg, expected.value.pos)
+
+
+def test_text_replies_reach_the_script_decoded(host):
+    host.agent = lambda request: 'line\n"quoted" \\ é 😀 \ud800'
+    assert host.run("return await agent('x')\n") == 'line\n"quoted" \\ é 😀 \ud800'
