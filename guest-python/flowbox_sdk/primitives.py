@@ -11,34 +11,25 @@ from typing import Any
 
 from .host import AgentRequest, CallFailed, Host, Path, describe_error, exception_for
 from .jsonvalue import NotJson, from_json, to_json
-from .scheduler import PARK, Scheduler
+from .scheduler import PARK, CoroutineTask, Scheduler
 
 # --- awaiting ------------------------------------------------------------------------------
 
 
 class _Wait:
-    """The iterator an SDK awaitable's `__await__` returns: a plain object, not a generator.
+    """Base of the iterators SDK awaitables' `__await__` return: plain objects, not generators.
 
-    The scheduler steps it through the awaiting coroutine: the first step (`send(None)`) starts
+    The scheduler steps one through the awaiting coroutine: the first step (`send(None)`) starts
     the work and yields PARK; the step after the wake-up finishes the await.
     """
 
     __slots__ = ("_started",)
-
-    def __init__(self):
-        self._started = False
 
     def __iter__(self):
         return self
 
     def __next__(self):
         return self.send(None)
-
-    def send(self, value):
-        if not self._started:
-            self._started = True
-            return self._start()
-        return self._finish(value)
 
     def throw(self, error, value=None, traceback=None):
         # The scheduler resumed the awaiting task with an error: raise it at the script's await.
@@ -53,16 +44,17 @@ class _Awaitable:
     __slots__ = ("_awaited",)
     _what = "call"
 
-    def __init__(self):
-        self._awaited = False
-
     def __await__(self):
+        self._claim()
+        return self._wait()
+
+    def _claim(self) -> None:
+        """Marks this awaited; awaiting it again is the script's error."""
         if self._awaited:
             raise RuntimeError(
                 f"this {self._what} was already awaited; call {self._what} again to run it again"
             )
         self._awaited = True
-        return self._wait()
 
     def __repr__(self) -> str:
         state = "awaited" if self._awaited else "not awaited yet"
@@ -72,107 +64,130 @@ class _Awaitable:
 # --- agent and call_tool --------------------------------------------------------------------
 
 
-class _LeafWait(_Wait):
-    __slots__ = ("_scheduler", "_start_call")
-
-    def __init__(self, scheduler: Scheduler, start_call: Callable[[Path], int]):
-        super().__init__()
-        self._scheduler = scheduler
-        self._start_call = start_call
-
-    def _start(self):
-        try:
-            handle = self._start_call(list(self._scheduler.current.path))
-        except CallFailed as failure:
-            raise exception_for(failure.kind, failure.message) from None
-        self._scheduler.block_on(handle)
-        return PARK
-
-    def _finish(self, completion):
-        if completion.ok:
-            raise StopIteration(from_json(completion.payload))
-        kind, message = completion.payload
-        raise exception_for(kind, message)
-
-
 class _LeafCall(_Awaitable):
-    __slots__ = ("_scheduler", "_start_call")
+    """A call the host runs: started by `_start` when first awaited, finished by its completion."""
 
-    def __init__(self, scheduler: Scheduler, start_call: Callable[[Path], int]):
-        super().__init__()
-        self._scheduler = scheduler
-        self._start_call = start_call
+    __slots__ = ("_scheduler",)
 
     def _wait(self):
-        return _LeafWait(self._scheduler, self._start_call)
+        return _LeafWait(self)
+
+    def _start(self, path: Path) -> int:
+        """Starts the call on the host; returns its handle or raises what the script sees."""
+        raise NotImplementedError
+
+
+def _leaf_result(completion):
+    """The reply of a finished call, or the exception the script sees for a failed one."""
+    if completion.ok:
+        return from_json(completion.payload)
+    kind, message = completion.payload
+    raise exception_for(kind, message)
+
+
+class _LeafWait(_Wait):
+    __slots__ = ("_call",)
+
+    def __init__(self, call: _LeafCall):
+        self._started = False
+        self._call = call
+
+    def send(self, completion):
+        if self._started:
+            raise StopIteration(_leaf_result(completion))
+        self._started = True
+        scheduler = self._call._scheduler
+        scheduler.block_on(self._call._start(scheduler.current.path))
+        return PARK
 
 
 class AgentCall(_LeafCall):
     """What `agent(...)` returns."""
 
-    __slots__ = ()
+    __slots__ = ("_request",)
     _what = "agent(...)"
+
+    def __init__(self, scheduler: Scheduler, request: tuple):
+        self._awaited = False
+        self._scheduler = scheduler
+        self._request = request  # the AgentRequest fields but the path
+
+    def _start(self, path):
+        try:
+            return self._scheduler.host.start_agent(AgentRequest._make(self._request + (path,)))
+        except CallFailed as failure:
+            raise exception_for(failure.kind, failure.message) from None
 
 
 class ToolCall(_LeafCall):
     """What `call_tool(...)` returns."""
 
-    __slots__ = ()
+    __slots__ = ("_name", "_arguments_json")
     _what = "call_tool(...)"
+
+    def __init__(self, scheduler: Scheduler, name: str, arguments_json: str):
+        self._awaited = False
+        self._scheduler = scheduler
+        self._name = name
+        self._arguments_json = arguments_json
+
+    def _start(self, path):
+        try:
+            return self._scheduler.host.start_tool(self._name, self._arguments_json, path)
+        except CallFailed as failure:
+            raise exception_for(failure.kind, failure.message) from None
 
 
 # --- parallel and pipeline ------------------------------------------------------------------
 
 
 class _GroupWait(_Wait):
-    """Starts one task per item under a new group and finishes when all of them have."""
+    """Starts one task per item under a new group, gathers their results in input order and
+    finishes when all of them have."""
 
-    __slots__ = ("_group",)
+    __slots__ = ("_group", "_parent", "_results", "_pending", "_fatal")
 
     def __init__(self, group: "_Group"):
-        super().__init__()
+        self._started = False
         self._group = group
+        # A BaseException that is not an Exception ends the group by propagating.
+        self._fatal = None
 
-    def _start(self):
+    def send(self, results):
+        if self._started:
+            raise StopIteration(results)
+        self._started = True
         scheduler = self._group._scheduler
-        parent = scheduler.current
+        parent = self._parent = scheduler.current
         number = scheduler.new_group()
-        bodies = self._group._bodies()
-        if not bodies:
+        tasks = self._group._tasks(self, parent.path, number)
+        if not tasks:
             raise StopIteration([])
-        results = [None] * len(bodies)
-        pending = [len(bodies)]
-        fatal = []  # a BaseException that is not an Exception ends the group by propagating
-
-        def finished(index, value, error):
-            if error is None:
-                results[index] = value
-            elif not fatal:
-                fatal.append(error)
-            pending[0] -= 1
-            if pending[0] == 0:
-                if fatal:
-                    scheduler.resume(parent, error=fatal[0])
-                else:
-                    scheduler.resume(parent, results)
-
-        for index, body in enumerate(bodies):
-            scheduler.spawn(
-                body,
-                parent.path + [(number, index)],
-                lambda value, error, index=index: finished(index, value, error),
-            )
+        self._results = [None] * len(tasks)
+        self._pending = len(tasks)
+        scheduler.spawn(tasks)
         return PARK
 
-    def _finish(self, results):
-        raise StopIteration(results)
+    def done(self, index: int, value: Any, error: BaseException | None) -> None:
+        """Records item `index`; the last one resumes the task that awaits the group."""
+        if error is None:
+            self._results[index] = value
+        elif self._fatal is None:
+            self._fatal = error
+        self._pending -= 1
+        if self._pending == 0:
+            scheduler = self._group._scheduler
+            if self._fatal is not None:
+                scheduler.resume(self._parent, error=self._fatal)
+            else:
+                scheduler.resume(self._parent, self._results)
 
 
 class _Group(_Awaitable):
     __slots__ = ("_scheduler", "_log")
 
     def __init__(self, scheduler: Scheduler, log: Callable[[str], None]):
-        super().__init__()
+        self._awaited = False
         self._scheduler = scheduler
         self._log = log
 
@@ -190,9 +205,9 @@ class Parallel(_Group):
         super().__init__(scheduler, log)
         self._items = items  # (is_callable, item) pairs
 
-    def _bodies(self):
+    def _tasks(self, gather, path, number):
         return [
-            _run_branch(item, is_callable, index, self._log)
+            _Branch(gather, index, item, is_callable, path + [(number, index)])
             for index, (is_callable, item) in enumerate(self._items)
         ]
 
@@ -208,26 +223,85 @@ class Pipeline(_Group):
         self._items = items
         self._stages = stages  # (stage, arity) pairs
 
-    def _bodies(self):
+    def _tasks(self, gather, path, number):
         return [
-            _run_flow(item, index, self._stages, self._log)
+            _Flow(gather, index, _run_flow(item, index, self._stages, self._log),
+                  path + [(number, index)])
             for index, item in enumerate(self._items)
-        ]
+        ]  # fmt: skip
 
 
-# Task bodies. They are coroutines, but internal: the script only ever holds the Parallel or
-# Pipeline object, never these.
+# The tasks of a group. Internal: the script only ever holds the Parallel or Pipeline object.
 
 
-async def _run_branch(item, is_callable: bool, index: int, log) -> Any:
+class _Branch(CoroutineTask):
+    """One parallel item: calls it (when callable) and awaits what it gets. An agent or tool
+    call is driven directly, without a coroutine around it; any other awaitable is awaited by
+    one. A failure becomes None and one log line."""
+
+    __slots__ = ("_gather", "_index", "_item", "_is_callable")
+
+    def __init__(self, gather: _GroupWait, index: int, item, is_callable: bool, path: Path):
+        self.path = path
+        self.coroutine = None
+        self._gather = gather
+        self._index = index
+        self._item = item  # from its start, the agent or tool call it waits for
+        self._is_callable = is_callable
+
+    def step(self, scheduler, value, error):
+        if self.coroutine is not None:
+            CoroutineTask.step(self, scheduler, value, error)
+            return
+        try:
+            if value is not None:  # the completion of the call it waits for
+                value = _leaf_result(value)
+            else:
+                value = self._item() if self._is_callable else self._item
+                kind = type(value)
+                if kind is AgentCall or kind is ToolCall:
+                    value._claim()
+                    scheduler.block_on(value._start(self.path))
+                    self._item = value
+                    return
+                if is_awaitable(value):
+                    self.coroutine = _await_branch(value, self)
+                    CoroutineTask.step(self, scheduler, None, None)
+                    return
+        except BaseException as failure:
+            self.finish(None, failure)
+        else:
+            self._gather.done(self._index, value, None)
+
+    def finish(self, value, error):
+        if isinstance(error, Exception):
+            value, error = self.failed(error), None
+        self._gather.done(self._index, value, error)
+
+    def failed(self, error: Exception) -> None:
+        self._gather._group._log(f"parallel item {self._index} failed: {describe_error(error)}")
+
+
+async def _await_branch(awaitable, branch: _Branch) -> Any:
     try:
-        value = item() if is_callable else item
-        if inspect.isawaitable(value):
-            value = await value
-        return value
+        return await awaitable
     except Exception as error:
-        log(f"parallel item {index} failed: {describe_error(error)}")
-        return None
+        return branch.failed(error)
+
+
+class _Flow(CoroutineTask):
+    """One pipeline item, running `_run_flow`."""
+
+    __slots__ = ("_gather", "_index")
+
+    def __init__(self, gather: _GroupWait, index: int, coroutine, path: Path):
+        self.path = path
+        self.coroutine = coroutine
+        self._gather = gather
+        self._index = index
+
+    def finish(self, value, error):
+        self._gather.done(self._index, value, error)
 
 
 async def _run_flow(item, index: int, stages: list, log) -> Any:
@@ -235,7 +309,7 @@ async def _run_flow(item, index: int, stages: list, log) -> Any:
     for number, (stage, arity) in enumerate(stages, 1):
         try:
             value = stage(*(value, item, index)[:arity])
-            if inspect.isawaitable(value):
+            if is_awaitable(value):
                 value = await value
         except Exception as error:
             log(
@@ -246,6 +320,23 @@ async def _run_flow(item, index: int, stages: list, log) -> Any:
         if value is None:
             return None
     return value
+
+
+# Exact types whose `inspect.isawaitable` answer is fixed, so the common cases skip its checks.
+_AWAITABLE_TYPES = frozenset({types.CoroutineType, AgentCall, ToolCall, Parallel, Pipeline})
+_PLAIN_TYPES = frozenset(
+    {type(None), bool, int, float, str, list, dict, tuple, types.FunctionType}
+)
+
+
+def is_awaitable(value) -> bool:
+    """`inspect.isawaitable(value)`."""
+    kind = type(value)
+    if kind in _AWAITABLE_TYPES:
+        return True
+    if kind in _PLAIN_TYPES:
+        return False
+    return inspect.isawaitable(value)
 
 
 def _stage_arity(stage, number: int) -> int:
@@ -369,35 +460,36 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
                     f"agent() schema must be a dict (a JSON Schema), not {type(schema).__name__}"
                 )
             schema_json = _json_argument("agent", schema, "schema")
-        options = (
-            ("agent_type", agent_type),
-            ("label", label),
-            ("instruction", instruction),
-            ("model", model),
-            ("instance_id", instance_id),
-        )
-        for option, value in options:
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"agent() {option} must be a str, not {type(value).__name__}")
+        if (
+            agent_type is not None
+            or label is not None
+            or instruction is not None
+            or model is not None
+            or instance_id is not None
+        ):
+            options = (
+                ("agent_type", agent_type),
+                ("label", label),
+                ("instruction", instruction),
+                ("model", model),
+                ("instance_id", instance_id),
+            )
+            for option, value in options:
+                if value is not None and not isinstance(value, str):
+                    raise TypeError(f"agent() {option} must be a str, not {type(value).__name__}")
         if tools is not None:
             if not isinstance(tools, list) or not all(isinstance(tool, str) for tool in tools):
                 raise TypeError("agent() tools must be a list of tool names (str)")
             tools = list(tools)
-
-        def start(path: Path) -> int:
-            request = AgentRequest(
-                prompt_json, schema_json, agent_type, label, instruction, model, tools,
-                instance_id, path,
-            )  # fmt: skip
-            return host.start_agent(request)
-
-        return AgentCall(scheduler, start)
+        request = (prompt_json, schema_json, agent_type, label, instruction, model, tools,
+                   instance_id)  # fmt: skip
+        return AgentCall(scheduler, request)
 
     def call_tool(name, /, **arguments) -> ToolCall:
         if not isinstance(name, str):
             raise TypeError(f"call_tool() name must be a str, not {type(name).__name__}")
         arguments_json = _json_argument("call_tool", arguments, "arguments")
-        return ToolCall(scheduler, lambda path: host.start_tool(name, arguments_json, path))
+        return ToolCall(scheduler, name, arguments_json)
 
     def parallel(items) -> Parallel:
         try:
@@ -408,7 +500,9 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             ) from None
         entries = []
         for index, item in enumerate(iterator):
-            if inspect.isawaitable(item):
+            if type(item) is types.FunctionType:  # the usual lambda, never awaitable
+                entries.append((True, item))
+            elif is_awaitable(item):
                 entries.append((False, item))
             elif callable(item):
                 entries.append((True, item))

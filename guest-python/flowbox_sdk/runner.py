@@ -3,7 +3,6 @@ it against a host and returns its result as JSON text. Every way a script can fa
 as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the script's line.
 """
 
-import inspect
 import json
 import sys
 from typing import Any, NamedTuple
@@ -13,7 +12,7 @@ from .guard import check_script
 from .host import Host, exception_message
 from .jsonvalue import NotJson, to_json
 from .modules import full_builtins, safe_builtins
-from .primitives import make_primitives
+from .primitives import is_awaitable, make_primitives
 from .scheduler import Scheduler
 from .script import (
     FILENAME,
@@ -111,7 +110,7 @@ def _prepare(source: str, guard: bool) -> _Prepared:
 async def _call_entry(entry) -> Any:
     """Calls main()/run() or the wrapped body; a sync main() may return an awaitable."""
     result = entry()
-    if inspect.isawaitable(result):
+    if is_awaitable(result):
         result = await result
     return result
 

@@ -4,10 +4,10 @@ the same completions, a run takes exactly the same steps, which is what makes re
 """
 
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
-from .host import CallFailed, Host, Path
+from .host import CallFailed, Host
 
 # What the SDK's awaitables yield to say "this task is blocked; I arranged its wake-up".
 # Anything else reaching the scheduler came from an awaitable flowbox does not know.
@@ -15,15 +15,51 @@ PARK = object()
 
 
 class Task:
-    """One coroutine being driven, with its place in the script's tree of groups."""
+    """One line of execution, with its place in the script's tree of groups (`path`, never changed
+    once made, so the host may keep the list it is given). The scheduler calls `step` with what
+    the task was woken with; a step runs until the task blocks or finishes."""
 
-    __slots__ = ("coroutine", "path", "on_done")
+    __slots__ = ("path",)
 
-    def __init__(self, coroutine: Coroutine, path: Path, on_done: Callable):
+    def step(self, scheduler: "Scheduler", value: Any, error: BaseException | None) -> None:
+        raise NotImplementedError
+
+
+class CoroutineTask(Task):
+    """A task that drives a coroutine; `finish` gets its value or the exception it raised."""
+
+    __slots__ = ("coroutine",)
+
+    def step(self, scheduler, value, error):
+        try:
+            if error is not None:
+                yielded = self.coroutine.throw(error)
+            else:
+                yielded = self.coroutine.send(value)
+        except StopIteration as stop:
+            self.finish(stop.value, None)
+        except BaseException as failure:  # the task's own error, reported to whoever awaits it
+            self.finish(None, failure)
+        else:
+            if yielded is not PARK:
+                scheduler.resume(self, error=TypeError(_foreign_await_message(yielded)))
+
+    def finish(self, value: Any, error: BaseException | None) -> None:
+        raise NotImplementedError
+
+
+class _Main(CoroutineTask):
+    """The script's entry point; the run ends when it finishes."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self, coroutine: Coroutine):
+        self.path = []
         self.coroutine = coroutine
-        self.path = path
-        # Called once with (value, None) or (None, exception) when the coroutine finishes.
-        self.on_done = on_done
+        self.outcome = None
+
+    def finish(self, value, error):
+        self.outcome = (value, error)
 
 
 class Scheduler:
@@ -38,20 +74,24 @@ class Scheduler:
 
     def run(self, coroutine: Coroutine) -> Any:
         """Drives `coroutine` and every task it spawns; returns its value or raises its error."""
-        outcome = []
-        self.spawn(coroutine, [], lambda value, error: outcome.append((value, error)))
-        while not outcome:
-            if not self._ready:
+        main = _Main(coroutine)
+        self.spawn([main])
+        ready = self._ready
+        while main.outcome is None:
+            if not ready:
                 self._wait_for_host()
-            task, value, error = self._ready.popleft()
-            self._step(task, value, error)
-        value, error = outcome[0]
+            task, value, error = ready.popleft()
+            self.current = task
+            task.step(self, value, error)
+            self.current = None
+        value, error = main.outcome
         if error is not None:
             raise error
         return value
 
-    def spawn(self, coroutine: Coroutine, path: Path, on_done: Callable) -> None:
-        self._ready.append((Task(coroutine, path, on_done), None, None))
+    def spawn(self, tasks: list[Task]) -> None:
+        """Queues new tasks, in order; each is first stepped with no value."""
+        self._ready.extend([(task, None, None) for task in tasks])
 
     def new_group(self) -> int:
         """Numbers a `parallel`/`pipeline` group, from 1 per run, in the order they start."""
@@ -77,28 +117,13 @@ class Scheduler:
             raise RuntimeError(
                 f"the host could not deliver completions: {failure.message}"
             ) from None
+        blocked = self._blocked
+        ready = self._ready
         for completion in completions:
-            task = self._blocked.pop(completion.handle, None)
+            task = blocked.pop(completion.handle, None)
             if task is None:
                 raise RuntimeError(f"the host completed an unknown call {completion.handle}")
-            self.resume(task, completion)
-
-    def _step(self, task: Task, value: Any, error: BaseException | None) -> None:
-        self.current = task
-        try:
-            if error is not None:
-                yielded = task.coroutine.throw(error)
-            else:
-                yielded = task.coroutine.send(value)
-        except StopIteration as stop:
-            task.on_done(stop.value, None)
-        except BaseException as failure:  # the task's own error, reported to whoever awaits it
-            task.on_done(None, failure)
-        else:
-            if yielded is not PARK:
-                self.resume(task, error=TypeError(_foreign_await_message(yielded)))
-        finally:
-            self.current = None
+            ready.append((task, completion, None))
 
 
 def _foreign_await_message(yielded: Any) -> str:

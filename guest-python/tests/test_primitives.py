@@ -2,12 +2,13 @@
 every error path."""
 
 import inspect
+import types
 
 import pytest
 from fakehost import src
 
 from flowbox_sdk.host import AgentRequest, CallFailed
-from flowbox_sdk.primitives import make_primitives
+from flowbox_sdk.primitives import is_awaitable, make_primitives
 from flowbox_sdk.scheduler import Scheduler
 
 # --- agent ---------------------------------------------------------------------------------
@@ -339,3 +340,27 @@ def test_await_iterator_protocol(host):
 
 def test_agent_call_repr(host):
     assert host.run("return repr(agent('x'))\n") == "<agent(...): not awaited yet>"
+
+
+def test_is_awaitable_agrees_with_inspect(host):
+    async def coroutine_function():
+        return 1
+
+    def generator_function():
+        yield 1
+
+    class Custom:
+        def __await__(self):
+            yield from ()
+
+    primitives = make_primitives(host, Scheduler(host))
+    coroutine = coroutine_function()
+    values = [
+        None, True, 1, 1.5, "s", [1], {"k": 1}, (1,), lambda: 1, len, Custom, Custom(), object(),
+        coroutine, generator_function(), types.coroutine(generator_function)(),
+        primitives["agent"]("x"), primitives["call_tool"]("t"),
+        primitives["parallel"]([]), primitives["pipeline"]([]),
+    ]  # fmt: skip
+    for value in values:
+        assert is_awaitable(value) == inspect.isawaitable(value), value
+    coroutine.close()
