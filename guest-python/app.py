@@ -5,6 +5,7 @@ snapshots the interpreter, so whatever it imports is all that exists at run time
 
 # Importing flowbox_sdk preloads the standard library scripts may use: `flowbox_sdk.modules`
 # imports every allowed module (ALLOWED_MODULES) and the helpers they import lazily.
+import functools
 import gc
 import os
 import random
@@ -28,7 +29,7 @@ def _call_failed(error: Err) -> CallFailed:
 
 
 def _positions(path) -> list:
-    return [wit.Position(group=group, index=index) for group, index in path]
+    return [wit.Position(group, index) for group, index in path] if path else []
 
 
 class WitHost:
@@ -42,17 +43,8 @@ class WitHost:
         wit.started(meta_json)
 
     def start_agent(self, request) -> int:
-        wit_request = wit.AgentRequest(
-            prompt=request.prompt,
-            schema=request.schema,
-            agent_type=request.agent_type,
-            label=request.label,
-            instruction=request.instruction,
-            model=request.model,
-            tools=request.tools,
-            instance_id=request.instance_id,
-            path=_positions(request.path),
-        )
+        # AgentRequest lists the record's fields in the record's order; only the path differs.
+        wit_request = wit.AgentRequest(*request[:-1], _positions(request.path))
         try:
             return wit.start_agent(wit_request)
         except Err as error:
@@ -85,12 +77,16 @@ class WitHost:
         wit.sleep(nanoseconds)
 
 
+# Completion(...) runs NamedTuple's Python-level __new__; this builds the same tuple in C.
+_new_completion = functools.partial(tuple.__new__, Completion)
+
+
 def _completion(completion) -> Completion:
     outcome = completion.outcome
-    if isinstance(outcome, Ok):
-        return Completion(completion.handle, True, outcome.value)
+    if type(outcome) is Ok:
+        return _new_completion((completion.handle, True, outcome.value))
     error = outcome.value
-    return Completion(completion.handle, False, (_kind_name(error.kind), error.message))
+    return _new_completion((completion.handle, False, (_kind_name(error.kind), error.message)))
 
 
 def _script_error(failure: ScriptFailure) -> Err:
