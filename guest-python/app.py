@@ -42,9 +42,13 @@ class WitHost:
     def started(self, meta_json):
         wit.started(meta_json)
 
-    def start_agent(self, request) -> int:
-        # AgentRequest lists the record's fields in the record's order; only the path differs.
-        wit_request = wit.AgentRequest(*request[:-1], _positions(request.path))
+    def start_agent(
+        self, prompt, schema, agent_type, label, instruction, model, tools, instance_id, path
+    ) -> int:
+        wit_request = wit.AgentRequest(
+            prompt, schema, agent_type, label, instruction, model, tools, instance_id,
+            _positions(path),
+        )  # fmt: skip
         try:
             return wit.start_agent(wit_request)
         except Err as error:

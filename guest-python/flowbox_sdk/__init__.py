@@ -5,7 +5,6 @@ implements (over the WIT bindings in the guest, with a fake in the tests).
 """
 
 from .host import (
-    AgentRequest,
     BudgetState,
     CallFailed,
     Completion,
@@ -17,7 +16,6 @@ from .runner import check, run
 from .script import ScriptFailure
 
 __all__ = [
-    "AgentRequest",
     "BudgetState",
     "CallFailed",
     "Completion",

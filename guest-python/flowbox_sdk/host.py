@@ -36,20 +36,6 @@ class BudgetState(NamedTuple):
     spent: int
 
 
-class AgentRequest(NamedTuple):
-    """One `agent(...)` call; mirrors the WIT `agent-request` record."""
-
-    prompt: str
-    schema: str | None
-    agent_type: str | None
-    label: str | None
-    instruction: str | None
-    model: str | None
-    tools: list[str] | None
-    instance_id: str | None
-    path: Path
-
-
 class Completion(NamedTuple):
     """One finished call: the reply's JSON text when `ok`, else a `(kind, message)` pair."""
 
@@ -63,8 +49,20 @@ class Host(Protocol):
 
     def started(self, meta_json: str | None) -> None: ...
 
-    def start_agent(self, request: AgentRequest) -> int:
-        """Returns the call's handle; raises `CallFailed` when the host refuses it."""
+    def start_agent(
+        self,
+        prompt: str,
+        schema: str | None,
+        agent_type: str | None,
+        label: str | None,
+        instruction: str | None,
+        model: str | None,
+        tools: list[str] | None,
+        instance_id: str | None,
+        path: Path,
+    ) -> int:
+        """Starts one `agent(...)` call, given the fields of the WIT `agent-request` record in
+        its order. Returns the call's handle; raises `CallFailed` when the host refuses it."""
 
     def start_tool(self, name: str, arguments_json: str, path: Path) -> int:
         """Returns the call's handle; raises `CallFailed` when the host refuses it."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Any
 
-from .host import AgentRequest, CallFailed, Host, Path, describe_error, exception_for
+from .host import CallFailed, Host, Path, describe_error, exception_for
 from .jsonvalue import NotJson, from_json, to_json
 from .scheduler import PARK, CoroutineTask, Scheduler
 
@@ -110,11 +110,11 @@ class AgentCall(_LeafCall):
     def __init__(self, scheduler: Scheduler, request: tuple):
         self._awaited = False
         self._scheduler = scheduler
-        self._request = request  # the AgentRequest fields but the path
+        self._request = request  # the fields of the host's start_agent but the path
 
     def _start(self, path):
         try:
-            return self._scheduler.host.start_agent(AgentRequest._make(self._request + (path,)))
+            return self._scheduler.host.start_agent(*self._request, path)
         except CallFailed as failure:
             raise exception_for(failure.kind, failure.message) from None
 

@@ -9,8 +9,22 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from flowbox_sdk import runner
-from flowbox_sdk.host import AgentRequest, BudgetState, CallFailed, Completion, Settings
+from flowbox_sdk.host import BudgetState, CallFailed, Completion, Path, Settings
 from flowbox_sdk.script import ScriptFailure
+
+
+class AgentRequest(NamedTuple):
+    """One `agent(...)` call as the host received it; mirrors the WIT `agent-request` record."""
+
+    prompt: str
+    schema: str | None
+    agent_type: str | None
+    label: str | None
+    instruction: str | None
+    model: str | None
+    tools: list[str] | None
+    instance_id: str | None
+    path: Path
 
 
 class ToolRequest(NamedTuple):
@@ -62,7 +76,8 @@ class FakeHost:
     def started(self, meta_json):
         self.calls.append(("started", (meta_json,)))
 
-    def start_agent(self, request) -> int:
+    def start_agent(self, *fields, **named_fields) -> int:
+        request = AgentRequest(*fields, **named_fields)
         self.calls.append(("start_agent", (request,)))
         return self._start(request)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fakehost import FakeHost, src
 
-from flowbox_sdk.host import AgentRequest, CallFailed
+from flowbox_sdk.host import CallFailed
 
 WIT = Path(__file__).resolve().parents[2] / "wit"
 
@@ -57,7 +57,7 @@ class WitFake:
             path = [(position.group, position.index) for position in request.path]
             fields = {**vars(request), "path": path}
             try:
-                return host.start_agent(AgentRequest(**fields))
+                return host.start_agent(**fields)
             except CallFailed as failure:
                 raise self._err(failure) from None
 
@@ -135,6 +135,30 @@ def test_run_returns_json_text_and_converts_paths(guest, host):
     assert request.path == [fake.wit.Position(group=1, index=0)]
     assert request.tools == ["t"] and request.schema is None
     assert host.named("start_tool") == [("t", '{"q": 1}', [(1, 1)])]
+
+
+def test_every_agent_option_reaches_its_record_field(guest):
+    app, fake, _ = guest
+    script = src(
+        """
+        return await agent(
+            "p", schema={"type": "string"}, agent_type="t", label="l", instruction="i",
+            model="m", tools=["x"], instance_id="id",
+        )
+        """
+    )  # fmt: skip
+    app.WitWorld().run(script, "{}")
+    assert vars(fake.agent_requests[0]) == {
+        "prompt": '"p"',
+        "schema": '{"type": "string"}',
+        "agent_type": "t",
+        "label": "l",
+        "instruction": "i",
+        "model": "m",
+        "tools": ["x"],
+        "instance_id": "id",
+        "path": [],
+    }
 
 
 def test_script_errors_become_wit_script_errors(guest):

@@ -5,9 +5,9 @@ import inspect
 import types
 
 import pytest
-from fakehost import src
+from fakehost import AgentRequest, src
 
-from flowbox_sdk.host import AgentRequest, CallFailed
+from flowbox_sdk.host import CallFailed
 from flowbox_sdk.primitives import is_awaitable, make_primitives
 from flowbox_sdk.scheduler import Scheduler
 
