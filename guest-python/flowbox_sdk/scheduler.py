@@ -62,6 +62,21 @@ class _Main(CoroutineTask):
         self.outcome = (value, error)
 
 
+class _FirstSteps(Task):
+    """Takes the first step of each of some new tasks, in order. The same as queueing each on its
+    own: the queue is first in, first out, so nothing could run between them anyway."""
+
+    __slots__ = ("tasks",)
+
+    def __init__(self, tasks: list[Task]):
+        self.tasks = tasks
+
+    def step(self, scheduler, value, error):
+        for task in self.tasks:
+            scheduler.current = task
+            task.step(scheduler, None, None)
+
+
 class Scheduler:
     """Runs one script; created fresh for every run."""
 
@@ -83,7 +98,7 @@ class Scheduler:
             task, value, error = ready.popleft()
             self.current = task
             task.step(self, value, error)
-            self.current = None
+        self.current = None
         value, error = main.outcome
         if error is not None:
             raise error
@@ -91,7 +106,7 @@ class Scheduler:
 
     def spawn(self, tasks: list[Task]) -> None:
         """Queues new tasks, in order; each is first stepped with no value."""
-        self._ready.extend([(task, None, None) for task in tasks])
+        self._ready.append((_FirstSteps(tasks), None, None))
 
     def new_group(self) -> int:
         """Numbers a `parallel`/`pipeline` group, from 1 per run, in the order they start."""
