@@ -8,7 +8,7 @@ import json
 import math
 from json.decoder import scanstring
 from json.encoder import encode_basestring
-from typing import Any, NamedTuple, Optional
+from typing import Any
 
 # Deeper values are refused instead of risking the guest's stack in `json.dumps`.
 MAX_DEPTH = 200
@@ -18,21 +18,23 @@ class NotJson(ValueError):
     """A value that is not JSON; the message is a whole sentence naming the path."""
 
 
-class _Step(NamedTuple):
-    value: Any
-    parent: Optional["_Step"]
-    segment: str  # how this value is reached from its parent: `["key"]` or `[3]`
-    depth: int
+# What json.dumps(value, ensure_ascii=False, allow_nan=False) builds for every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
+# One value reached by the walk: (value, parent step or None, key, depth), where the key is how
+# the value is reached from its parent (a dict key or a list index). A plain tuple: a
+# NamedTuple's Python-level __new__ would cost more than the rest of the step.
+_Step = tuple
 
 
 def to_json(value: Any, root: str) -> str:
     """Serializes `value` as JSON text, or raises `NotJson` naming the path under `root`."""
     if isinstance(value, str):
-        # What json.dumps(value, ensure_ascii=False) does for a str, without building an encoder.
-        return encode_basestring(value)
+        return encode_basestring(value)  # what the encoder does for a str, with nothing to check
     check_json(value, root)
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return _ENCODER.encode(value)
     except ValueError as error:  # e.g. an int too long to write as digits
         raise NotJson(f"{root} cannot be written as JSON: {error}") from None
 
@@ -50,18 +52,20 @@ def from_json(text: str) -> Any:
 def check_json(value: Any, root: str) -> None:
     """Walks `value` iteratively (no recursion limit involved) and raises `NotJson` on the first
     value, in document order, that JSON cannot represent."""
-    stack = [_Step(value, None, "", 0)]
+    stack = [(value, None, None, 0)]
     while stack:
         step = stack.pop()
-        current = step.value
-        if current is None or isinstance(current, (str, bool, int)):
+        current, _, _, depth = step
+        if current is None or isinstance(current, (str, int)):  # only ever the root
             continue
         if isinstance(current, float):
             if not math.isfinite(current):
                 raise NotJson(f"{_path(root, step)} is {_float_name(current)}")
             continue
-        if step.depth >= MAX_DEPTH:
+        if depth >= MAX_DEPTH:
             raise NotJson(_too_deep(root, step))
+        depth += 1
+        # Children that are None, a str, a bool or an int are JSON as they are: no step for them.
         if isinstance(current, dict):
             children = []
             for key, item in current.items():
@@ -70,12 +74,13 @@ def check_json(value: Any, root: str) -> None:
                         f"{_path(root, step)} has the key {key!r} ({type(key).__name__}); "
                         "JSON object keys must be strings"
                     )
-                segment = "[" + json.dumps(key, ensure_ascii=False) + "]"
-                children.append(_Step(item, step, segment, step.depth + 1))
+                if not (item is None or isinstance(item, (str, int))):
+                    children.append((item, step, key, depth))
         elif isinstance(current, (list, tuple)):
             children = [
-                _Step(item, step, f"[{index}]", step.depth + 1)
+                (item, step, index, depth)
                 for index, item in enumerate(current)
+                if not (item is None or isinstance(item, (str, int)))
             ]
         else:
             raise NotJson(f"{_path(root, step)} is {_describe(current)}")
@@ -84,9 +89,10 @@ def check_json(value: Any, root: str) -> None:
 
 def _path(root: str, step: _Step) -> str:
     segments = []
-    while step is not None:
-        segments.append(step.segment)
-        step = step.parent
+    _, parent, key, _ = step
+    while parent is not None:
+        segments.append(f"[{key}]" if isinstance(key, int) else f"[{encode_basestring(key)}]")
+        _, parent, key, _ = parent
     return root + "".join(reversed(segments))
 
 
@@ -95,11 +101,11 @@ def _too_deep(root: str, step: _Step) -> str:
     chain = []
     while step is not None:
         chain.append(step)
-        step = step.parent
+        step = step[1]  # its parent
     chain.reverse()
     first_seen = {}
     for link in chain:
-        earlier = first_seen.setdefault(id(link.value), link)
+        earlier = first_seen.setdefault(id(link[0]), link)  # by the identity of its value
         if earlier is not link:
             return (
                 f"{_path(root, link)} refers back to {_path(root, earlier)} (a circular reference)"

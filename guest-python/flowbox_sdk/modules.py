@@ -130,12 +130,12 @@ _SAFE_BUILTINS = (
 )  # fmt: skip
 
 
+_SAFE_NAMESPACE = {name: getattr(builtins, name) for name in _SAFE_BUILTINS}
+
+
 def safe_builtins(print_function) -> dict:
     """The `__builtins__` of a guarded script; `print` writes to the run's log."""
-    namespace = {name: getattr(builtins, name) for name in _SAFE_BUILTINS}
-    namespace["print"] = print_function
-    namespace["__import__"] = safe_import
-    return namespace
+    return {**_SAFE_NAMESPACE, "print": print_function, "__import__": safe_import}
 
 
 def full_builtins(print_function) -> dict:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from flowbox_sdk.jsonvalue import from_json, to_json
+from flowbox_sdk.jsonvalue import NotJson, from_json, to_json
 
 TRICKY_STRINGS = [
     "",
@@ -71,3 +71,23 @@ def test_malformed_reply_fails_as_json_loads_fails(payload):
 def test_text_replies_reach_the_script_decoded(host):
     host.agent = lambda request: 'line\n"quoted" \\ é 😀 \ud800'
     assert host.run("return await agent('x')\n") == 'line\n"quoted" \\ é 😀 \ud800'
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ({"a": [1, "s", {"x": object()}], "b": float("nan")}, 'v["a"][2]["x"] is a value of type'),
+        ([1, "s", None, True, (2, float("inf"))], "v[4][1] is infinity"),
+        ({"é\n\"": [None, 1.5, -float("inf")]}, 'v["é\\n\\""][2] is -infinity'),
+        ({"k": {3: 1}, "z": float("nan")}, 'v["k"] has the key 3 (int)'),
+    ],
+)
+def test_the_first_bad_value_in_document_order_is_named(value, message):
+    with pytest.raises(NotJson) as raised:
+        to_json(value, "v")
+    assert str(raised.value).startswith(message)
+
+
+def test_values_are_written_as_json_dumps_writes_them():
+    value = {"s": "é\n", "i": 1, "f": 1.5, "b": True, "n": None, "l": [1, (2,)], "d": {"k": []}}
+    assert to_json(value, "v") == json.dumps(value, ensure_ascii=False, allow_nan=False)
