@@ -28,8 +28,28 @@ def _call_failed(error: Err) -> CallFailed:
     return CallFailed(_kind_name(error.value.kind), error.value.message)
 
 
-def _positions(path) -> list:
-    return [wit.Position(group, index) for group, index in path] if path else []
+def _text(value, what: str):
+    """`value` unchanged if it can cross the boundary as UTF-8. Python strings may hold lone
+    surrogates ("\\ud800"), which are not text; lowering one would crash the guest, so the
+    script gets a ValueError instead (`isascii` is O(1), so the common case costs nothing)."""
+    if value is None or value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise CallFailed(
+            "invalid-request",
+            f"{what} contains {value[error.start]!r} at position {error.start}, a lone "
+            "surrogate that is not valid text",
+        ) from None
+    return value
+
+
+def _printable(text: str) -> str:
+    """`text` with any lone surrogate written as a backslash escape: logs never fail."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class WitHost:
@@ -40,23 +60,37 @@ class WitHost:
         return Settings(settings.guard, settings.recursion_limit)
 
     def started(self, meta_json):
-        wit.started(meta_json)
+        wit.started(None if meta_json is None else _printable(meta_json))
 
     def start_agent(
         self, prompt, schema, agent_type, label, instruction, model, tools, instance_id, path
     ) -> int:
-        wit_request = wit.AgentRequest(
-            prompt, schema, agent_type, label, instruction, model, tools, instance_id,
-            _positions(path),
-        )  # fmt: skip
+        options = None
+        if (
+            schema is not None
+            or agent_type is not None
+            or label is not None
+            or instruction is not None
+            or model is not None
+            or tools is not None
+            or instance_id is not None
+        ):
+            options = wit.AgentOptions(
+                _text(schema, "schema"), _text(agent_type, "agent_type"), _text(label, "label"),
+                _text(instruction, "instruction"), _text(model, "model"),
+                None if tools is None else [_text(tool, "tools") for tool in tools],
+                _text(instance_id, "instance_id"),
+            )  # fmt: skip
         try:
-            return wit.start_agent(wit_request)
+            return wit.start_agent(_text(prompt, "prompt"), options, path)
         except Err as error:
             raise _call_failed(error) from None
 
     def start_tool(self, name, arguments_json, path) -> int:
         try:
-            return wit.start_tool(name, arguments_json, _positions(path))
+            return wit.start_tool(
+                _text(name, "tool name"), _text(arguments_json, "tool arguments"), path
+            )
         except Err as error:
             raise _call_failed(error) from None
 
@@ -68,10 +102,10 @@ class WitHost:
         return [_completion(completion) for completion in completions]
 
     def phase(self, title):
-        wit.phase(title)
+        wit.phase(_printable(title))
 
     def log(self, message):
-        wit.log(message)
+        wit.log(_printable(message))
 
     def budget(self) -> BudgetState:
         state = wit.budget()
@@ -86,16 +120,25 @@ _new_completion = functools.partial(tuple.__new__, Completion)
 
 
 def _completion(completion) -> Completion:
-    outcome = completion.outcome
+    handle, outcome = completion
     if type(outcome) is Ok:
-        return _new_completion((completion.handle, True, outcome.value))
+        return _new_completion((handle, True, outcome.value))
     error = outcome.value
-    return _new_completion((completion.handle, False, (_kind_name(error.kind), error.message)))
+    return _new_completion((handle, False, (_kind_name(error.kind), error.message)))
 
 
 def _script_error(failure: ScriptFailure) -> Err:
     kind = wit_world.ScriptErrorKind[failure.kind.upper().replace("-", "_")]
-    return Err(wit_world.ScriptError(kind, failure.message, failure.line, failure.exception))
+    exception = None if failure.exception is None else _printable(failure.exception)
+    return Err(wit_world.ScriptError(kind, _printable(failure.message), failure.line, exception))
+
+
+def _result(result_json: str) -> str:
+    """The result as it crosses the boundary: text that is not UTF-8 is a script error."""
+    try:
+        return _text(result_json, "the result")
+    except CallFailed as failure:
+        raise ScriptFailure("invalid-result", failure.message) from None
 
 
 HOST = WitHost()
@@ -110,13 +153,13 @@ class WitWorld(wit_world.WitWorld):
         # script's `random` replay exactly, whatever state a previous run left behind.
         random.seed(os.urandom(32))
         try:
-            return flowbox_sdk.run(HOST, script, args)
+            return _result(flowbox_sdk.run(HOST, script, args))
         except ScriptFailure as failure:
             raise _script_error(failure) from None
 
     def check(self, script: str) -> str:
         try:
-            return flowbox_sdk.check(HOST, script)
+            return _printable(flowbox_sdk.check(HOST, script))
         except ScriptFailure as failure:
             raise _script_error(failure) from None
 

@@ -16,6 +16,7 @@ from fakehost import FakeHost, src
 from flowbox_sdk.host import CallFailed
 
 WIT = Path(__file__).resolve().parents[2] / "wit"
+OPTION_FIELDS = ("schema", "agent_type", "label", "instruction", "model", "tools", "instance_id")
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +40,7 @@ class WitFake:
 
     def __init__(self, wit, types, host: FakeHost):
         self.wit, self.types, self.host = wit, types, host
-        self.agent_requests = []  # the WIT records app.py built
+        self.agent_requests = []  # (prompt, options record, path) as app.py passed them
 
     def _err(self, failure: CallFailed):
         kind = self.wit.ErrorKind[failure.kind.upper().replace("-", "_")]
@@ -52,18 +53,17 @@ class WitFake:
             state = host.settings()
             return wit.RunSettings(guard=state.guard, recursion_limit=state.recursion_limit)
 
-        def start_agent(request):
-            self.agent_requests.append(request)
-            path = [(position.group, position.index) for position in request.path]
-            fields = {**vars(request), "path": path}
+        def start_agent(prompt, options, path):
+            self.agent_requests.append((prompt, options, path))
+            fields = dict.fromkeys(OPTION_FIELDS) if options is None else vars(options)
             try:
-                return host.start_agent(**fields)
+                return host.start_agent(prompt=prompt, path=list(path), **fields)
             except CallFailed as failure:
                 raise self._err(failure) from None
 
         def start_tool(name, arguments, path):
             try:
-                return host.start_tool(name, arguments, [(p.group, p.index) for p in path])
+                return host.start_tool(name, arguments, list(path))
             except CallFailed as failure:
                 raise self._err(failure) from None
 
@@ -73,7 +73,7 @@ class WitFake:
             except CallFailed as failure:
                 raise self._err(failure) from None
             return [
-                wit.Completion(
+                (
                     completion.handle,
                     self.types.Ok(completion.payload)
                     if completion.ok
@@ -130,11 +130,17 @@ def test_run_returns_json_text_and_converts_paths(guest, host):
         "args": {"k": [1]},
     }
     assert host.named("started") == [('{"name": "n", "description": "d"}',)]
-    request = fake.agent_requests[0]
-    assert isinstance(request, fake.wit.AgentRequest)
-    assert request.path == [fake.wit.Position(group=1, index=0)]
-    assert request.tools == ["t"] and request.schema is None
+    prompt, options, path = fake.agent_requests[0]
+    assert prompt == '"a"' and path == [(1, 0)]
+    assert isinstance(options, fake.wit.AgentOptions)
+    assert options.tools == ["t"] and options.schema is None
     assert host.named("start_tool") == [("t", '{"q": 1}', [(1, 1)])]
+
+
+def test_a_call_without_options_sends_none(guest):
+    app, fake, _ = guest
+    app.WitWorld().run("return await agent('plain')\n", "{}")
+    assert fake.agent_requests == [('"plain"', None, [])]
 
 
 def test_every_agent_option_reaches_its_record_field(guest):
@@ -148,8 +154,9 @@ def test_every_agent_option_reaches_its_record_field(guest):
         """
     )  # fmt: skip
     app.WitWorld().run(script, "{}")
-    assert vars(fake.agent_requests[0]) == {
-        "prompt": '"p"',
+    prompt, options, path = fake.agent_requests[0]
+    assert (prompt, path) == ('"p"', [])
+    assert vars(options) == {
         "schema": '{"type": "string"}',
         "agent_type": "t",
         "label": "l",
@@ -157,8 +164,40 @@ def test_every_agent_option_reaches_its_record_field(guest):
         "model": "m",
         "tools": ["x"],
         "instance_id": "id",
-        "path": [],
     }
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'agent("\\ud800")',
+        'agent("x", label="\\udfff")',
+        'agent("x", tools=["\\ud800"])',
+        'agent({"k": "\\ud800"})',
+        'call_tool("t", q="\\ud800")',
+    ],
+)
+def test_text_that_is_not_utf8_is_a_value_error_not_a_crash(guest, host, call):
+    app, fake, _ = guest
+    script = f"try:\n    await {call}\nexcept ValueError as e:\n    return str(e)\n"
+    message = json.loads(app.WitWorld().run(script, "{}"))
+    assert "lone surrogate" in message
+    assert fake.agent_requests == [] and host.named("start_tool") == []
+
+
+def test_logs_results_and_errors_never_carry_a_lone_surrogate(guest, host):
+    app, _, types = guest
+    world = importlib.import_module("wit_world")
+    app.WitWorld().run('log("a\\ud800b")\nphase("\\udfff")\nreturn 1\n', "{}")
+    assert host.logs == ["a\\ud800b"] and host.named("phase") == [("\\udfff",)]
+    with pytest.raises(types.Err) as raised:
+        app.WitWorld().run('return {"k": "\\ud800"}\n', "{}")
+    assert raised.value.value.kind == world.ScriptErrorKind.INVALID_RESULT
+    assert "lone surrogate" in raised.value.value.message
+    with pytest.raises(types.Err) as raised:
+        app.WitWorld().run('raise ValueError("\\ud800")\nreturn 1\n', "{}")
+    assert raised.value.value.message == "\\ud800"
+    raised.value.value.message.encode("utf-8")
 
 
 def test_script_errors_become_wit_script_errors(guest):
