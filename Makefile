@@ -6,7 +6,7 @@ GUEST := components/flowbox_guest.wasm
 GUEST_SOURCES := $(shell find guest-python -name '*.py' -not -path '*/tests/*') \
 	wit/flowbox.wit guest-python/build.sh
 
-.PHONY: all guest build demo test test-guest lint bench
+.PHONY: all guest build demo test test-guest lint bench fuzz
 
 all: build
 
@@ -33,3 +33,7 @@ lint: guest
 
 bench: guest
 	$(CARGO) bench --locked -p flowbox --bench runtime
+
+# The request-decoding fuzz properties run briefly in `make test`; this runs them for longer.
+fuzz: guest
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release --locked -p flowbox fuzz

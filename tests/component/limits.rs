@@ -286,3 +286,74 @@ async fn the_host_stays_healthy_after_every_kind_of_breach() {
         }
     }
 }
+
+/// Resident memory of this process in bytes (Linux), to see that runs give memory back.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_hostile_runs_at_once_leave_good_runs_correct() {
+    let rt = runtime();
+    // Warm up so the baseline includes the compiled guest and the first instantiation.
+    assert_eq!(result_of(&rt, "return 1").await, json!(1));
+    let baseline = resident_bytes();
+    let hostile = [
+        (
+            "while True:\n    pass\nreturn 1\n",
+            Limits::default().with_fuel(300_000_000),
+        ),
+        (
+            "x = []\nwhile True:\n    x.append('x' * 1000000)\nreturn 1\n",
+            Limits::default().with_memory_bytes(64 << 20),
+        ),
+        (
+            "while True:\n    print('x' * 1000)\nreturn 1\n",
+            Limits::default().with_max_output_bytes(100_000),
+        ),
+    ];
+    let mut tasks = Vec::new();
+    for i in 0..120usize {
+        let rt = rt.clone();
+        let (script, limits, good) = if i % 6 == 0 {
+            (
+                format!("return await agent('good {i}')"),
+                Limits::default(),
+                true,
+            )
+        } else {
+            let (script, limits) = &hostile[i % 3];
+            ((*script).to_owned(), limits.clone(), false)
+        };
+        tasks.push(tokio::spawn(async move {
+            let outcome = rt.run_request(RunRequest::new(script).limits(limits)).await;
+            (i, good, outcome.result)
+        }));
+    }
+    let mut good_runs = 0;
+    for task in tasks {
+        let (i, good, result) = task.await.expect("the run task completes");
+        if good {
+            assert_eq!(result.unwrap(), json!(format!("[fake leaf] good {i}")));
+            good_runs += 1;
+        } else {
+            let error = result.unwrap_err();
+            assert!(error.is_limit(), "hostile run {i} ended with {error:?}");
+        }
+    }
+    assert_eq!(good_runs, 20);
+    if let (Some(before), Some(after)) = (baseline, resident_bytes()) {
+        let grown = after.saturating_sub(before) >> 20;
+        println!(
+            "resident memory: {} MiB before, {} MiB after",
+            before >> 20,
+            after >> 20
+        );
+        assert!(
+            grown < 256,
+            "resident memory grew by {grown} MiB and stayed"
+        );
+    }
+}

@@ -2,6 +2,7 @@
 //! component is loaded once per process.
 
 mod cases;
+mod durable;
 mod events;
 mod limits;
 mod primitives;

@@ -4,7 +4,10 @@
 mod check;
 mod options;
 mod progress;
+mod resume;
 mod run;
+mod show;
+mod threads;
 
 use std::process::ExitCode;
 
@@ -30,6 +33,12 @@ struct Cli {
 enum Command {
     /// Run a workflow script and print its result.
     Run(run::RunArgs),
+    /// Resume an interrupted thread from its journal (a finished one prints its outcome).
+    Resume(resume::ResumeArgs),
+    /// List the journaled threads, newest first.
+    Threads(threads::ThreadsArgs),
+    /// Show one thread's journal and outcome.
+    Show(show::ShowArgs),
     /// Check a script (syntax, meta, guard) without running it, and print its meta.
     Check(check::CheckArgs),
 }
@@ -82,6 +91,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Resume(args) => resume::resume(args).await,
+            Command::Threads(args) => threads::threads(args).await,
+            Command::Show(args) => show::show(args).await,
             Command::Check(args) => check::check(args).await,
         }
     });

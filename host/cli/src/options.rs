@@ -1,13 +1,13 @@
 //! Flags shared by the subcommands that run scripts: the backend and the limits.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use flowbox::{FakeBackend, LeafBackend, Limits, ScriptedBackend};
+use flowbox::{FakeBackend, LeafBackend, Limits, ScriptedBackend, SqliteStore};
 
 /// Which backend answers leaf calls.
 #[derive(Debug, Clone)]
@@ -61,9 +61,45 @@ pub(crate) struct RunOptions {
     /// Wall-clock deadline in seconds [default: 600].
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<f64>,
+    /// Largest script accepted, in bytes [default: 65536].
+    #[arg(long, value_name = "BYTES")]
+    pub max_script_bytes: Option<usize>,
+    /// Most `log`/`print` output per run, in bytes [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub max_output_bytes: Option<usize>,
+    /// Largest result JSON, in bytes [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub max_result_bytes: Option<usize>,
+    /// Largest single prompt, reply or log line crossing into or out of the guest, in bytes
+    /// [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    pub max_message_bytes: Option<usize>,
+    /// Largest JSON Schema passed to `agent`, in bytes [default: 65536].
+    #[arg(long, value_name = "BYTES")]
+    pub max_schema_bytes: Option<usize>,
+    /// Python's recursion limit in the guest [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub recursion_limit: Option<u32>,
 }
 
 impl RunOptions {
+    /// Whether any limit was given on the command line.
+    pub(crate) fn sets_limits(&self) -> bool {
+        self.limits.is_some()
+            || self.max_concurrency.is_some()
+            || self.max_agents.is_some()
+            || self.budget.is_some()
+            || self.fuel.is_some()
+            || self.memory_mib.is_some()
+            || self.timeout.is_some()
+            || self.max_script_bytes.is_some()
+            || self.max_output_bytes.is_some()
+            || self.max_result_bytes.is_some()
+            || self.max_message_bytes.is_some()
+            || self.max_schema_bytes.is_some()
+            || self.recursion_limit.is_some()
+    }
+
     /// The limits: defaults, then the `--limits` file, then the flags.
     pub(crate) fn limits(&self) -> anyhow::Result<Limits> {
         let mut limits = match &self.limits {
@@ -90,6 +126,24 @@ impl RunOptions {
         if let Some(mib) = self.memory_mib {
             limits = limits.with_memory_bytes(mib.saturating_mul(1 << 20));
         }
+        if let Some(bytes) = self.max_script_bytes {
+            limits = limits.with_max_script_bytes(bytes);
+        }
+        if let Some(bytes) = self.max_output_bytes {
+            limits = limits.with_max_output_bytes(bytes);
+        }
+        if let Some(bytes) = self.max_result_bytes {
+            limits = limits.with_max_result_bytes(bytes);
+        }
+        if let Some(bytes) = self.max_message_bytes {
+            limits = limits.with_max_message_bytes(bytes);
+        }
+        if let Some(bytes) = self.max_schema_bytes {
+            limits = limits.with_max_schema_bytes(bytes);
+        }
+        if let Some(n) = self.recursion_limit {
+            limits = limits.with_recursion_limit(n);
+        }
         if let Some(secs) = self.timeout {
             let timeout = Duration::try_from_secs_f64(secs)
                 .map_err(|e| anyhow::anyhow!("invalid --timeout {secs}: {e}"))?;
@@ -105,4 +159,47 @@ impl RunOptions {
             BackendChoice::Scripted(path) => Arc::new(ScriptedBackend::from_file(path)?),
         })
     }
+}
+
+/// Where the journal lives.
+#[derive(Debug, Args)]
+pub(crate) struct JournalOptions {
+    /// The journal database [default: $FLOWBOX_DB, else the per-user data directory, such as
+    /// ~/.local/share/flowbox/journal.db].
+    #[arg(long, value_name = "PATH", env = "FLOWBOX_DB")]
+    pub db: Option<PathBuf>,
+}
+
+impl JournalOptions {
+    /// The journal's path.
+    pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
+        match &self.db {
+            Some(path) => Ok(path.clone()),
+            None => default_db_path().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "no per-user data directory is known; pass --db PATH or set FLOWBOX_DB"
+                )
+            }),
+        }
+    }
+
+    /// Opens (or creates) the journal.
+    pub(crate) fn open(&self) -> anyhow::Result<SqliteStore> {
+        let path = self.path()?;
+        Ok(SqliteStore::open(&path)?)
+    }
+}
+
+/// `$XDG_DATA_HOME/flowbox/journal.db`, else `~/.local/share/flowbox/journal.db`
+/// (`%LOCALAPPDATA%\flowbox\journal.db` on Windows).
+fn default_db_path() -> Option<PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let dir = var("XDG_DATA_HOME")
+        .or_else(|| var("LOCALAPPDATA"))
+        .or_else(|| var("HOME").map(|home| Path::new(&home).join(".local").join("share")))?;
+    Some(dir.join("flowbox").join("journal.db"))
 }

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use flowbox::{RunRequest, Runtime};
+use flowbox::{RunOutcome, RunRequest, Runtime};
 use serde_json::Value;
 
-use crate::options::RunOptions;
+use crate::options::{JournalOptions, RunOptions};
 use crate::{Failure, progress};
 
 /// Arguments of `flowbox run`.
@@ -22,11 +22,24 @@ pub(crate) struct RunArgs {
     /// Read the script's `args` from a JSON file.
     #[arg(long, value_name = "FILE")]
     args_file: Option<PathBuf>,
+    /// The thread id [default: a new one, printed on stderr]. An id the journal holds
+    /// resumes that thread (with the same script and args).
+    #[arg(long, value_name = "ID")]
+    thread: Option<String>,
+    /// Answer byte-identical requests from this earlier thread's results instead of calling
+    /// the backend (unlike `resume`, the script may have changed).
+    #[arg(long, value_name = "THREAD")]
+    reuse_leaves: Option<String>,
+    /// Do not journal this run (it cannot be resumed).
+    #[arg(long, conflicts_with_all = ["thread", "reuse_leaves"])]
+    no_journal: bool,
     /// Print exactly one JSON object: {"ok", "result", "error", "summary"}.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
     options: RunOptions,
+    #[command(flatten)]
+    journal: JournalOptions,
 }
 
 pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
@@ -34,25 +47,56 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         .with_context(|| format!("cannot read {}", args.script.display()))
         .map_err(Failure::input)?;
     let script_args = read_args(&args).map_err(Failure::input)?;
-    let limits = args.options.limits().map_err(Failure::input)?;
-    let backend = args.options.backend().map_err(Failure::input)?;
-    let runtime = Runtime::builder()
-        .shared_backend(backend)
-        .limits(limits)
-        .build()
-        .map_err(Failure::setup)?;
+    let journal = (!args.no_journal).then_some(&args.journal);
+    let runtime = build_runtime(&args.options, journal)?;
+    let thread_id = args.thread.clone().unwrap_or_else(flowbox::new_thread_id);
+    if journal.is_some() && !args.json {
+        eprintln!("thread {thread_id}");
+    }
+    let mut request = RunRequest::new(script)
+        .args(script_args)
+        .thread_id(thread_id)
+        .limits(args.options.limits().map_err(Failure::input)?);
+    if let Some(from) = &args.reuse_leaves {
+        request = request.reuse_leaves_from(from);
+    }
+    let outcome = with_progress(&runtime, runtime.run_request(request)).await;
+    report(outcome, args.json)
+}
 
+/// A runtime with the backend and limits the flags name, journaling to `journal` if given.
+pub(crate) fn build_runtime(
+    options: &RunOptions,
+    journal: Option<&JournalOptions>,
+) -> Result<Runtime, Failure> {
+    let limits = options.limits().map_err(Failure::input)?;
+    let backend = options.backend().map_err(Failure::input)?;
+    let mut builder = Runtime::builder().shared_backend(backend).limits(limits);
+    if let Some(journal) = journal {
+        builder = builder.store(journal.open().map_err(Failure::input)?);
+    }
+    builder.build().map_err(Failure::setup)
+}
+
+/// Runs `run` with the live progress display on stderr when it is a terminal.
+pub(crate) async fn with_progress(
+    runtime: &Runtime,
+    run: impl Future<Output = RunOutcome>,
+) -> RunOutcome {
     let display = std::io::stderr()
         .is_terminal()
         .then(|| progress::spawn(runtime.subscribe()));
-    let outcome = runtime
-        .run_request(RunRequest::new(script).args(script_args))
-        .await;
+    let outcome = run.await;
     if let Some(display) = display {
         display.finish().await;
     }
+    outcome
+}
 
-    if args.json {
+/// Prints an outcome: one JSON object with `json`, else the pretty result (and a summary line
+/// on a terminal); returns the exit code.
+pub(crate) fn report(outcome: RunOutcome, json: bool) -> Result<u8, Failure> {
+    if json {
         println!("{}", outcome.to_json());
         return Ok(match &outcome.result {
             Ok(_) => 0,

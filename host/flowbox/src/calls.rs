@@ -1,22 +1,29 @@
-//! A run's calls in flight: caps, budget, concurrency, and the completions the guest awaits.
+//! A run's calls in flight: caps, budget, concurrency, the journal, and the completions the
+//! guest awaits.
 //!
 //! `start_agent` checks the lifetime cap and the token budget, then spawns a task that waits
-//! for a concurrency slot and calls the backend. Finished calls queue up in a channel;
-//! `await_next` hands the guest every finished call at once, in the order they finished, and
-//! only then counts their tokens, so the budget a script sees depends on nothing but the
-//! completions it received (which is what makes replay exact).
+//! for a concurrency slot and calls the backend — unless a resumed run's journal or a leaf cache
+//! already holds the answer. Finished calls queue up in a channel; `await_next` hands the guest
+//! every finished call at once, in the order they finished, journals them first, and only then
+//! counts their tokens, so the budget a script sees depends on nothing but the completions it
+//! received (which is what makes replay exact).
 
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowbox_backends::{BackendError, LeafBackend, LeafReply, LeafRequest, Usage};
+use flowbox_store::{CallKind, Entry, EntryOutcome};
 use futures_util::FutureExt;
+use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
+use crate::RunError;
 use crate::bindings::host::ErrorKind;
 use crate::events::{EventKind, Position, RunEvents};
+use crate::journal::{CallRecord, JournalWriter, LeafCache, Replay};
 use crate::request::{CallFailure, DecodedAgent};
 
 /// Characters of a prompt shown in `leaf_started` events.
@@ -35,6 +42,27 @@ pub(crate) struct Completion {
 struct Finished {
     handle: u64,
     result: Result<LeafReply, BackendError>,
+    duration: Duration,
+}
+
+/// A call the guest started and has not received yet.
+#[derive(Debug)]
+struct InFlight {
+    /// Its journal identity, when the run keeps a journal, replays one, or reuses leaves.
+    record: Option<CallRecord>,
+    /// Whether the journal will deliver it (a resumed run) rather than a backend.
+    replayed: bool,
+}
+
+/// Where a run's completions come from and go to, besides the backend.
+#[derive(Debug, Default)]
+pub(crate) struct Durability {
+    /// The thread's journal, appended before the guest sees each batch.
+    pub journal: Option<JournalWriter>,
+    /// The completions to replay first (a resumed run).
+    pub replay: Option<Replay>,
+    /// Results lent by an earlier thread.
+    pub cache: Option<LeafCache>,
 }
 
 /// Per-run call state.
@@ -50,7 +78,7 @@ pub(crate) struct Calls {
     tasks: JoinSet<()>,
     thread_id: String,
     next_handle: u64,
-    pending: usize,
+    in_flight: HashMap<u64, InFlight>,
     agents_started: u32,
     max_agents: u32,
     max_reply_bytes: usize,
@@ -59,6 +87,7 @@ pub(crate) struct Calls {
     spent: Usage,
     warned_at_80: bool,
     warned_at_100: bool,
+    durability: Durability,
 }
 
 /// The settings a run's calls follow.
@@ -76,6 +105,7 @@ impl Calls {
         backend: Arc<dyn LeafBackend>,
         events: Arc<RunEvents>,
         settings: CallSettings,
+        durability: Durability,
     ) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
         Self {
@@ -87,7 +117,7 @@ impl Calls {
             tasks: JoinSet::new(),
             thread_id: settings.thread_id,
             next_handle: 1,
-            pending: 0,
+            in_flight: HashMap::new(),
             agents_started: 0,
             max_agents: settings.max_agents,
             max_reply_bytes: settings.max_reply_bytes,
@@ -95,6 +125,7 @@ impl Calls {
             spent: Usage::default(),
             warned_at_80: false,
             warned_at_100: false,
+            durability,
         }
     }
 
@@ -113,38 +144,78 @@ impl Calls {
         self.budget
     }
 
-    /// Starts a leaf, or refuses it at once when the cap or the budget says no.
-    pub(crate) fn start_agent(&mut self, request: DecodedAgent) -> Result<u64, CallFailure> {
+    /// Journaled completions a resumed run never asked for (0 when the replay matched).
+    pub(crate) fn unreplayed(&self) -> usize {
+        self.durability.replay.as_ref().map_or(0, Replay::remaining)
+    }
+
+    fn keeps_records(&self) -> bool {
+        let d = &self.durability;
+        d.journal.is_some() || d.replay.is_some() || d.cache.is_some()
+    }
+
+    /// Starts a leaf, or refuses it at once when the cap or the budget says no. A start that
+    /// contradicts the journal of a resumed run ends the run.
+    pub(crate) fn start_agent(
+        &mut self,
+        request: DecodedAgent,
+    ) -> Result<Result<u64, CallFailure>, RunError> {
         if self.agents_started >= self.max_agents {
-            return Err(CallFailure::new(
+            return Ok(Err(CallFailure::new(
                 ErrorKind::AgentCapExceeded,
                 format!(
                     "this run may start at most {} leaf agents and has started them all",
                     self.max_agents
                 ),
-            ));
+            )));
         }
         if let Some(total) = self.budget
             && self.spent.total() >= total
         {
-            return Err(CallFailure::new(
+            return Ok(Err(CallFailure::new(
                 ErrorKind::BudgetExceeded,
                 format!(
                     "the token budget is spent ({} of {total} tokens); no new leaf can start",
                     self.spent.total()
                 ),
-            ));
+            )));
         }
         let handle = self.next_handle;
-        self.next_handle += 1;
-        self.agents_started += 1;
-        self.pending += 1;
-
         let DecodedAgent { mut leaf, path } = request;
         leaf.call_id = handle;
         leaf.idempotency_key = format!("{}/{handle}", self.thread_id);
-        self.spawn(leaf, path);
-        Ok(handle)
+        let record = self
+            .keeps_records()
+            .then(|| CallRecord::new(CallKind::Agent, agent_request_json(&leaf)));
+        let replayed = match (&self.durability.replay, &record) {
+            (Some(replay), Some(record)) => replay.check_start(handle, record)?,
+            _ => false,
+        };
+        self.next_handle += 1;
+        self.agents_started += 1;
+
+        let cached = match (&mut self.durability.cache, &record) {
+            (Some(cache), Some(record)) if !replayed => cache.take(record),
+            _ => None,
+        };
+        self.in_flight.insert(handle, InFlight { record, replayed });
+        if !replayed && cached.is_none() {
+            self.spawn(leaf, path);
+            return Ok(Ok(handle));
+        }
+        // Answered from a journal: no backend, but the same events as a live leaf.
+        self.events.emit(|| leaf_started(&leaf, path));
+        if let Some(entry) = cached {
+            self.events
+                .emit(|| leaf_finished(handle, Ok(entry_usage(&entry)), Duration::ZERO, true));
+            // The channel lives as long as the run, so the send cannot fail.
+            let _ = self.sender.send(Finished {
+                handle,
+                result: entry_reply(&entry),
+                duration: Duration::ZERO,
+            });
+        }
+        Ok(Ok(handle))
     }
 
     fn spawn(&mut self, leaf: LeafRequest, path: Vec<Position>) {
@@ -155,33 +226,46 @@ impl Calls {
         self.tasks.spawn(async move {
             // The semaphore lives as long as the run; it is never closed.
             let _slot = slots.acquire_owned().await;
-            events.emit(|| EventKind::LeafStarted {
-                call_id: leaf.call_id,
-                label: leaf.label.clone(),
-                agent_type: leaf.agent_type.clone(),
-                prompt_preview: preview(&leaf.prompt_text()),
-                path,
-            });
+            events.emit(|| leaf_started(&leaf, path));
             let started = Instant::now();
             let result = AssertUnwindSafe(backend.call(&leaf))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| Err(BackendError::Panicked(panic_message(&*panic))));
             let duration = started.elapsed();
-            events.emit(|| leaf_finished(leaf.call_id, &result, duration));
+            events.emit(|| {
+                let usage = result
+                    .as_ref()
+                    .map(|r| r.usage)
+                    .map_err(ToString::to_string);
+                leaf_finished(leaf.call_id, usage, duration, false)
+            });
             // The receiver lives in the run; if the run is gone nobody needs the result.
             let _ = sender.send(Finished {
                 handle: leaf.call_id,
                 result,
+                duration,
             });
         });
     }
 
-    /// Waits for at least one pending call and returns every finished one, in finishing order.
-    pub(crate) async fn await_next(&mut self) -> Result<Vec<Completion>, CallFailure> {
-        if self.pending == 0 {
-            return Err(CallFailure::invalid(
+    /// Waits for at least one pending call and returns every finished one: the next journaled
+    /// batch while a resumed run replays, then live completions in finishing order, journaled
+    /// before they are returned.
+    pub(crate) async fn await_next(
+        &mut self,
+    ) -> Result<Result<Vec<Completion>, CallFailure>, RunError> {
+        if self.in_flight.is_empty() {
+            return Ok(Err(CallFailure::invalid(
                 "await-next was called with no call pending",
+            )));
+        }
+        if let Some(batch) = self.durability.replay.as_mut().and_then(Replay::next_batch) {
+            return self.replay_batch(batch).map(Ok);
+        }
+        if self.in_flight.values().any(|call| call.replayed) {
+            return Err(RunError::Divergence(
+                "the journal ran out while the script waits for a call it recorded".into(),
             ));
         }
         let first = self
@@ -190,25 +274,94 @@ impl Calls {
             .await
             .expect("the run holds a sender, so the channel stays open");
         let mut finished = vec![first];
-        while finished.len() < self.pending {
+        while finished.len() < self.in_flight.len() {
             match self.receiver.try_recv() {
                 Ok(next) => finished.push(next),
                 Err(_) => break,
             }
         }
-        self.pending -= finished.len();
-        let completions = finished.into_iter().map(|f| self.deliver(f)).collect();
+        let mut completions = Vec::with_capacity(finished.len());
+        let mut entries = Vec::new();
+        let position = self
+            .durability
+            .journal
+            .as_ref()
+            .map(JournalWriter::position);
+        for (offset, done) in finished.into_iter().enumerate() {
+            let call = self
+                .in_flight
+                .remove(&done.handle)
+                .expect("only started calls finish");
+            let (completion, usage) = self.deliverable(done.handle, done.result);
+            if let (Some((seq, batch)), Some(record)) = (position, call.record) {
+                entries.push(journal_entry(
+                    seq + offset as u64,
+                    batch,
+                    &completion,
+                    record,
+                    usage,
+                    done.duration,
+                ));
+            }
+            self.count(usage);
+            completions.push(completion);
+        }
+        if let Some(journal) = &mut self.durability.journal {
+            journal.append(entries).await?;
+        }
+        self.warn_about_budget();
+        Ok(Ok(completions))
+    }
+
+    fn replay_batch(&mut self, batch: Vec<Entry>) -> Result<Vec<Completion>, RunError> {
+        let mut completions = Vec::with_capacity(batch.len());
+        for entry in batch {
+            match self.in_flight.remove(&entry.handle) {
+                Some(call) if call.replayed => {}
+                _ => {
+                    return Err(RunError::Divergence(format!(
+                        "the journal delivers call {} next, which the script has not started",
+                        entry.handle
+                    )));
+                }
+            }
+            let usage = entry_usage(&entry);
+            self.events.emit(|| {
+                leaf_finished(
+                    entry.handle,
+                    match &entry.outcome {
+                        EntryOutcome::Ok { .. } => Ok(usage),
+                        EntryOutcome::Err { message, .. } => Err(message.clone()),
+                    },
+                    Duration::from_millis(entry.duration_ms),
+                    true,
+                )
+            });
+            self.count(usage);
+            completions.push(Completion {
+                handle: entry.handle,
+                outcome: match entry.outcome {
+                    EntryOutcome::Ok { value } => Ok(value),
+                    EntryOutcome::Err { kind, message } => {
+                        Err(CallFailure::new(error_kind(&kind), message))
+                    }
+                },
+            });
+        }
         self.warn_about_budget();
         Ok(completions)
     }
 
-    fn deliver(&mut self, finished: Finished) -> Completion {
-        let outcome = match finished.result {
+    /// The completion the guest gets for a backend result, and the tokens it counts.
+    fn deliverable(
+        &self,
+        handle: u64,
+        result: Result<LeafReply, BackendError>,
+    ) -> (Completion, Usage) {
+        let (outcome, usage) = match result {
             Ok(reply) => {
-                self.spent.input_tokens += reply.usage.input_tokens;
-                self.spent.output_tokens += reply.usage.output_tokens;
                 let text = reply.value.to_string();
-                if text.len() > self.max_reply_bytes {
+                let outcome = if text.len() > self.max_reply_bytes {
                     Err(CallFailure::new(
                         ErrorKind::AgentFailed,
                         format!(
@@ -219,14 +372,20 @@ impl Calls {
                     ))
                 } else {
                     Ok(text)
-                }
+                };
+                (outcome, reply.usage)
             }
-            Err(error) => Err(CallFailure::new(ErrorKind::AgentFailed, error.to_string())),
+            Err(error) => (
+                Err(CallFailure::new(ErrorKind::AgentFailed, error.to_string())),
+                Usage::default(),
+            ),
         };
-        Completion {
-            handle: finished.handle,
-            outcome,
-        }
+        (Completion { handle, outcome }, usage)
+    }
+
+    fn count(&mut self, usage: Usage) {
+        self.spent.input_tokens += usage.input_tokens;
+        self.spent.output_tokens += usage.output_tokens;
     }
 
     fn warn_about_budget(&mut self) {
@@ -243,18 +402,116 @@ impl Calls {
     }
 }
 
+/// What identifies an agent request in the journal: everything the script chose, nothing the
+/// runtime assigned (the handle, the idempotency key, the tree position).
+fn agent_request_json(leaf: &LeafRequest) -> Value {
+    json!({
+        "kind": "agent",
+        "prompt": leaf.prompt,
+        "schema": leaf.schema,
+        "agent_type": leaf.agent_type,
+        "label": leaf.label,
+        "instruction": leaf.instruction,
+        "model": leaf.model,
+        "tools": leaf.tools,
+        "instance_id": leaf.instance_id,
+    })
+}
+
+fn journal_entry(
+    seq: u64,
+    batch: u64,
+    completion: &Completion,
+    record: CallRecord,
+    usage: Usage,
+    duration: Duration,
+) -> Entry {
+    Entry {
+        seq,
+        batch,
+        handle: completion.handle,
+        kind: record.kind,
+        fingerprint: record.fingerprint,
+        request: record.request,
+        outcome: match &completion.outcome {
+            Ok(value) => EntryOutcome::Ok {
+                value: value.clone(),
+            },
+            Err(failure) => EntryOutcome::Err {
+                kind: error_kind_name(failure.kind).to_owned(),
+                message: failure.message.clone(),
+            },
+        },
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+fn entry_usage(entry: &Entry) -> Usage {
+    Usage {
+        input_tokens: entry.input_tokens,
+        output_tokens: entry.output_tokens,
+    }
+}
+
+/// A cached entry as the backend result it stands in for.
+fn entry_reply(entry: &Entry) -> Result<LeafReply, BackendError> {
+    match &entry.outcome {
+        EntryOutcome::Ok { value } => serde_json::from_str(value)
+            .map(|value| LeafReply {
+                value,
+                usage: entry_usage(entry),
+            })
+            .map_err(|e| BackendError::terminal(format!("a cached result is not JSON: {e}"))),
+        EntryOutcome::Err { message, .. } => Err(BackendError::terminal(message.clone())),
+    }
+}
+
+/// The WIT name of an error kind, as journals store it.
+fn error_kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::AgentFailed => "agent-failed",
+        ErrorKind::BudgetExceeded => "budget-exceeded",
+        ErrorKind::AgentCapExceeded => "agent-cap-exceeded",
+        ErrorKind::ToolFailed => "tool-failed",
+        ErrorKind::InvalidRequest => "invalid-request",
+    }
+}
+
+fn error_kind(name: &str) -> ErrorKind {
+    match name {
+        "budget-exceeded" => ErrorKind::BudgetExceeded,
+        "agent-cap-exceeded" => ErrorKind::AgentCapExceeded,
+        "tool-failed" => ErrorKind::ToolFailed,
+        "invalid-request" => ErrorKind::InvalidRequest,
+        _ => ErrorKind::AgentFailed,
+    }
+}
+
+fn leaf_started(leaf: &LeafRequest, path: Vec<Position>) -> EventKind {
+    EventKind::LeafStarted {
+        call_id: leaf.call_id,
+        label: leaf.label.clone(),
+        agent_type: leaf.agent_type.clone(),
+        prompt_preview: preview(&leaf.prompt_text()),
+        path,
+    }
+}
+
 fn leaf_finished(
     call_id: u64,
-    result: &Result<LeafReply, BackendError>,
+    result: Result<Usage, String>,
     duration: Duration,
+    replayed: bool,
 ) -> EventKind {
     EventKind::LeafFinished {
         call_id,
         ok: result.is_ok(),
-        tokens: result.as_ref().map_or(0, |r| r.usage.total()),
-        duration_ms: duration.as_millis() as u64,
-        replayed: false,
-        error: result.as_ref().err().map(ToString::to_string),
+        tokens: result.as_ref().map_or(0, Usage::total),
+        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        replayed,
+        error: result.err(),
     }
 }
 
@@ -277,17 +534,22 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use flowbox_backends::{FakeBackend, ScriptedBackend};
-    use serde_json::json;
+    use flowbox_store::{CheckpointStore, MemoryStore};
     use tokio::sync::broadcast;
 
     use super::*;
+    use crate::journal::JournalWriter;
 
-    fn reply_value(completion: &Completion) -> Option<serde_json::Value> {
+    fn reply_value(completion: &Completion) -> Option<Value> {
         let text = completion.outcome.as_ref().ok()?;
         serde_json::from_str(text).ok()
     }
 
-    fn calls(backend: Arc<dyn LeafBackend>, settings: impl FnOnce(&mut CallSettings)) -> Calls {
+    fn calls_with(
+        backend: Arc<dyn LeafBackend>,
+        settings: impl FnOnce(&mut CallSettings),
+        durability: Durability,
+    ) -> Calls {
         let (sender, _) = broadcast::channel(16);
         let mut s = CallSettings {
             thread_id: "t".into(),
@@ -297,7 +559,16 @@ mod tests {
             budget: None,
         };
         settings(&mut s);
-        Calls::new(backend, Arc::new(RunEvents::new("t".into(), sender)), s)
+        Calls::new(
+            backend,
+            Arc::new(RunEvents::new("t".into(), sender)),
+            s,
+            durability,
+        )
+    }
+
+    fn calls(backend: Arc<dyn LeafBackend>, settings: impl FnOnce(&mut CallSettings)) -> Calls {
+        calls_with(backend, settings, Durability::default())
     }
 
     fn agent(prompt: &str) -> DecodedAgent {
@@ -307,17 +578,24 @@ mod tests {
         }
     }
 
+    fn start(calls: &mut Calls, prompt: &str) -> Result<u64, CallFailure> {
+        calls.start_agent(agent(prompt)).expect("no divergence")
+    }
+
+    async fn next(calls: &mut Calls) -> Result<Vec<Completion>, CallFailure> {
+        calls.await_next().await.expect("no run error")
+    }
+
     #[tokio::test]
     async fn completions_are_batched_and_tokens_counted_on_delivery() {
         let mut calls = calls(Arc::new(FakeBackend::new()), |_| {});
-        let a = calls.start_agent(agent("a")).unwrap();
-        let b = calls.start_agent(agent("b")).unwrap();
+        let a = start(&mut calls, "a").unwrap();
+        let b = start(&mut calls, "b").unwrap();
         assert_eq!((a, b), (1, 2));
         assert_eq!(calls.spent().total(), 0);
-        tokio::task::yield_now().await;
         let mut got = vec![];
         while got.len() < 2 {
-            got.extend(calls.await_next().await.unwrap());
+            got.extend(next(&mut calls).await.unwrap());
         }
         let mut handles: Vec<u64> = got.iter().map(|c| c.handle).collect();
         handles.sort();
@@ -330,16 +608,16 @@ mod tests {
                 .contains("[fake leaf]")
         );
         assert!(calls.spent().total() > 0);
-        let err = calls.await_next().await.unwrap_err();
+        let err = next(&mut calls).await.unwrap_err();
         assert!(err.message.contains("no call pending"));
     }
 
     #[tokio::test]
     async fn the_lifetime_cap_refuses_the_next_leaf() {
         let mut calls = calls(Arc::new(FakeBackend::new()), |s| s.max_agents = 2);
-        calls.start_agent(agent("a")).unwrap();
-        calls.start_agent(agent("b")).unwrap();
-        let err = calls.start_agent(agent("c")).unwrap_err();
+        start(&mut calls, "a").unwrap();
+        start(&mut calls, "b").unwrap();
+        let err = start(&mut calls, "c").unwrap_err();
         assert_eq!(err.kind, ErrorKind::AgentCapExceeded);
         assert_eq!(calls.agents_started(), 2);
     }
@@ -351,15 +629,15 @@ mod tests {
         )
         .unwrap();
         let mut calls = calls(Arc::new(backend), |s| s.budget = Some(15));
-        calls.start_agent(agent("a")).unwrap();
-        calls.start_agent(agent("b")).unwrap();
+        start(&mut calls, "a").unwrap();
+        start(&mut calls, "b").unwrap();
         // Both were allowed to start; both keep their results although together they pass 15.
         let mut delivered = 0;
         while delivered < 2 {
-            delivered += calls.await_next().await.unwrap().len();
+            delivered += next(&mut calls).await.unwrap().len();
         }
         assert_eq!(calls.spent().total(), 20);
-        let err = calls.start_agent(agent("c")).unwrap_err();
+        let err = start(&mut calls, "c").unwrap_err();
         assert_eq!(err.kind, ErrorKind::BudgetExceeded);
         assert!(err.message.contains("20 of 15"), "{}", err.message);
     }
@@ -377,8 +655,8 @@ mod tests {
     #[tokio::test]
     async fn a_panicking_backend_fails_only_its_leaf() {
         let mut calls = calls(Arc::new(Panicking), |_| {});
-        calls.start_agent(agent("a")).unwrap();
-        let done = calls.await_next().await.unwrap();
+        start(&mut calls, "a").unwrap();
+        let done = next(&mut calls).await.unwrap();
         let err = done[0].outcome.as_ref().unwrap_err();
         assert_eq!(err.kind, ErrorKind::AgentFailed);
         assert!(err.message.contains("backend bug"), "{}", err.message);
@@ -387,13 +665,122 @@ mod tests {
     #[tokio::test]
     async fn oversized_replies_become_agent_errors() {
         let mut calls = calls(Arc::new(FakeBackend::new()), |s| s.max_reply_bytes = 8);
-        calls.start_agent(agent("a long prompt")).unwrap();
-        let done = calls.await_next().await.unwrap();
+        start(&mut calls, "a long prompt").unwrap();
+        let done = next(&mut calls).await.unwrap();
         let err = done[0].outcome.as_ref().unwrap_err();
         assert!(
             err.message.contains("the limit is 8 bytes"),
             "{}",
             err.message
         );
+    }
+
+    /// Runs three leaves to completion with a journal and returns what was journaled.
+    async fn journaled_run(store: Arc<MemoryStore>) -> Vec<Entry> {
+        store.begin(&flowbox_store_header("t")).await.unwrap();
+        let durability = Durability {
+            journal: Some(JournalWriter::new(store.clone(), "t".into(), &[])),
+            ..Durability::default()
+        };
+        let mut calls = calls_with(Arc::new(FakeBackend::new()), |_| {}, durability);
+        for prompt in ["a", "b", "c"] {
+            start(&mut calls, prompt).unwrap();
+        }
+        let mut delivered = 0;
+        while delivered < 3 {
+            delivered += next(&mut calls).await.unwrap().len();
+        }
+        store.load("t").await.unwrap().unwrap().entries
+    }
+
+    fn flowbox_store_header(thread_id: &str) -> flowbox_store::RunHeader {
+        flowbox_store::RunHeader {
+            thread_id: thread_id.into(),
+            script: String::new(),
+            script_sha256: String::new(),
+            args: Value::Null,
+            args_sha256: String::new(),
+            start_unix_nanos: 0,
+            seed: thread_id.into(),
+            limits: Value::Null,
+            created_unix_ms: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn live_completions_are_journaled_in_delivery_order() {
+        let entries = journaled_run(Arc::new(MemoryStore::new())).await;
+        assert_eq!(entries.len(), 3);
+        let seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![0, 1, 2]);
+        let mut handles: Vec<u64> = entries.iter().map(|e| e.handle).collect();
+        handles.sort();
+        assert_eq!(handles, vec![1, 2, 3]);
+        assert!(entries.iter().all(|e| e.request["kind"] == "agent"));
+    }
+
+    #[derive(Debug)]
+    struct Unreachable;
+
+    #[async_trait::async_trait]
+    impl LeafBackend for Unreachable {
+        async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+            panic!("replay called the backend for {:?}", request.prompt);
+        }
+    }
+
+    #[tokio::test]
+    async fn replay_delivers_the_journal_without_the_backend() {
+        let entries = journaled_run(Arc::new(MemoryStore::new())).await;
+        let durability = Durability {
+            replay: Some(Replay::new(entries.clone())),
+            ..Durability::default()
+        };
+        let mut calls = calls_with(Arc::new(Unreachable), |_| {}, durability);
+        for prompt in ["a", "b", "c"] {
+            start(&mut calls, prompt).unwrap();
+        }
+        let mut delivered = vec![];
+        while delivered.len() < 3 {
+            delivered.extend(next(&mut calls).await.unwrap());
+        }
+        let order: Vec<u64> = delivered.iter().map(|c| c.handle).collect();
+        let journaled: Vec<u64> = entries.iter().map(|e| e.handle).collect();
+        assert_eq!(order, journaled);
+        assert_eq!(calls.unreplayed(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_different_request_on_replay_is_a_divergence() {
+        let entries = journaled_run(Arc::new(MemoryStore::new())).await;
+        let durability = Durability {
+            replay: Some(Replay::new(entries)),
+            ..Durability::default()
+        };
+        let mut calls = calls_with(Arc::new(Unreachable), |_| {}, durability);
+        start(&mut calls, "a").unwrap();
+        let error = calls.start_agent(agent("edited")).unwrap_err();
+        assert!(matches!(error, RunError::Divergence(_)), "{error}");
+    }
+
+    #[tokio::test]
+    async fn the_leaf_cache_answers_identical_requests_only() {
+        let entries = journaled_run(Arc::new(MemoryStore::new())).await;
+        let backend =
+            Arc::new(ScriptedBackend::from_json(r#"{"rules": [{"text": "live"}]}"#).unwrap());
+        let durability = Durability {
+            cache: Some(LeafCache::new(entries)),
+            ..Durability::default()
+        };
+        let mut calls = calls_with(backend, |_| {}, durability);
+        start(&mut calls, "b").unwrap();
+        start(&mut calls, "new").unwrap();
+        let mut delivered = vec![];
+        while delivered.len() < 2 {
+            delivered.extend(next(&mut calls).await.unwrap());
+        }
+        delivered.sort_by_key(|c| c.handle);
+        assert_eq!(reply_value(&delivered[0]).unwrap(), json!("[fake leaf] b"));
+        assert_eq!(reply_value(&delivered[1]).unwrap(), json!("live"));
     }
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use flowbox_backends::{FakeBackend, LeafBackend};
+use flowbox_store::CheckpointStore;
 use serde_json::Value;
 use tokio::sync::broadcast;
 use wasmtime::component::{HasSelf, Linker};
@@ -53,6 +54,7 @@ pub(crate) struct Shared {
     pub(crate) backend: Arc<dyn LeafBackend>,
     pub(crate) limits: Limits,
     pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) store: Option<Arc<dyn CheckpointStore>>,
     _ticker: EpochTicker,
 }
 
@@ -61,6 +63,7 @@ impl std::fmt::Debug for Shared {
         f.debug_struct("Shared")
             .field("backend", &self.backend)
             .field("limits", &self.limits)
+            .field("store", &self.store)
             .finish_non_exhaustive()
     }
 }
@@ -78,6 +81,7 @@ pub enum SetupError {
 #[derive(Debug)]
 pub struct RuntimeBuilder {
     backend: Option<Arc<dyn LeafBackend>>,
+    store: Option<Arc<dyn CheckpointStore>>,
     limits: Limits,
     cache_dir: CacheDir,
     event_capacity: usize,
@@ -99,6 +103,19 @@ impl RuntimeBuilder {
     /// A backend shared with other parts of the embedding application.
     pub fn shared_backend(mut self, backend: Arc<dyn LeafBackend>) -> Self {
         self.backend = Some(backend);
+        self
+    }
+
+    /// Journals every run in `store`, which makes runs durable: an interrupted thread resumes
+    /// from its journal ([`Runtime::resume`]) without calling a finished leaf again. Without a
+    /// store (the default) runs are not journaled.
+    pub fn store(self, store: impl CheckpointStore + 'static) -> Self {
+        self.shared_store(Arc::new(store))
+    }
+
+    /// A journal shared with other parts of the embedding application.
+    pub fn shared_store(mut self, store: Arc<dyn CheckpointStore>) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -167,6 +184,7 @@ impl RuntimeBuilder {
                 backend: self.backend.unwrap_or_else(|| Arc::new(FakeBackend::new())),
                 limits: self.limits,
                 events,
+                store: self.store,
             }),
         })
     }
@@ -177,6 +195,7 @@ impl Runtime {
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder {
             backend: None,
+            store: None,
             limits: Limits::default(),
             cache_dir: CacheDir::Default,
             event_capacity: DEFAULT_EVENT_CAPACITY,
@@ -191,6 +210,39 @@ impl Runtime {
     /// Runs a script with the options of `request`.
     pub async fn run_request(&self, request: RunRequest) -> RunOutcome {
         run::execute(&self.shared, request).await
+    }
+
+    /// Resumes a journaled thread: a finished one returns its recorded outcome; an interrupted
+    /// one replays its journal — same steps, same fuel, no backend calls — and continues live.
+    /// The script, args and (unless `limits` is given) the limits come from the journal.
+    pub async fn resume(&self, thread_id: &str, limits: Option<Limits>) -> RunOutcome {
+        let header = match &self.shared.store {
+            None => Err(RunError::Journal(
+                "resuming needs a journal; configure a store".into(),
+            )),
+            Some(store) => match store.load(thread_id).await {
+                Err(error) => Err(crate::journal::journal_error(error)),
+                Ok(None) => Err(RunError::UnknownThread(thread_id.to_owned())),
+                Ok(Some(run)) => Ok(run.header),
+            },
+        };
+        let header = match header {
+            Ok(header) => header,
+            Err(error) => return run::rejected(thread_id, error),
+        };
+        let limits = limits
+            .or_else(|| serde_json::from_value(header.limits.clone()).ok())
+            .unwrap_or_else(|| self.shared.limits.clone());
+        let request = RunRequest::new(header.script)
+            .args(header.args)
+            .thread_id(thread_id)
+            .limits(limits);
+        self.run_request(request).await
+    }
+
+    /// The journal, when the runtime keeps one.
+    pub fn store(&self) -> Option<&Arc<dyn CheckpointStore>> {
+        self.shared.store.as_ref()
     }
 
     /// Parses and checks `script` (syntax, `meta`, the guard) without running it, and returns

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::bindings;
+use crate::events::ErrorInfo;
 
 /// Why a run did not produce a result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -68,6 +69,19 @@ pub enum RunError {
         /// The limit.
         limit: usize,
     },
+    /// A resumed run did not match its journal: the script or args changed, or the script
+    /// asked for something other than what the journal recorded at that point.
+    #[error("the run diverged from its journal: {0}")]
+    Divergence(String),
+    /// The checkpoint journal could not be read or written.
+    #[error("the journal failed: {0}")]
+    Journal(String),
+    /// No thread has this id in the journal.
+    #[error("no thread {0} in the journal")]
+    UnknownThread(String),
+    /// The thread had already finished with this error; it was not run again.
+    #[error("{}{}", .0.message, detail(&.0.line))]
+    Recorded(ErrorInfo),
     /// The guest broke the protocol or crashed (a flowbox bug, not the script's fault).
     #[error("the guest failed: {0}")]
     Guest(String),
@@ -93,6 +107,10 @@ impl RunError {
             Self::StackOverflow => "stack_overflow",
             Self::OutputTooLarge { .. } => "output_too_large",
             Self::ResultTooLarge { .. } => "result_too_large",
+            Self::Divergence(_) => "divergence",
+            Self::Journal(_) => "journal_failure",
+            Self::UnknownThread(_) => "unknown_thread",
+            Self::Recorded(info) => kind_name(&info.kind),
             Self::Guest(_) => "guest_failure",
             Self::Host(_) => "host_failure",
         }
@@ -103,32 +121,79 @@ impl RunError {
         match self {
             Self::Rejected(e) | Self::Script(e) => e.line,
             Self::OutOfMemory { line, .. } => *line,
+            Self::Recorded(info) => info.line,
             _ => None,
         }
     }
 
     /// Whether a resource limit was breached (fuel, memory, time, stack, sizes).
     pub fn is_limit(&self) -> bool {
-        matches!(
-            self,
-            Self::OutOfFuel { .. }
-                | Self::OutOfMemory { .. }
-                | Self::Timeout { .. }
-                | Self::StackOverflow
-                | Self::OutputTooLarge { .. }
-                | Self::ResultTooLarge { .. }
-        )
+        LIMIT_KINDS.contains(&self.kind())
     }
 
     /// The CLI's exit code: 1 the script failed, 2 the input was rejected before running,
     /// 3 a limit was breached.
     pub fn exit_code(&self) -> i32 {
-        match self {
-            Self::ScriptTooLarge { .. } | Self::InvalidArgs(_) | Self::Rejected(_) => 2,
-            _ if self.is_limit() => 3,
-            _ => 1,
+        let kind = self.kind();
+        if REJECTED_KINDS.contains(&kind) {
+            2
+        } else if LIMIT_KINDS.contains(&kind) {
+            3
+        } else {
+            1
         }
     }
+}
+
+/// Kinds of errors found before anything ran (exit code 2).
+const REJECTED_KINDS: &[&str] = &[
+    "script_too_large",
+    "invalid_args",
+    "syntax",
+    "invalid_meta",
+    "forbidden",
+    "no_entry_point",
+    "unknown_thread",
+];
+
+/// Kinds of breached limits (exit code 3).
+const LIMIT_KINDS: &[&str] = &[
+    "out_of_fuel",
+    "out_of_memory",
+    "timeout",
+    "stack_overflow",
+    "output_too_large",
+    "result_too_large",
+];
+
+/// The static name of a recorded error's kind (kinds are a closed set; unknown ones from a
+/// newer journal read as a script failure).
+fn kind_name(kind: &str) -> &'static str {
+    const ALL: &[&str] = &[
+        "script_too_large",
+        "invalid_args",
+        "syntax",
+        "invalid_meta",
+        "forbidden",
+        "no_entry_point",
+        "uncaught",
+        "invalid_result",
+        "out_of_fuel",
+        "out_of_memory",
+        "timeout",
+        "stack_overflow",
+        "output_too_large",
+        "result_too_large",
+        "divergence",
+        "journal_failure",
+        "unknown_thread",
+        "guest_failure",
+        "host_failure",
+    ];
+    ALL.iter()
+        .find(|k| **k == kind)
+        .copied()
+        .unwrap_or("uncaught")
 }
 
 /// A script error reported by the guest, with the script's own line numbers.

@@ -156,6 +156,9 @@ pub struct ErrorInfo {
 
 impl From<&crate::RunError> for ErrorInfo {
     fn from(error: &crate::RunError) -> Self {
+        if let crate::RunError::Recorded(info) = error {
+            return info.clone();
+        }
         let exception = match error {
             crate::RunError::Script(e) | crate::RunError::Rejected(e) => e.exception.clone(),
             _ => None,

@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::RunError;
 use crate::bindings::host::{self, BudgetState, CallError, Completion, RunSettings};
 use crate::events::{EventKind, MetaPhase};
+use crate::journal::journal_error;
 use crate::request::{self, CallFailure};
 use crate::run::RunCtx;
 
@@ -20,7 +21,7 @@ impl host::Host for RunCtx {
         })
     }
 
-    fn started(&mut self, meta: Option<String>) -> wasmtime::Result<()> {
+    async fn started(&mut self, meta: Option<String>) -> wasmtime::Result<()> {
         let meta: Value = match meta {
             Some(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
             None => Value::Null,
@@ -30,6 +31,12 @@ impl host::Host for RunCtx {
             .get("phases")
             .and_then(|phases| serde_json::from_value(phases.clone()).ok())
             .unwrap_or_default();
+        if let (Some(name), Some(store)) = (&name, &self.store) {
+            store
+                .set_name(&self.thread_id, name)
+                .await
+                .map_err(|e| wasmtime::Error::new(journal_error(e)))?;
+        }
         self.record.name.clone_from(&name);
         self.events.emit(|| EventKind::RunStarted { name, phases });
         Ok(())
@@ -37,10 +44,18 @@ impl host::Host for RunCtx {
 
     fn start_agent(
         &mut self,
-        request: host::AgentRequest,
+        prompt: String,
+        options: Option<host::AgentOptions>,
+        path: host::Path,
     ) -> wasmtime::Result<Result<host::Handle, CallError>> {
-        let started = request::decode_agent(request, &self.limits)
-            .and_then(|decoded| self.calls.start_agent(decoded));
+        let decoded = match request::decode_agent(&prompt, options, path, &self.limits) {
+            Ok(decoded) => decoded,
+            Err(failure) => return Ok(Err(to_wit(failure))),
+        };
+        let started = self
+            .calls
+            .start_agent(decoded)
+            .map_err(wasmtime::Error::new)?;
         Ok(started.map_err(to_wit))
     }
 
@@ -48,7 +63,7 @@ impl host::Host for RunCtx {
         &mut self,
         name: String,
         arguments: String,
-        path: Vec<host::Position>,
+        path: host::Path,
     ) -> wasmtime::Result<Result<host::Handle, CallError>> {
         let checked = request::decode_tool_arguments(&name, &arguments, &self.limits)
             .and_then(|_| request::decode_path(path));
@@ -63,14 +78,16 @@ impl host::Host for RunCtx {
     }
 
     async fn await_next(&mut self) -> wasmtime::Result<Result<Vec<Completion>, CallError>> {
-        let batch = self.calls.await_next().await.map_err(to_wit);
+        let batch = self
+            .calls
+            .await_next()
+            .await
+            .map_err(wasmtime::Error::new)?
+            .map_err(to_wit);
         Ok(batch.map(|completions| {
             completions
                 .into_iter()
-                .map(|c| Completion {
-                    handle: c.handle,
-                    outcome: c.outcome.map_err(to_wit),
-                })
+                .map(|c| (c.handle, c.outcome.map_err(to_wit)))
                 .collect()
         }))
     }

@@ -37,6 +37,7 @@ mod engine;
 mod error;
 mod events;
 mod host;
+mod journal;
 mod limits;
 mod outcome;
 mod request;
@@ -49,6 +50,11 @@ pub use events::{ErrorInfo, Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
     BackendError, FakeBackend, LeafBackend, LeafReply, LeafRequest, ScriptedBackend, Usage,
 };
+pub use flowbox_store::{
+    CheckpointStore, Durability, EntryOutcome, MemoryStore, RunListing, RunStatus, SqliteStore,
+    StoreError, StoredRun, UtcTime,
+};
 pub use limits::Limits;
 pub use outcome::{RunOutcome, Summary};
 pub use run::RunRequest;
+pub use thread::new_thread_id;

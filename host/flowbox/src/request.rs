@@ -8,7 +8,7 @@ use flowbox_backends::LeafRequest;
 use serde_json::Value;
 
 use crate::Limits;
-use crate::bindings::host::{AgentRequest, ErrorKind};
+use crate::bindings::host::{AgentOptions, ErrorKind};
 use crate::events::Position;
 
 /// A call that failed, as the script will see it.
@@ -47,10 +47,17 @@ const MAX_PATH_DEPTH: usize = 64;
 
 /// Checks and converts one `agent(...)` request (the call id is filled in by the caller).
 pub(crate) fn decode_agent(
-    request: AgentRequest,
+    prompt: &str,
+    options: Option<AgentOptions>,
+    path: Vec<(u32, u32)>,
     limits: &Limits,
 ) -> Result<DecodedAgent, CallFailure> {
-    let prompt = parse_json("prompt", &request.prompt, limits.max_message_bytes)?;
+    let prompt = parse_json("prompt", prompt, limits.max_message_bytes)?;
+    let mut leaf = LeafRequest::new(0, prompt);
+    let path = decode_path(path)?;
+    let Some(request) = options else {
+        return Ok(DecodedAgent { leaf, path });
+    };
     let schema = match &request.schema {
         Some(text) => Some(check_schema(parse_json(
             "schema",
@@ -59,7 +66,6 @@ pub(crate) fn decode_agent(
         )?)?),
         None => None,
     };
-    let mut leaf = LeafRequest::new(0, prompt);
     leaf.schema = schema;
     leaf.agent_type = check_name("agent_type", request.agent_type)?;
     leaf.label = check_name("label", request.label)?;
@@ -90,10 +96,7 @@ pub(crate) fn decode_agent(
         ),
         None => None,
     };
-    Ok(DecodedAgent {
-        leaf,
-        path: decode_path(request.path)?,
-    })
+    Ok(DecodedAgent { leaf, path })
 }
 
 /// Checks a `call_tool` request's arguments: a JSON object within the message limit.
@@ -111,9 +114,7 @@ pub(crate) fn decode_tool_arguments(
 }
 
 /// Converts a group path, bounding its depth.
-pub(crate) fn decode_path(
-    path: Vec<crate::bindings::host::Position>,
-) -> Result<Vec<Position>, CallFailure> {
+pub(crate) fn decode_path(path: Vec<(u32, u32)>) -> Result<Vec<Position>, CallFailure> {
     if path.len() > MAX_PATH_DEPTH {
         return Err(CallFailure::invalid(format!(
             "groups are nested {} deep; at most {MAX_PATH_DEPTH} levels are accepted",
@@ -122,10 +123,7 @@ pub(crate) fn decode_path(
     }
     Ok(path
         .into_iter()
-        .map(|p| Position {
-            group: p.group,
-            index: p.index,
-        })
+        .map(|(group, index)| Position { group, index })
         .collect())
 }
 
@@ -175,36 +173,54 @@ fn too_large(what: &str, size: usize, limit: usize) -> CallFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::host::Position as WitPosition;
 
-    fn request(prompt: &str) -> AgentRequest {
-        AgentRequest {
+    /// A request as the guest sends it: the prompt, every option, the path.
+    #[derive(Debug)]
+    struct Request {
+        prompt: String,
+        options: AgentOptions,
+        path: Vec<(u32, u32)>,
+    }
+
+    fn request(prompt: &str) -> Request {
+        Request {
             prompt: prompt.into(),
-            schema: None,
-            agent_type: None,
-            label: None,
-            instruction: None,
-            model: None,
-            tools: None,
-            instance_id: None,
+            options: AgentOptions {
+                schema: None,
+                agent_type: None,
+                label: None,
+                instruction: None,
+                model: None,
+                tools: None,
+                instance_id: None,
+            },
             path: vec![],
         }
     }
 
-    fn failure(request: AgentRequest) -> String {
-        decode_agent(request, &Limits::default())
-            .unwrap_err()
-            .message
+    fn decode(request: Request, limits: &Limits) -> Result<DecodedAgent, CallFailure> {
+        decode_agent(&request.prompt, Some(request.options), request.path, limits)
+    }
+
+    fn failure(request: Request) -> String {
+        decode(request, &Limits::default()).unwrap_err().message
+    }
+
+    #[test]
+    fn a_request_without_options_decodes() {
+        let decoded = decode_agent("\"hi\"", None, vec![], &Limits::default()).unwrap();
+        assert_eq!(decoded.leaf.prompt, serde_json::json!("hi"));
+        assert!(decoded.leaf.schema.is_none() && decoded.path.is_empty());
     }
 
     #[test]
     fn a_full_request_decodes() {
         let mut r = request(r#"{"file": "ü.rs"}"#);
-        r.schema = Some(r#"{"type": "object", "required": ["a"]}"#.into());
-        r.label = Some("rev".into());
-        r.tools = Some(vec!["read_file".into()]);
-        r.path = vec![WitPosition { group: 1, index: 4 }];
-        let decoded = decode_agent(r, &Limits::default()).unwrap();
+        r.options.schema = Some(r#"{"type": "object", "required": ["a"]}"#.into());
+        r.options.label = Some("rev".into());
+        r.options.tools = Some(vec!["read_file".into()]);
+        r.path = vec![(1, 4)];
+        let decoded = decode(r, &Limits::default()).unwrap();
         assert_eq!(decoded.leaf.prompt, serde_json::json!({"file": "ü.rs"}));
         assert_eq!(decoded.leaf.tools, Some(vec!["read_file".to_owned()]));
         assert_eq!(decoded.path, vec![Position { group: 1, index: 4 }]);
@@ -216,7 +232,7 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
         assert!(failure(request(&deep)).contains("recursion limit"));
         let limits = Limits::default().with_max_message_bytes(10);
-        let err = decode_agent(request(r#""a long prompt""#), &limits).unwrap_err();
+        let err = decode(request(r#""a long prompt""#), &limits).unwrap_err();
         assert!(
             err.message.contains("prompt is 15 bytes; the limit is 10"),
             "{}",
@@ -232,27 +248,27 @@ mod tests {
             (r#"{"minLength": -1}"#, "not a valid JSON Schema"),
         ] {
             let mut r = request("\"x\"");
-            r.schema = Some(schema.into());
+            r.options.schema = Some(schema.into());
             assert!(failure(r).contains(expected), "{schema}");
         }
         let mut r = request("\"x\"");
-        r.schema = Some(format!(r#"{{"description": "{}"}}"#, "d".repeat(70_000)));
+        r.options.schema = Some(format!(r#"{{"description": "{}"}}"#, "d".repeat(70_000)));
         assert!(failure(r).contains("schema is"));
     }
 
     #[test]
     fn names_tools_and_paths_are_bounded() {
         let mut r = request("\"x\"");
-        r.label = Some("l".repeat(300));
+        r.options.label = Some("l".repeat(300));
         assert!(failure(r).contains("label is 300 bytes"));
         let mut r = request("\"x\"");
-        r.model = Some("fast\u{7}".into());
+        r.options.model = Some("fast\u{7}".into());
         assert!(failure(r).contains("control characters"));
         let mut r = request("\"x\"");
-        r.tools = Some(vec!["t".into(); 300]);
+        r.options.tools = Some(vec!["t".into(); 300]);
         assert!(failure(r).contains("at most 256"));
         let mut r = request("\"x\"");
-        r.path = vec![WitPosition { group: 1, index: 0 }; 65];
+        r.path = vec![(1, 0); 65];
         assert!(failure(r).contains("nested 65 deep"));
     }
 
@@ -263,5 +279,118 @@ mod tests {
         let err = decode_tool_arguments("t", "[1]", &limits).unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidRequest);
         assert!(decode_tool_arguments("t", "{", &limits).is_err());
+    }
+
+    /// Fuzzing the decoder: any request the guest can express is either accepted within the
+    /// limits or refused with an invalid-request error, never a panic. `make test` runs the
+    /// default number of cases; `make fuzz` runs many more.
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// JSON-ish text: valid JSON of every shape, near-misses, deep nesting and garbage.
+        fn json_text() -> impl Strategy<Value = String> {
+            let leaf = prop_oneof![
+                Just("null".to_owned()),
+                any::<bool>().prop_map(|b| b.to_string()),
+                any::<f64>().prop_map(|f| f.to_string()),
+                any::<i64>().prop_map(|i| i.to_string()),
+                ".*".prop_map(|s| serde_json::Value::String(s).to_string()),
+                ".{0,40}",
+            ];
+            let nested = leaf.prop_recursive(6, 64, 8, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..8)
+                        .prop_map(|v| format!("[{}]", v.join(","))),
+                    prop::collection::vec((".{0,8}", inner), 0..8).prop_map(|v| {
+                        let fields: Vec<String> = v
+                            .into_iter()
+                            .map(|(k, v)| format!("{}:{v}", serde_json::Value::String(k)))
+                            .collect();
+                        format!("{{{}}}", fields.join(","))
+                    }),
+                ]
+            });
+            prop_oneof![
+                nested,
+                (1usize..400).prop_map(|depth| format!(
+                    "{}{}",
+                    "[".repeat(depth),
+                    "]".repeat(depth)
+                )),
+                (1usize..400).prop_map(|depth| "{\"a\":".repeat(depth)),
+            ]
+        }
+
+        fn name() -> impl Strategy<Value = Option<String>> {
+            prop::option::of(prop_oneof![".{0,20}", "[a-z]{250,300}", "\\PC*"])
+        }
+
+        fn request() -> impl Strategy<Value = Request> {
+            (
+                json_text(),
+                prop::option::of(json_text()),
+                (name(), name(), name(), name(), name()),
+                prop::option::of(prop::collection::vec(".{0,12}", 0..300)),
+                prop::collection::vec((any::<u32>(), any::<u32>()), 0..80),
+            )
+                .prop_map(
+                    |(
+                        prompt,
+                        schema,
+                        (agent_type, label, instruction, model, instance_id),
+                        tools,
+                        path,
+                    )| {
+                        Request {
+                            prompt,
+                            options: AgentOptions {
+                                schema,
+                                agent_type,
+                                label,
+                                instruction,
+                                model,
+                                tools,
+                                instance_id,
+                            },
+                            path,
+                        }
+                    },
+                )
+        }
+
+        proptest! {
+            #[test]
+            fn decoding_never_panics_and_accepts_only_what_fits(request in request()) {
+                let limits = Limits::default().with_max_message_bytes(4096).with_max_schema_bytes(2048);
+                let prompt_len = request.prompt.len();
+                match decode(request, &limits) {
+                    Ok(decoded) => {
+                        prop_assert!(prompt_len <= 4096);
+                        prop_assert!(decoded.path.len() <= MAX_PATH_DEPTH);
+                        for name in [&decoded.leaf.label, &decoded.leaf.model, &decoded.leaf.agent_type]
+                            .into_iter()
+                            .flatten()
+                        {
+                            prop_assert!(name.len() <= MAX_NAME_BYTES);
+                            prop_assert!(!name.chars().any(char::is_control));
+                        }
+                        if let Some(schema) = &decoded.leaf.schema {
+                            prop_assert!(jsonschema::meta::is_valid(schema));
+                        }
+                    }
+                    Err(failure) => prop_assert_eq!(failure.kind, ErrorKind::InvalidRequest),
+                }
+            }
+
+            #[test]
+            fn tool_arguments_decode_or_fail_cleanly(name in ".{0,300}", arguments in json_text()) {
+                match decode_tool_arguments(&name, &arguments, &Limits::default()) {
+                    Ok(value) => prop_assert!(value.is_object()),
+                    Err(failure) => prop_assert_eq!(failure.kind, ErrorKind::InvalidRequest),
+                }
+            }
+        }
     }
 }

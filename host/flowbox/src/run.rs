@@ -14,11 +14,14 @@ use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::calls::{CallSettings, Calls};
+use flowbox_store::{CheckpointStore, RunEnd, RunHeader, RunStatus};
+
+use crate::calls::{CallSettings, Calls, Durability};
 use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
 use crate::engine::Shared;
 use crate::error::{self, TrapContext};
 use crate::events::{ErrorInfo, EventKind, RunEvents};
+use crate::journal::{JournalWriter, LeafCache, Replay, journal_error, sha256_hex};
 use crate::{Limits, RunError, RunOutcome, Summary};
 
 /// How much of the guest's own stdout/stderr is kept for diagnostics. Scripts' `print` goes
@@ -36,6 +39,7 @@ pub struct RunRequest {
     pub(crate) thread_id: Option<String>,
     pub(crate) limits: Option<Limits>,
     pub(crate) guard: bool,
+    pub(crate) reuse_leaves_from: Option<String>,
 }
 
 impl RunRequest {
@@ -48,6 +52,7 @@ impl RunRequest {
             thread_id: None,
             limits: None,
             guard: true,
+            reuse_leaves_from: None,
         }
     }
 
@@ -58,6 +63,11 @@ impl RunRequest {
     }
 
     /// Runs under this thread id instead of a new one (it seeds the guest's random source).
+    ///
+    /// With a journal ([`crate::RuntimeBuilder::store`]), an id the journal already holds
+    /// resumes that thread: the script and args must be the ones it started with (else the run
+    /// ends with [`RunError::Divergence`]), a finished thread returns its recorded outcome, and
+    /// an interrupted one replays its journal and continues live.
     pub fn thread_id(mut self, thread_id: impl Into<String>) -> Self {
         self.thread_id = Some(thread_id.into());
         self
@@ -66,6 +76,15 @@ impl RunRequest {
     /// Limits for this run instead of the runtime's.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = Some(limits);
+        self
+    }
+
+    /// Lends this run the results of byte-identical requests journaled by an earlier thread,
+    /// wherever they occur in the new run (needs a journal). Unlike resuming, the script may
+    /// differ from the earlier one: requests that changed go to the backend, unchanged ones are
+    /// answered from the earlier thread's results, each at most once and in their order.
+    pub fn reuse_leaves_from(mut self, thread_id: impl Into<String>) -> Self {
+        self.reuse_leaves_from = Some(thread_id.into());
         self
     }
 
@@ -92,6 +111,9 @@ pub(crate) struct RunCtx {
     pub(crate) time: VirtualTime,
     pub(crate) events: Arc<RunEvents>,
     pub(crate) record: Record,
+    pub(crate) thread_id: String,
+    /// The journal, when the runtime keeps one.
+    pub(crate) store: Option<Arc<dyn CheckpointStore>>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }
@@ -145,15 +167,30 @@ impl ResourceLimiter for MemoryLimiter {
     }
 }
 
+/// How a run starts: its identity, virtual start time, and journal.
+struct Plan {
+    thread_id: String,
+    events: Arc<RunEvents>,
+    limits: Limits,
+    guard: bool,
+    start_unix_nanos: u64,
+    durability: Durability,
+}
+
 impl RunCtx {
-    fn new(shared: &Shared, thread_id: &str, limits: Limits, guard: bool) -> Self {
-        let events = Arc::new(RunEvents::new(thread_id.to_owned(), shared.events.clone()));
+    fn new(shared: &Shared, plan: Plan) -> Self {
+        let Plan {
+            thread_id,
+            events,
+            limits,
+            guard,
+            start_unix_nanos,
+            durability,
+        } = plan;
+        let thread_id = thread_id.as_str();
         let time = VirtualTime::default();
         let stdout = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
         let stderr = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
-        let start_unix_nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
         let seed = SeededRandom::new(thread_id, "seed");
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
@@ -180,6 +217,7 @@ impl RunCtx {
                 max_reply_bytes: limits.max_message_bytes,
                 budget: limits.budget_tokens,
             },
+            durability,
         );
         Self {
             wasi,
@@ -194,6 +232,8 @@ impl RunCtx {
             time,
             events,
             record: Record::default(),
+            thread_id: thread_id.to_owned(),
+            store: shared.store.clone(),
             stdout,
             stderr,
         }
@@ -213,13 +253,9 @@ impl RunCtx {
 }
 
 /// A fresh store for one run, with fuel, memory cap and deadline in place.
-fn new_store(
-    shared: &Shared,
-    thread_id: &str,
-    limits: &Limits,
-    guard: bool,
-) -> Result<Store<RunCtx>, RunError> {
-    let ctx = RunCtx::new(shared, thread_id, limits.clone(), guard);
+fn new_store(shared: &Shared, plan: Plan) -> Result<Store<RunCtx>, RunError> {
+    let limits = plan.limits.clone();
+    let ctx = RunCtx::new(shared, plan);
     let mut store = Store::new(&shared.engine, ctx);
     store.limiter(|ctx| &mut ctx.memory);
     store
@@ -244,32 +280,206 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     let started = Instant::now();
     let thread_id = request
         .thread_id
+        .clone()
         .unwrap_or_else(crate::thread::new_thread_id);
-    let limits = request.limits.unwrap_or_else(|| shared.limits.clone());
+    let limits = request
+        .limits
+        .clone()
+        .unwrap_or_else(|| shared.limits.clone());
     let mut summary = Summary {
         thread_id: thread_id.clone(),
         ..Summary::default()
     };
+    let events = Arc::new(RunEvents::new(thread_id.clone(), shared.events.clone()));
 
-    let result = match check_input(&request.script, &request.args, &limits) {
-        Err(error) => Err(error),
-        Ok(args_text) => match new_store(shared, &thread_id, &limits, request.guard) {
-            Err(error) => Err(error),
-            Ok(mut store) => {
-                let result =
-                    call_run(shared, &mut store, &request.script, &args_text, &limits).await;
-                fill_summary(&mut summary, &mut store, &limits);
-                // Dropping the store drops the run's calls, cancelling leaves still running.
-                let events = Arc::clone(&store.data().events);
-                drop(store);
-                finish(&events, &mut summary, started, &result);
-                return RunOutcome { result, summary };
-            }
-        },
+    let prepared = prepare(
+        shared,
+        &request,
+        thread_id,
+        Arc::clone(&events),
+        limits.clone(),
+    )
+    .await;
+    let (plan, args_text) = match prepared {
+        Ok(Prepared::Run(plan, args_text)) => (plan, args_text),
+        Ok(Prepared::Finished(outcome)) => {
+            publish_end(&events, &outcome.summary, &outcome.result);
+            return outcome;
+        }
+        Err(error) => {
+            // Rejected before a store existed: publish the end of the run all the same.
+            let result = Err(error);
+            summary.duration_ms = duration_ms(started.elapsed());
+            publish_end(&events, &summary, &result);
+            return RunOutcome { result, summary };
+        }
     };
-    // Rejected before a store existed: publish the end of the run all the same.
-    let events = RunEvents::new(thread_id, shared.events.clone());
-    finish(&events, &mut summary, started, &result);
+    let journaled = plan.durability.journal.is_some();
+    let mut result = match new_store(shared, plan) {
+        Err(error) => Err(error),
+        Ok(mut store) => {
+            let mut result =
+                call_run(shared, &mut store, &request.script, &args_text, &limits).await;
+            let unreplayed = store.data().calls.unreplayed();
+            if result.is_ok() && unreplayed > 0 {
+                result = Err(RunError::Divergence(format!(
+                    "the script finished with {unreplayed} journaled completions it never asked for"
+                )));
+            }
+            fill_summary(&mut summary, &mut store, &limits);
+            // Dropping the store drops the run's calls, cancelling leaves still running.
+            drop(store);
+            result
+        }
+    };
+    summary.ok = result.is_ok();
+    summary.duration_ms = duration_ms(started.elapsed());
+    if journaled && let Some(store) = &shared.store {
+        let outcome = RunOutcome {
+            result: result.clone(),
+            summary: summary.clone(),
+        };
+        let end = RunEnd {
+            status: if outcome.result.is_ok() {
+                RunStatus::Succeeded
+            } else {
+                RunStatus::Failed
+            },
+            outcome: outcome.to_json(),
+            finished_unix_ms: unix_millis(),
+        };
+        if let Err(error) = store.finish(&summary.thread_id, &end).await {
+            result = Err(journal_error(error));
+        }
+    }
+    summary.ok = result.is_ok();
+    publish_end(&events, &summary, &result);
+    RunOutcome { result, summary }
+}
+
+/// What `prepare` decided.
+enum Prepared {
+    /// Run the guest with this plan and these args.
+    Run(Plan, String),
+    /// The thread already finished; this is its recorded outcome.
+    Finished(RunOutcome),
+}
+
+/// Checks the input and, with a journal, starts the thread or picks up where it stopped.
+async fn prepare(
+    shared: &Shared,
+    request: &RunRequest,
+    thread_id: String,
+    events: Arc<RunEvents>,
+    limits: Limits,
+) -> Result<Prepared, RunError> {
+    let args_text = check_input(&request.script, &request.args, &limits)?;
+    let now = unix_nanos();
+    let mut plan = Plan {
+        thread_id,
+        events,
+        limits,
+        guard: request.guard,
+        start_unix_nanos: now,
+        durability: Durability::default(),
+    };
+    let Some(store) = &shared.store else {
+        if request.reuse_leaves_from.is_some() {
+            return Err(RunError::Journal(
+                "reusing leaves needs a journal; configure a store".into(),
+            ));
+        }
+        return Ok(Prepared::Run(plan, args_text));
+    };
+    if let Some(from) = &request.reuse_leaves_from {
+        let earlier = store
+            .load(from)
+            .await
+            .map_err(journal_error)?
+            .ok_or_else(|| RunError::UnknownThread(from.clone()))?;
+        plan.durability.cache = Some(LeafCache::new(earlier.entries));
+    }
+    let script_sha256 = sha256_hex(request.script.as_bytes());
+    let args_sha256 = sha256_hex(args_text.as_bytes());
+    match store.load(&plan.thread_id).await.map_err(journal_error)? {
+        None => {
+            let header = RunHeader {
+                thread_id: plan.thread_id.clone(),
+                script: request.script.clone(),
+                script_sha256,
+                args: request.args.clone(),
+                args_sha256,
+                start_unix_nanos: now,
+                seed: plan.thread_id.clone(),
+                limits: serde_json::to_value(&plan.limits).unwrap_or(Value::Null),
+                created_unix_ms: unix_millis(),
+            };
+            store.begin(&header).await.map_err(journal_error)?;
+            plan.durability.journal = Some(JournalWriter::new(
+                Arc::clone(store),
+                plan.thread_id.clone(),
+                &[],
+            ));
+        }
+        Some(run) => {
+            let header = &run.header;
+            if header.script_sha256 != script_sha256 {
+                return Err(RunError::Divergence(format!(
+                    "the script is not the one thread {} started with",
+                    plan.thread_id
+                )));
+            }
+            if header.args_sha256 != args_sha256 {
+                return Err(RunError::Divergence(format!(
+                    "the args are not the ones thread {} started with",
+                    plan.thread_id
+                )));
+            }
+            if let Some(end) = run.end {
+                return Ok(Prepared::Finished(recorded_outcome(
+                    &plan.thread_id,
+                    end.outcome,
+                )));
+            }
+            plan.start_unix_nanos = header.start_unix_nanos;
+            plan.durability.journal = Some(JournalWriter::new(
+                Arc::clone(store),
+                plan.thread_id.clone(),
+                &run.entries,
+            ));
+            plan.durability.replay = Some(Replay::new(run.entries));
+        }
+    }
+    Ok(Prepared::Run(plan, args_text))
+}
+
+/// The outcome of a run refused before it started.
+pub(crate) fn rejected(thread_id: &str, error: RunError) -> RunOutcome {
+    RunOutcome {
+        result: Err(error),
+        summary: Summary {
+            thread_id: thread_id.to_owned(),
+            ..Summary::default()
+        },
+    }
+}
+
+/// The outcome a finished thread recorded, as a [`RunOutcome`].
+fn recorded_outcome(thread_id: &str, outcome: Value) -> RunOutcome {
+    let mut summary: Summary =
+        serde_json::from_value(outcome["summary"].clone()).unwrap_or_default();
+    summary.thread_id = thread_id.to_owned();
+    let result = if outcome["ok"] == Value::Bool(true) {
+        Ok(outcome["result"].clone())
+    } else {
+        Err(
+            serde_json::from_value::<ErrorInfo>(outcome["error"].clone())
+                .map(RunError::Recorded)
+                .unwrap_or_else(|e| {
+                    RunError::Journal(format!("the recorded outcome is unreadable: {e}"))
+                }),
+        )
+    };
     RunOutcome { result, summary }
 }
 
@@ -278,7 +488,15 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
     let limits = shared.limits.clone();
     check_input(script, &Value::Null, &limits)?;
     let thread_id = crate::thread::new_thread_id();
-    let mut store = new_store(shared, &thread_id, &limits, true)?;
+    let plan = Plan {
+        events: Arc::new(RunEvents::new(thread_id.clone(), shared.events.clone())),
+        thread_id,
+        limits: limits.clone(),
+        guard: true,
+        start_unix_nanos: unix_nanos(),
+        durability: Durability::default(),
+    };
+    let mut store = new_store(shared, plan)?;
     let outcome = tokio::time::timeout(limits.timeout, async {
         let instance = shared.pre.instantiate_async(&mut store).await?;
         instance.call_check(&mut store, script).await
@@ -367,14 +585,8 @@ fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limit
     summary.fuel_used = limits.fuel.saturating_sub(remaining);
 }
 
-fn finish(
-    events: &RunEvents,
-    summary: &mut Summary,
-    started: Instant,
-    result: &Result<Value, RunError>,
-) {
-    summary.ok = result.is_ok();
-    summary.duration_ms = duration_ms(started.elapsed());
+/// Publishes the end of a run.
+fn publish_end(events: &RunEvents, summary: &Summary, result: &Result<Value, RunError>) {
     events.emit(|| EventKind::RunFinished {
         ok: result.is_ok(),
         summary: Box::new(summary.clone()),
@@ -384,4 +596,14 @@ fn finish(
 
 fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn unix_millis() -> u64 {
+    unix_nanos() / 1_000_000
 }

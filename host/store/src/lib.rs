@@ -13,6 +13,7 @@
 
 mod memory;
 mod sqlite;
+mod time;
 
 use std::path::PathBuf;
 
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 pub use memory::MemoryStore;
 pub use sqlite::{Durability, SqliteStore};
+pub use time::UtcTime;
 
 /// The journal format this build writes. A journal with a higher version is refused.
 pub const SCHEMA_VERSION: u32 = 1;

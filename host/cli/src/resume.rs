@@ -1,0 +1,34 @@
+//! `flowbox resume ID`: finish an interrupted thread from its journal, or print a finished
+//! thread's recorded outcome.
+
+use clap::Args;
+
+use crate::Failure;
+use crate::options::{JournalOptions, RunOptions};
+use crate::run::{build_runtime, report, with_progress};
+
+/// Arguments of `flowbox resume`.
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    /// The thread to resume.
+    thread: String,
+    /// Print exactly one JSON object: {"ok", "result", "error", "summary"}.
+    #[arg(long)]
+    json: bool,
+    /// Backend and limits; limits not given on the command line are the thread's own.
+    #[command(flatten)]
+    options: RunOptions,
+    #[command(flatten)]
+    journal: JournalOptions,
+}
+
+pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
+    let runtime = build_runtime(&args.options, Some(&args.journal))?;
+    let limits = if args.options.sets_limits() {
+        Some(args.options.limits().map_err(Failure::input)?)
+    } else {
+        None
+    };
+    let outcome = with_progress(&runtime, runtime.resume(&args.thread, limits)).await;
+    report(outcome, args.json)
+}

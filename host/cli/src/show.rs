@@ -1,0 +1,104 @@
+//! `flowbox show ID`: one thread's header, journal and outcome.
+
+use clap::Args;
+use flowbox::{CheckpointStore, EntryOutcome, UtcTime};
+use serde_json::{Value, json};
+
+use crate::Failure;
+use crate::options::JournalOptions;
+
+/// Arguments of `flowbox show`.
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The thread to show.
+    thread: String,
+    /// Print one JSON object: {"header", "name", "status", "entries", "outcome"}.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    journal: JournalOptions,
+}
+
+pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
+    let store = args.journal.open().map_err(Failure::input)?;
+    let run = store
+        .load(&args.thread)
+        .await
+        .map_err(|e| Failure::input(anyhow::Error::new(e)))?
+        .ok_or_else(|| {
+            Failure::input(anyhow::anyhow!("no thread {} in the journal", args.thread))
+        })?;
+    if args.json {
+        let out = json!({
+            "header": run.header,
+            "name": run.name,
+            "status": run.status(),
+            "entries": run.entries,
+            "outcome": run.end.as_ref().map(|end| &end.outcome),
+        });
+        println!("{out}");
+        return Ok(0);
+    }
+    let header = &run.header;
+    println!("thread   {}", header.thread_id);
+    println!("name     {}", run.name.as_deref().unwrap_or("-"));
+    println!("status   {:?}", run.status());
+    println!(
+        "started  {}",
+        UtcTime::from_unix_millis(header.created_unix_ms)
+    );
+    println!(
+        "script   {} bytes, sha256 {}",
+        header.script.len(),
+        &header.script_sha256[..16]
+    );
+    println!("args     {}", header.args);
+    println!("journal  {} completions", run.entries.len());
+    for entry in &run.entries {
+        let (status, detail) = match &entry.outcome {
+            EntryOutcome::Ok { value } => ("ok", value.clone()),
+            EntryOutcome::Err { kind, message } => ("error", format!("{kind}: {message}")),
+        };
+        let what = entry
+            .request
+            .get("label")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| {
+                entry
+                    .request
+                    .get("prompt")
+                    .map(Value::to_string)
+                    .unwrap_or_default()
+            });
+        println!(
+            "  #{:<4} batch {:<4} call {:<5} {:<6} {:>6} tok  {}  -> {}",
+            entry.seq,
+            entry.batch,
+            entry.handle,
+            status,
+            entry.input_tokens + entry.output_tokens,
+            clip(&what, 40),
+            clip(&detail, 60)
+        );
+    }
+    match &run.end {
+        Some(end) => println!(
+            "outcome  {}",
+            serde_json::to_string_pretty(&end.outcome).expect("JSON values serialise")
+        ),
+        None => println!(
+            "outcome  (not finished: `flowbox resume {}` continues it)",
+            header.thread_id
+        ),
+    }
+    Ok(0)
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let mut out: String = text.chars().take(max).collect();
+    if text.chars().count() > max {
+        out.push('…');
+    }
+    out
+}

@@ -1,0 +1,53 @@
+//! `flowbox threads`: the journaled runs, newest first.
+
+use clap::Args;
+use flowbox::{CheckpointStore, RunStatus, UtcTime};
+
+use crate::Failure;
+use crate::options::JournalOptions;
+
+/// Arguments of `flowbox threads`.
+#[derive(Debug, Args)]
+pub(crate) struct ThreadsArgs {
+    /// Print a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    journal: JournalOptions,
+}
+
+pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
+    let store = args.journal.open().map_err(Failure::input)?;
+    let listing = store
+        .list()
+        .await
+        .map_err(|e| Failure::input(anyhow::Error::new(e)))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&listing).expect("listings serialise")
+        );
+        return Ok(0);
+    }
+    println!(
+        "{:<24} {:<24} {:<10} {:>7} {:>9}  started",
+        "thread", "name", "status", "leaves", "tokens"
+    );
+    for run in listing {
+        let status = match run.status {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "ok",
+            RunStatus::Failed => "failed",
+        };
+        println!(
+            "{:<24} {:<24} {:<10} {:>7} {:>9}  {}",
+            run.thread_id,
+            run.name.as_deref().unwrap_or("-"),
+            status,
+            run.leaves,
+            run.tokens,
+            UtcTime::from_unix_millis(run.created_unix_ms)
+        );
+    }
+    Ok(0)
+}

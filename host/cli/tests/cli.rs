@@ -1,0 +1,432 @@
+//! The `flowbox` binary end to end: the README's commands, `--json`, and every exit code.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A journal for the runs of this test process, so nothing lands in the user's data directory.
+fn journal() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"))
+        .path()
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
+    command
+        .args(args)
+        .current_dir(root())
+        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
+        .env("FLOWBOX_DB", journal().join("journal.db"));
+    command
+}
+
+fn flowbox(args: &[&str]) -> Output {
+    command(args).output().expect("the flowbox binary runs")
+}
+
+fn stdout_json(output: &Output) -> Value {
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "expected one JSON line, got {text}"
+    );
+    serde_json::from_str(&text).expect("stdout is JSON")
+}
+
+fn script(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn the_demo_command_runs_the_example_offline() {
+    let output = flowbox(&[
+        "run",
+        "examples/review.py",
+        "--backend",
+        "scripted:examples/review.backend.json",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: Value = serde_json::from_slice(&output.stdout).expect("pretty JSON");
+    assert_eq!(result["verdict"]["verdict"], "approve");
+    assert_eq!(
+        result["reviews"][0],
+        "review parser.rs: two naming nits, no bugs found"
+    );
+}
+
+#[test]
+fn run_json_prints_exactly_one_object() {
+    let output = flowbox(&["run", "examples/review.py", "--json"]);
+    assert_eq!(output.status.code(), Some(0));
+    let out = stdout_json(&output);
+    assert_eq!(out["ok"], true);
+    assert_eq!(out["error"], Value::Null);
+    assert_eq!(out["summary"]["name"], "code-review");
+    assert_eq!(out["summary"]["agents_spawned"], 5);
+    assert_eq!(out["summary"]["phases"], json!(["review", "synthesise"]));
+    assert_eq!(out["result"]["files"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn args_come_from_flags_or_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(&dir, "echo.py", "return args\n");
+    let output = flowbox(&["run", &path, "--args", r#"{"a": [1]}"#, "--json"]);
+    assert_eq!(stdout_json(&output)["result"], json!({"a": [1]}));
+    let args = script(&dir, "args.json", r#"{"b": "ü"}"#);
+    let output = flowbox(&["run", &path, "--args-file", &args, "--json"]);
+    assert_eq!(stdout_json(&output)["result"], json!({"b": "ü"}));
+    let output = flowbox(&["run", &path, "--json"]);
+    assert_eq!(stdout_json(&output)["result"], json!({}));
+}
+
+#[test]
+fn a_failing_script_exits_1_with_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(
+        &dir,
+        "fail.py",
+        "x = 1\nraise ValueError('bad value')\nreturn x\n",
+    );
+    let output = flowbox(&["run", &path, "--json"]);
+    assert_eq!(output.status.code(), Some(1));
+    let out = stdout_json(&output);
+    assert_eq!(
+        out["error"],
+        json!({"kind": "uncaught", "message": "bad value", "line": 2, "exception": "ValueError"})
+    );
+    let output = flowbox(&["run", &path]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad value (line 2)"), "{stderr}");
+}
+
+#[test]
+fn rejected_input_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let syntax = script(&dir, "syntax.py", "return (\n");
+    assert_eq!(flowbox(&["run", &syntax]).status.code(), Some(2));
+    let import = script(&dir, "import.py", "import os\nreturn 1\n");
+    let output = flowbox(&["run", &import, "--json"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(stdout_json(&output)["error"]["kind"], "forbidden");
+    let ok = script(&dir, "ok.py", "return 1\n");
+    assert_eq!(
+        flowbox(&["run", &ok, "--args", "{nope"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        flowbox(&["run", "/nonexistent/x.py"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        flowbox(&["run", &ok, "--backend", "openai2"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        flowbox(&["run", &ok, "--backend", "scripted:/nonexistent.json"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let big = script(
+        &dir,
+        "big.py",
+        &format!("# {}\nreturn 1\n", "x".repeat(70_000)),
+    );
+    assert_eq!(flowbox(&["run", &big]).status.code(), Some(2));
+}
+
+#[test]
+fn breached_limits_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let spin = script(&dir, "spin.py", "while True:\n    pass\nreturn 1\n");
+    let output = flowbox(&["run", &spin, "--fuel", "100000000", "--json"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(stdout_json(&output)["error"]["kind"], "out_of_fuel");
+    let output = flowbox(&[
+        "run",
+        &spin,
+        "--fuel",
+        "100000000000000",
+        "--timeout",
+        "0.3",
+    ]);
+    assert_eq!(output.status.code(), Some(3));
+    let hog = script(
+        &dir,
+        "hog.py",
+        "x = []\nwhile True:\n    x.append('a' * 100000)\nreturn 1\n",
+    );
+    let output = flowbox(&["run", &hog, "--memory-mib", "48", "--json"]);
+    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(stdout_json(&output)["error"]["kind"], "out_of_memory");
+}
+
+#[test]
+fn limits_load_from_a_file_and_flags_override_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fan = script(
+        &dir,
+        "fan.py",
+        "return await parallel([lambda i=i: agent(str(i)) for i in range(4)])\n",
+    );
+    let limits = script(&dir, "limits.json", r#"{"max_agents": 2}"#);
+    let output = flowbox(&["run", &fan, "--limits", &limits, "--json"]);
+    let nulls = stdout_json(&output)["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v.is_null())
+        .count();
+    assert_eq!(nulls, 2);
+    let output = flowbox(&[
+        "run",
+        &fan,
+        "--limits",
+        &limits,
+        "--max-agents",
+        "3",
+        "--json",
+    ]);
+    let nulls = stdout_json(&output)["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v.is_null())
+        .count();
+    assert_eq!(nulls, 1);
+    let bad = script(&dir, "bad.json", r#"{"fuel_units": 2}"#);
+    assert_eq!(
+        flowbox(&["run", &fan, "--limits", &bad]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn check_prints_meta_without_running() {
+    let output = flowbox(&["check", "examples/review.py"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(meta["name"], "code-review");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = script(
+        &dir,
+        "bad.py",
+        "meta = {'name': 1, 'description': 'd'}\nreturn 1\n",
+    );
+    let output = flowbox(&["check", &bad]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("name"));
+}
+
+#[test]
+fn help_documents_the_exit_codes() {
+    let output = flowbox(&["--help"]);
+    let help = String::from_utf8_lossy(&output.stdout);
+    for needle in ["Exit codes", "3  a limit was breached", "run", "check"] {
+        assert!(help.contains(needle), "{needle} missing from --help");
+    }
+}
+
+/// How many times each prompt was sent to the scripted backend, from its call log.
+fn calls_by_prompt(log: &Path) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let call: Value = serde_json::from_str(line).expect("call log lines are JSON");
+        *counts
+            .entry(call["prompt"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    counts
+}
+
+#[test]
+fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let db = db.to_str().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    let backend = script(
+        &dir,
+        "slow.json",
+        &format!(
+            r#"{{"latency_ms": 250, "fallback": "fake", "call_log": {:?}}}"#,
+            log
+        ),
+    );
+    let backend = format!("scripted:{backend}");
+    let workflow = script(
+        &dir,
+        "steps.py",
+        "out = []\nfor i in range(4):\n    out.append(await agent(f'step {i}'))\n\
+         pair = await parallel([lambda: agent('left'), lambda: agent('right')])\n\
+         for i in range(4, 7):\n    out.append(await agent(f'step {i}'))\n\
+         return {'steps': out, 'pair': pair}\n",
+    );
+
+    let mut child = command(&[
+        "run",
+        &workflow,
+        "--thread",
+        "killed",
+        "--db",
+        db,
+        "--backend",
+        &backend,
+        "--json",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // Wait until some leaves are journaled, then kill the process outright.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let journaled = loop {
+        let shown = flowbox(&["show", "killed", "--db", db, "--json"]);
+        let entries = serde_json::from_slice::<Value>(&shown.stdout)
+            .map(|v| v["entries"].as_array().map_or(0, Vec::len))
+            .unwrap_or(0);
+        if entries >= 3 {
+            break entries;
+        }
+        assert!(Instant::now() < deadline, "no leaves were journaled");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = calls_by_prompt(&log);
+    let shown: Value =
+        serde_json::from_slice(&flowbox(&["show", "killed", "--db", db, "--json"]).stdout).unwrap();
+    assert_eq!(shown["status"], "running");
+    let finished: Vec<String> = shown["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["request"]["prompt"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(finished.len() >= journaled);
+
+    let resumed = flowbox(&[
+        "resume",
+        "killed",
+        "--db",
+        db,
+        "--backend",
+        &backend,
+        "--json",
+    ]);
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let resumed = stdout_json(&resumed);
+
+    let uninterrupted = flowbox(&["run", &workflow, "--no-journal", "--json"]);
+    assert_eq!(resumed["result"], stdout_json(&uninterrupted)["result"]);
+
+    // Every leaf journaled before the kill was called exactly once; every other leaf once
+    // more after the resume (at least once overall for the ones in flight at the kill).
+    let after = calls_by_prompt(&log);
+    for prompt in &finished {
+        assert_eq!(after[prompt], 1, "{prompt} was called again: {after:?}");
+    }
+    for (prompt, count) in &after {
+        if !finished.contains(prompt) {
+            assert_eq!(
+                *count,
+                before.get(prompt).copied().unwrap_or(0) + 1,
+                "{prompt}: {after:?}"
+            );
+        }
+    }
+    assert_eq!(after.len(), 9);
+
+    // Resuming a finished thread returns its outcome and calls nothing.
+    let again = flowbox(&[
+        "resume",
+        "killed",
+        "--db",
+        db,
+        "--backend",
+        &backend,
+        "--json",
+    ]);
+    assert_eq!(stdout_json(&again)["result"], resumed["result"]);
+    assert_eq!(calls_by_prompt(&log), after);
+
+    let listing = flowbox(&["threads", "--db", db, "--json"]);
+    let listing: Value = serde_json::from_slice(&listing.stdout).unwrap();
+    assert_eq!(listing[0]["thread_id"], "killed");
+    assert_eq!(listing[0]["status"], "succeeded");
+    assert_eq!(listing[0]["leaves"], 9);
+    let table = String::from_utf8_lossy(&flowbox(&["threads", "--db", db]).stdout).into_owned();
+    assert!(table.contains("killed") && table.contains("ok"), "{table}");
+    let text =
+        String::from_utf8_lossy(&flowbox(&["show", "killed", "--db", db]).stdout).into_owned();
+    assert!(text.contains("journal  9 completions"), "{text}");
+}
+
+#[test]
+fn journal_commands_explain_their_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let db = db.to_str().unwrap();
+    let output = flowbox(&["resume", "ghost", "--db", db]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no thread ghost"));
+    let output = flowbox(&["show", "ghost", "--db", db]);
+    assert_eq!(output.status.code(), Some(2));
+    let garbage = script(&dir, "garbage.db", &"not a database ".repeat(200));
+    let output = flowbox(&["threads", "--db", &garbage]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a readable flowbox journal"));
+    // A thread id that exists with another script is refused, not overwritten.
+    let one = script(&dir, "one.py", "return 1\n");
+    let two = script(&dir, "two.py", "return 2\n");
+    assert_eq!(
+        flowbox(&["run", &one, "--thread", "same", "--db", db])
+            .status
+            .code(),
+        Some(0)
+    );
+    let output = flowbox(&["run", &two, "--thread", "same", "--db", db, "--json"]);
+    assert_eq!(stdout_json(&output)["error"]["kind"], "divergence");
+}
+
+#[test]
+fn runs_print_their_thread_and_are_journaled_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(&dir, "one.py", "return await agent('x')\n");
+    let output = flowbox(&["run", &path]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let thread = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("thread "))
+        .expect("the thread id is printed")
+        .to_owned();
+    let shown = stdout_json(&flowbox(&["show", &thread, "--json"]));
+    assert_eq!(shown["status"], "succeeded");
+    assert_eq!(shown["entries"].as_array().unwrap().len(), 1);
+}

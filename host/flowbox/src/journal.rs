@@ -1,0 +1,275 @@
+//! Durable runs: what a run writes to the checkpoint journal, and how a resumed run replays it.
+//!
+//! Live, every batch of completions is appended to the journal before the guest sees it. On
+//! resume, the guest runs again from the start; each call it starts is checked against the
+//! journal entry for the same handle (same fingerprint, or the run diverged), and `await-next`
+//! hands back the journaled batches in their recorded order without calling any backend — so
+//! the guest takes exactly the same steps and uses exactly the same fuel. When the journal is
+//! used up, the run continues live. A leaf cache (`reuse_leaves_from`) is different: it lends a
+//! new thread the results of byte-identical requests from an earlier thread, wherever they occur.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use flowbox_store::{CallKind, CheckpointStore, Entry, EntryOutcome, StoreError};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::RunError;
+
+/// SHA-256 of a request's canonical JSON (object keys sorted), hex.
+pub(crate) fn fingerprint(request: &Value) -> String {
+    hex(&Sha256::digest(request.to_string().as_bytes()))
+}
+
+/// SHA-256 of bytes, hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A call's identity for the journal: its kind, its request and the request's fingerprint.
+#[derive(Debug, Clone)]
+pub(crate) struct CallRecord {
+    pub kind: CallKind,
+    pub request: Value,
+    pub fingerprint: String,
+}
+
+impl CallRecord {
+    pub(crate) fn new(kind: CallKind, request: Value) -> Self {
+        let fingerprint = fingerprint(&request);
+        Self {
+            kind,
+            request,
+            fingerprint,
+        }
+    }
+}
+
+/// Appends a live run's completions to its thread, batch by batch.
+#[derive(Debug)]
+pub(crate) struct JournalWriter {
+    store: Arc<dyn CheckpointStore>,
+    thread_id: String,
+    next_seq: u64,
+    next_batch: u64,
+}
+
+impl JournalWriter {
+    /// A writer continuing after the `entries` already journaled.
+    pub(crate) fn new(
+        store: Arc<dyn CheckpointStore>,
+        thread_id: String,
+        entries: &[Entry],
+    ) -> Self {
+        Self {
+            store,
+            thread_id,
+            next_seq: entries.len() as u64,
+            next_batch: entries.last().map_or(0, |e| e.batch + 1),
+        }
+    }
+
+    /// The next entry's sequence number and batch, for building a batch of entries.
+    pub(crate) fn position(&self) -> (u64, u64) {
+        (self.next_seq, self.next_batch)
+    }
+
+    /// Durably appends one batch; the guest may see it once this returns.
+    pub(crate) async fn append(&mut self, entries: Vec<Entry>) -> Result<(), RunError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.store
+            .append(&self.thread_id, &entries)
+            .await
+            .map_err(journal_error)?;
+        self.next_seq += entries.len() as u64;
+        self.next_batch += 1;
+        Ok(())
+    }
+}
+
+/// A store failure as a run error.
+pub(crate) fn journal_error(error: StoreError) -> RunError {
+    RunError::Journal(error.to_string())
+}
+
+/// The journaled completions a resumed run must see again, in order.
+#[derive(Debug)]
+pub(crate) struct Replay {
+    /// Journaled batches not yet delivered, oldest first.
+    batches: VecDeque<Vec<Entry>>,
+    /// Every journaled call by handle: what the guest must request for it.
+    expected: HashMap<u64, (CallKind, String)>,
+}
+
+impl Replay {
+    pub(crate) fn new(entries: Vec<Entry>) -> Self {
+        let expected = entries
+            .iter()
+            .map(|e| (e.handle, (e.kind, e.fingerprint.clone())))
+            .collect();
+        let mut batches: VecDeque<Vec<Entry>> = VecDeque::new();
+        for entry in entries {
+            match batches.back_mut() {
+                Some(batch) if batch[0].batch == entry.batch => batch.push(entry),
+                _ => batches.push_back(vec![entry]),
+            }
+        }
+        Self { batches, expected }
+    }
+
+    /// Whether `handle` was journaled, after checking that the guest asked for the same thing;
+    /// a different request is a divergence.
+    pub(crate) fn check_start(&self, handle: u64, record: &CallRecord) -> Result<bool, RunError> {
+        match self.expected.get(&handle) {
+            None => Ok(false),
+            Some((kind, fingerprint))
+                if *kind == record.kind && *fingerprint == record.fingerprint =>
+            {
+                Ok(true)
+            }
+            Some((kind, _)) => Err(RunError::Divergence(format!(
+                "call {handle} was a different {} in the journal than the {} the script now \
+                 makes ({}); the script's control flow changed since the thread was recorded",
+                kind_name(*kind),
+                kind_name(record.kind),
+                describe(&record.request),
+            ))),
+        }
+    }
+
+    /// The next journaled batch, if any remain.
+    pub(crate) fn next_batch(&mut self) -> Option<Vec<Entry>> {
+        self.batches.pop_front()
+    }
+
+    /// Journaled completions the run has not consumed.
+    pub(crate) fn remaining(&self) -> usize {
+        self.batches.iter().map(Vec::len).sum()
+    }
+}
+
+/// Results of an earlier thread, lent to byte-identical requests of a new one.
+#[derive(Debug, Default)]
+pub(crate) struct LeafCache {
+    by_fingerprint: HashMap<String, VecDeque<Entry>>,
+}
+
+impl LeafCache {
+    /// A cache of `entries`' successful results; repeated requests get their results in the
+    /// order the earlier thread received them.
+    pub(crate) fn new(entries: Vec<Entry>) -> Self {
+        let mut by_fingerprint: HashMap<String, VecDeque<Entry>> = HashMap::new();
+        for entry in entries {
+            if matches!(entry.outcome, EntryOutcome::Ok { .. }) {
+                by_fingerprint
+                    .entry(entry.fingerprint.clone())
+                    .or_default()
+                    .push_back(entry);
+            }
+        }
+        Self { by_fingerprint }
+    }
+
+    /// Takes a cached result for `record`, if one is left.
+    pub(crate) fn take(&mut self, record: &CallRecord) -> Option<Entry> {
+        let queue = self.by_fingerprint.get_mut(&record.fingerprint)?;
+        let entry = queue.pop_front()?;
+        (entry.kind == record.kind).then_some(entry)
+    }
+}
+
+fn kind_name(kind: CallKind) -> &'static str {
+    match kind {
+        CallKind::Agent => "agent call",
+        CallKind::Tool => "tool call",
+    }
+}
+
+/// A short description of a request for divergence messages.
+pub(crate) fn describe(request: &Value) -> String {
+    let text = request
+        .get("prompt")
+        .or_else(|| request.get("name"))
+        .map_or_else(|| request.to_string(), Value::to_string);
+    let mut out: String = text.chars().take(80).collect();
+    if text.chars().count() > 80 {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn entry(seq: u64, batch: u64, handle: u64, request: Value) -> Entry {
+        Entry {
+            seq,
+            batch,
+            handle,
+            kind: CallKind::Agent,
+            fingerprint: fingerprint(&request),
+            request,
+            outcome: EntryOutcome::Ok {
+                value: format!("\"{seq}\""),
+            },
+            input_tokens: 1,
+            output_tokens: 1,
+            duration_ms: 0,
+        }
+    }
+
+    #[test]
+    fn fingerprints_ignore_key_order_and_see_every_byte() {
+        let a: Value = serde_json::from_str(r#"{"prompt": "x", "label": "l"}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"label": "l", "prompt": "x"}"#).unwrap();
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_ne!(
+            fingerprint(&a),
+            fingerprint(&json!({"prompt": "x ", "label": "l"}))
+        );
+    }
+
+    #[test]
+    fn replay_groups_batches_and_checks_starts() {
+        let mut replay = Replay::new(vec![
+            entry(0, 0, 2, json!({"prompt": "b"})),
+            entry(1, 0, 1, json!({"prompt": "a"})),
+            entry(2, 1, 3, json!({"prompt": "c"})),
+        ]);
+        let same = CallRecord::new(CallKind::Agent, json!({"prompt": "a"}));
+        assert!(replay.check_start(1, &same).unwrap());
+        assert!(!replay.check_start(9, &same).unwrap());
+        let error = replay.check_start(2, &same).unwrap_err();
+        assert!(
+            matches!(&error, RunError::Divergence(m) if m.contains("call 2")),
+            "{error}"
+        );
+        assert_eq!(replay.remaining(), 3);
+        assert_eq!(replay.next_batch().unwrap().len(), 2);
+        assert_eq!(replay.next_batch().unwrap()[0].handle, 3);
+        assert!(replay.next_batch().is_none());
+    }
+
+    #[test]
+    fn the_cache_lends_each_result_once_in_order() {
+        let request = json!({"prompt": "same"});
+        let mut cache = LeafCache::new(vec![
+            entry(0, 0, 1, request.clone()),
+            entry(1, 1, 2, request.clone()),
+        ]);
+        let record = CallRecord::new(CallKind::Agent, request);
+        assert_eq!(cache.take(&record).unwrap().seq, 0);
+        assert_eq!(cache.take(&record).unwrap().seq, 1);
+        assert!(cache.take(&record).is_none());
+    }
+}

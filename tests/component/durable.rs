@@ -1,0 +1,238 @@
+//! Durable runs through the real guest: the journal, exact replay, divergence, interrupted
+//! runs, and the leaf cache.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowbox::{
+    BackendError, CheckpointStore, FakeBackend, LeafBackend, LeafReply, LeafRequest, MemoryStore,
+    RunError, RunRequest, RunStatus, Runtime,
+};
+use flowbox_tests::{CountingBackend, root};
+use serde_json::json;
+
+/// A backend that must never be called: replay answers from the journal.
+#[derive(Debug)]
+struct Unreachable;
+
+#[async_trait::async_trait]
+impl LeafBackend for Unreachable {
+    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+        panic!("replay called the backend for {}", request.prompt);
+    }
+}
+
+fn runtime(backend: Arc<dyn LeafBackend>, store: Arc<dyn CheckpointStore>) -> Runtime {
+    Runtime::builder()
+        .shared_backend(backend)
+        .shared_store(store)
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .expect("the guest loads")
+}
+
+/// A script whose control flow depends on completion order, time and randomness.
+const BUSY_SCRIPT: &str = r#"
+import random, time
+t0 = time.time()
+picks = [random.randint(0, 100) for _ in range(3)]
+reviews = await parallel([lambda i=i: agent(f"review {i}") for i in range(12)])
+order = []
+async def step(prev, item):
+    order.append(item)
+    return await agent(f"step {item}: {prev[:20]}")
+steps = await pipeline(["a", "b", "c", "d"], lambda item: agent(f"draft {item}"), step)
+time.sleep(3)
+return {"picks": picks, "reviews": reviews, "steps": steps, "t0": t0,
+        "elapsed": round(time.time() - t0, 3)}
+"#;
+
+/// Copies a thread's header and journal, without its end, into a fresh store: the state a
+/// crash just before the script returned would have left.
+async fn interrupted_copy(from: &MemoryStore, thread_id: &str) -> Arc<MemoryStore> {
+    let run = from.load(thread_id).await.unwrap().unwrap();
+    let copy = Arc::new(MemoryStore::new());
+    copy.begin(&run.header).await.unwrap();
+    copy.append(thread_id, &run.entries).await.unwrap();
+    copy
+}
+
+#[tokio::test]
+async fn every_completion_is_journaled_and_the_end_recorded() {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(Arc::new(FakeBackend::new()), store.clone());
+    let outcome = rt
+        .run_request(RunRequest::new(BUSY_SCRIPT).thread_id("journal"))
+        .await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    let run = store.load("journal").await.unwrap().unwrap();
+    assert_eq!(run.entries.len() as u32, outcome.summary.agents_spawned);
+    assert_eq!(run.entries.len(), 12 + 8);
+    let seqs: Vec<u64> = run.entries.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (0..20).collect::<Vec<_>>());
+    assert!(run.entries.windows(2).all(|w| w[0].batch <= w[1].batch));
+    assert_eq!(run.status(), RunStatus::Succeeded);
+    let end = run.end.unwrap();
+    assert_eq!(end.outcome["result"], outcome.result.unwrap());
+}
+
+#[tokio::test]
+async fn replay_gives_the_same_result_and_fuel_without_calling_the_backend() {
+    let store = Arc::new(MemoryStore::new());
+    let live = runtime(Arc::new(FakeBackend::new()), store.clone());
+    let first = live
+        .run_request(RunRequest::new(BUSY_SCRIPT).thread_id("exact"))
+        .await;
+    let first_result = first.result.clone().unwrap();
+
+    let replay = runtime(
+        Arc::new(Unreachable),
+        interrupted_copy(&store, "exact").await,
+    );
+    let again = replay.resume("exact", None).await;
+    assert_eq!(again.result.unwrap(), first_result);
+    assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
+    assert_eq!(again.summary.tokens_spent, first.summary.tokens_spent);
+    assert_eq!(first_result["elapsed"], json!(3.0));
+}
+
+#[tokio::test]
+async fn a_finished_thread_returns_its_recorded_outcome() {
+    let store = Arc::new(MemoryStore::new());
+    let live = runtime(Arc::new(FakeBackend::new()), store.clone());
+    let first = live
+        .run_request(RunRequest::new("return await agent('once')").thread_id("done"))
+        .await;
+    let again = runtime(Arc::new(Unreachable), store.clone())
+        .resume("done", None)
+        .await;
+    assert_eq!(again.result.unwrap(), first.result.unwrap());
+    assert_eq!(again.summary.agents_spawned, 1);
+    // A failed thread replays its failure the same way.
+    live.run_request(RunRequest::new("raise ValueError('no')\nreturn 1").thread_id("failed"))
+        .await;
+    let again = live.resume("failed", None).await;
+    let error = again.result.unwrap_err();
+    assert_eq!(error.kind(), "uncaught");
+    assert_eq!(error.exit_code(), 1);
+    assert_eq!(error.line(), Some(1));
+}
+
+#[tokio::test]
+async fn an_edited_script_or_args_on_an_existing_thread_is_a_divergence() {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(Arc::new(FakeBackend::new()), store);
+    rt.run_request(RunRequest::new("return await agent('v1')").thread_id("edit"))
+        .await;
+    let edited = rt
+        .run_request(RunRequest::new("return await agent('v2')").thread_id("edit"))
+        .await;
+    let error = edited.result.unwrap_err();
+    assert!(
+        matches!(&error, RunError::Divergence(m) if m.contains("script")),
+        "{error}"
+    );
+    let other_args = rt
+        .run_request(
+            RunRequest::new("return await agent('v1')")
+                .thread_id("edit")
+                .args(json!({"x": 1})),
+        )
+        .await;
+    assert!(matches!(&other_args.result, Err(RunError::Divergence(m)) if m.contains("args")));
+}
+
+#[tokio::test]
+async fn a_journal_that_disagrees_with_the_script_stops_with_the_call_named() {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(Arc::new(FakeBackend::new()), store.clone());
+    let script = "a = await agent('first')\nb = await agent('second')\nreturn [a, b]";
+    rt.run_request(RunRequest::new(script).thread_id("tampered"))
+        .await;
+    // Rewrite the journal as if call 2 had been a different request.
+    let run = store.load("tampered").await.unwrap().unwrap();
+    let mut entries = run.entries.clone();
+    entries[1].fingerprint = "0".repeat(64);
+    let copy = Arc::new(MemoryStore::new());
+    copy.begin(&run.header).await.unwrap();
+    copy.append("tampered", &entries).await.unwrap();
+    let outcome = runtime(Arc::new(Unreachable), copy)
+        .resume("tampered", None)
+        .await;
+    let error = outcome.result.unwrap_err();
+    assert!(
+        matches!(&error, RunError::Divergence(m) if m.contains("call 2")),
+        "{error}"
+    );
+    assert_eq!(error.kind(), "divergence");
+}
+
+#[tokio::test]
+async fn an_interrupted_run_calls_only_the_leaves_it_had_not_finished() {
+    let store = Arc::new(MemoryStore::new());
+    let backend = Arc::new(CountingBackend::new(Duration::from_millis(150)));
+    let rt = runtime(backend.clone(), store.clone());
+    let script =
+        "out = []\nfor i in range(8):\n    out.append(await agent(f'step {i}'))\nreturn out";
+    // Drop the run midway, as a crash would.
+    let interrupted = tokio::time::timeout(
+        Duration::from_millis(700),
+        rt.run_request(RunRequest::new(script).thread_id("crash")),
+    )
+    .await;
+    assert!(interrupted.is_err(), "the run should still have been going");
+    let journaled = store.load("crash").await.unwrap().unwrap().entries.len();
+    assert!(
+        (2..8).contains(&journaled),
+        "{journaled} completions journaled"
+    );
+    let calls_before = backend.calls();
+
+    let outcome = rt.resume("crash", None).await;
+    let result = outcome.result.unwrap();
+    assert_eq!(result.as_array().unwrap().len(), 8);
+    assert_eq!(result[7], json!("[fake leaf] step 7"));
+    // Finished leaves are not paid for twice; the one in flight at the crash is called again.
+    assert_eq!(backend.calls() - calls_before, 8 - journaled);
+    assert_eq!(outcome.summary.agents_spawned, 8);
+}
+
+#[tokio::test]
+async fn reused_leaves_answer_identical_requests_of_an_edited_script() {
+    let store = Arc::new(MemoryStore::new());
+    let backend = Arc::new(CountingBackend::new(Duration::ZERO));
+    let rt = runtime(backend.clone(), store.clone());
+    let v1 = "return await parallel([lambda i=i: agent(f'item {i}') for i in range(5)])";
+    let first = rt.run_request(RunRequest::new(v1).thread_id("v1")).await;
+    assert_eq!(backend.calls(), 5);
+    let v2 = "r = await parallel([lambda i=i: agent(f'item {i}') for i in range(6)])\nreturn r + [await agent('new')]";
+    let second = rt
+        .run_request(RunRequest::new(v2).thread_id("v2").reuse_leaves_from("v1"))
+        .await;
+    let result = second.result.unwrap();
+    assert_eq!(
+        &result.as_array().unwrap()[..5],
+        first.result.unwrap().as_array().unwrap()
+    );
+    // Only `item 5` and `new` were new requests.
+    assert_eq!(backend.calls(), 7);
+    let missing = rt
+        .run_request(
+            RunRequest::new(v2)
+                .thread_id("v3")
+                .reuse_leaves_from("nope"),
+        )
+        .await;
+    assert!(matches!(missing.result, Err(RunError::UnknownThread(_))));
+}
+
+#[tokio::test]
+async fn resuming_needs_a_known_thread_and_a_journal() {
+    let rt = runtime(Arc::new(FakeBackend::new()), Arc::new(MemoryStore::new()));
+    let error = rt.resume("ghost", None).await.result.unwrap_err();
+    assert_eq!(error, RunError::UnknownThread("ghost".into()));
+    assert_eq!(error.exit_code(), 2);
+    let plain = flowbox_tests::runtime();
+    let error = plain.resume("ghost", None).await.result.unwrap_err();
+    assert!(matches!(error, RunError::Journal(_)), "{error}");
+}

@@ -1,0 +1,2 @@
+# expect: forbidden — an f-string is code too
+return f"{(1).__class__.__mro__}"

@@ -1,0 +1,6 @@
+# expect: forbidden — except* and exception groups
+try:
+    raise ValueError("x")
+except* ValueError as group:
+    pass
+return 1

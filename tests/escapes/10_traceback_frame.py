@@ -1,0 +1,5 @@
+# expect: forbidden — builtins recovered through a traceback's frame
+try:
+    1 / 0
+except ZeroDivisionError as error:
+    return str(error.__traceback__.tb_frame.f_builtins)

@@ -1,0 +1,2 @@
+# expect: forbidden — vars() of an SDK object
+return str(vars(budget))

@@ -1,0 +1,2 @@
+# expect: forbidden — the script's globals
+return list(globals())

@@ -1,0 +1,2 @@
+# expect: forbidden — locals()
+return list(locals())

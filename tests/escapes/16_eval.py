@@ -1,0 +1,2 @@
+# expect: forbidden — eval of a string
+return eval("__import__('os').environ")

@@ -1,0 +1,3 @@
+# expect: forbidden — exec of a string
+exec("import os")
+return 1

@@ -1,0 +1,2 @@
+# expect: forbidden — the builtins mapping
+return str(__builtins__["open"])

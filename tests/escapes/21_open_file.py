@@ -1,0 +1,2 @@
+# expect: forbidden — open() a host file
+return open("/etc/passwd").read()

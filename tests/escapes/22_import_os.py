@@ -1,0 +1,3 @@
+# expect: forbidden — import os
+import os
+return dict(os.environ)

@@ -1,0 +1,3 @@
+# expect: forbidden — sys.modules is a way to everything
+import sys
+return list(sys.modules)

@@ -1,0 +1,3 @@
+# expect: forbidden — importlib
+import importlib
+return str(importlib.import_module("os"))

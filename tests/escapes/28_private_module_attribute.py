@@ -1,0 +1,3 @@
+# expect: forbidden — random's private reference to os
+import random
+return str(random._os.environ)

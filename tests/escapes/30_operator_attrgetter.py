@@ -1,0 +1,6 @@
+# expect: harmless — operator.attrgetter is a getattr in disguise; the view leaves it out
+import operator
+try:
+    return str(operator.attrgetter("cr_frame.f_globals")(agent("x")))
+except AttributeError as error:
+    return "blocked: " + str(error)

@@ -1,0 +1,6 @@
+# expect: harmless — typing.get_type_hints evaluates strings; the view leaves it out
+import typing
+try:
+    return str(typing.get_type_hints(agent))
+except AttributeError as error:
+    return "blocked: " + str(error)

@@ -1,0 +1,2 @@
+# expect: forbidden — dir() of the primitives
+return dir(agent)

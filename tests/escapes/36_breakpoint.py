@@ -1,0 +1,3 @@
+# expect: forbidden — the debugger
+breakpoint()
+return 1

@@ -1,0 +1,5 @@
+# expect: harmless — AttributeError.obj hands back only what the script already had
+try:
+    agent.missing
+except AttributeError as error:
+    return str(type(error.obj))

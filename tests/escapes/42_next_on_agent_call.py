@@ -1,0 +1,7 @@
+# expect: harmless — stepping an agent call by hand is not a way around the scheduler
+call = agent("x")
+try:
+    next(call)
+    return "stepped"
+except TypeError as error:
+    return "refused: " + str(error)

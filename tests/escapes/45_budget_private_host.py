@@ -1,0 +1,2 @@
+# expect: forbidden — the budget object's host reference
+return str(budget._host)

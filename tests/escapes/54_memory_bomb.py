@@ -1,0 +1,5 @@
+# expect: harmless — a memory bomb ends in MemoryError, not a host crash
+blocks = []
+while True:
+    blocks.append("x" * 10_000_000)
+return 1

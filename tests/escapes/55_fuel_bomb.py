@@ -1,0 +1,4 @@
+# expect: harmless — a busy loop ends with the fuel limit
+while True:
+    pass
+return 1

@@ -1,0 +1,6 @@
+# expect: harmless — a metaclass gains nothing
+class Meta(type):
+    pass
+class Thing(metaclass=Meta):
+    pass
+return str(type(Thing))

@@ -1,0 +1,3 @@
+# expect: forbidden — rebinding SDK internals
+setattr(budget, "total", 10)
+return 1
