@@ -8,7 +8,10 @@
 
 #![warn(missing_docs)]
 
+mod chat;
 mod fake;
+#[cfg(feature = "http")]
+pub mod http;
 mod schema_value;
 mod scripted;
 
@@ -17,6 +20,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use chat::{
+    ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, ToolSpec,
+};
 pub use fake::FakeBackend;
 pub use scripted::{ScriptedBackend, ScriptedConfigError};
 

@@ -1,0 +1,39 @@
+//! The real chat providers, over HTTP: [`OpenAiChat`] (Chat Completions, which OpenAI, vLLM,
+//! llama.cpp's server, Ollama and LM Studio speak) and [`AnthropicChat`] (Messages).
+//!
+//! Each turns one [`ChatRequest`](crate::ChatRequest) into one POST and its reply into a
+//! [`ChatResponse`](crate::ChatResponse); the shared client underneath retries by a
+//! [`RetryPolicy`] and keeps API keys out of every error. The agent loop above them knows no
+//! provider. Built only with the crate's `http` feature.
+
+mod anthropic;
+mod client;
+mod openai;
+mod retry;
+
+use reqwest::header::{HeaderName, HeaderValue};
+
+pub use anthropic::AnthropicChat;
+pub use openai::OpenAiChat;
+pub use retry::RetryPolicy;
+
+use crate::BackendError;
+use client::HttpClient;
+
+/// The header a call's idempotency key travels in, so that a provider which de-duplicates
+/// requests recognises a retried or resumed call.
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+fn idempotency_header(http: &HttpClient, key: &str) -> Result<HeaderValue, BackendError> {
+    HeaderValue::from_str(key).map_err(|_| {
+        http.error(
+            format!("the idempotency key {key:?} is not a valid HTTP header value"),
+            false,
+        )
+    })
+}
+
+/// An environment variable that is set and not empty.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}

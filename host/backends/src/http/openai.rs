@@ -1,0 +1,264 @@
+//! OpenAI-compatible Chat Completions: OpenAI itself, and vLLM, llama.cpp's server, Ollama and
+//! LM Studio, which speak the same `POST {base}/chat/completions`.
+
+use std::fmt;
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::client::HttpClient;
+use super::{IDEMPOTENCY_KEY, RetryPolicy, env_var, idempotency_header};
+use crate::{
+    BackendError, ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolSpec, Usage,
+};
+
+/// A chat model behind an OpenAI-compatible Chat Completions endpoint.
+///
+/// Structured output is asked for with `response_format: json_schema` (`strict: false`, so
+/// any schema is accepted); the JSON comes back as [`ChatResponse::text`] and the caller
+/// parses it. Tools and a structured reply can be combined in one turn.
+pub struct OpenAiChat {
+    http: HttpClient,
+    url: String,
+    authorization: Option<HeaderValue>,
+}
+
+impl fmt::Debug for OpenAiChat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiChat")
+            .field("url", &self.url)
+            .field("http", &self.http)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiChat {
+    /// OpenAI's own endpoint, used when `OPENAI_BASE_URL` is not set.
+    pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+    /// A client for the API at `base_url` (e.g. `http://127.0.0.1:8000/v1` for a local vLLM),
+    /// sending `api_key` as a bearer token when there is one (local servers usually need none).
+    pub fn new(
+        base_url: impl Into<String>,
+        api_key: Option<String>,
+        retry: RetryPolicy,
+    ) -> Result<Self, BackendError> {
+        let base_url = base_url.into();
+        let base_url = base_url.trim_end_matches('/');
+        let http = HttpClient::new(
+            format!("OpenAI-compatible API at {base_url}"),
+            api_key.clone(),
+            retry,
+            error_message,
+        )?;
+        let authorization = api_key
+            .filter(|key| !key.is_empty())
+            .map(|key| http.secret_header(format!("Bearer {key}")))
+            .transpose()?;
+        Ok(Self {
+            url: format!("{base_url}/chat/completions"),
+            http,
+            authorization,
+        })
+    }
+
+    /// A client configured from the environment: `OPENAI_BASE_URL` (default
+    /// [`Self::DEFAULT_BASE_URL`]) and `OPENAI_API_KEY` (optional).
+    pub fn from_env(retry: RetryPolicy) -> Result<Self, BackendError> {
+        Self::new(
+            env_var("OPENAI_BASE_URL").unwrap_or_else(|| Self::DEFAULT_BASE_URL.to_owned()),
+            env_var("OPENAI_API_KEY"),
+            retry,
+        )
+    }
+
+    fn parse(&self, reply: CompletionReply) -> Result<ChatResponse, BackendError> {
+        let Some(choice) = reply.choices.into_iter().next() else {
+            return Err(self.http.error("the reply has no choices", false));
+        };
+        let tool_calls = choice
+            .message
+            .tool_calls
+            .into_iter()
+            .flatten()
+            .map(|call| {
+                let arguments = parse_arguments(call.function.arguments).map_err(|e| {
+                    // The model wrote broken JSON; sampling again may well produce valid JSON.
+                    self.http.error(
+                        format!(
+                            "the model's arguments for tool `{}` are not valid JSON: {e}",
+                            call.function.name
+                        ),
+                        true,
+                    )
+                })?;
+                Ok(ToolCall {
+                    id: call.id,
+                    name: call.function.name,
+                    arguments,
+                })
+            })
+            .collect::<Result<_, BackendError>>()?;
+        let usage = reply.usage.unwrap_or_default();
+        Ok(ChatResponse {
+            text: choice.message.content.unwrap_or_default(),
+            tool_calls,
+            structured: None,
+            usage: Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+            },
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for OpenAiChat {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
+        let mut headers = HeaderMap::new();
+        if let Some(authorization) = &self.authorization {
+            headers.insert(AUTHORIZATION, authorization.clone());
+        }
+        if let Some(key) = &request.idempotency_key {
+            headers.insert(IDEMPOTENCY_KEY, idempotency_header(&self.http, key)?);
+        }
+        let reply = self
+            .http
+            .post(&self.url, headers, &request_body(request))
+            .await?;
+        self.parse(reply)
+    }
+
+    fn combines_tools_and_structure(&self) -> bool {
+        true
+    }
+}
+
+/// The Chat Completions request for `request`.
+fn request_body(request: &ChatRequest) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    messages.extend(request.messages.iter().map(message));
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("max_tokens".into(), json!(request.max_tokens));
+    if !request.tools.is_empty() {
+        body.insert(
+            "tools".into(),
+            request.tools.iter().map(tool).collect::<Vec<_>>().into(),
+        );
+    }
+    if let Some(structured) = &request.structured {
+        body.insert(
+            "response_format".into(),
+            json!({
+                "type": "json_schema",
+                // Not strict: strict mode rejects common schemas (optional properties,
+                // open objects), and the agent loop validates and repairs the reply anyway.
+                "json_schema": {"name": structured.name, "schema": structured.schema, "strict": false},
+            }),
+        );
+    }
+    Value::Object(body)
+}
+
+fn message(message: &Message) -> Value {
+    match message {
+        Message::User { text } => json!({"role": "user", "content": text}),
+        Message::Assistant { text, tool_calls } if tool_calls.is_empty() => {
+            json!({"role": "assistant", "content": text})
+        }
+        Message::Assistant { text, tool_calls } => json!({
+            "role": "assistant",
+            // OpenAI wants null, not "", for a turn that only called tools.
+            "content": if text.is_empty() { Value::Null } else { json!(text) },
+            "tool_calls": tool_calls.iter().map(|call| json!({
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments.to_string()},
+            })).collect::<Vec<_>>(),
+        }),
+        Message::Tool {
+            call_id,
+            content,
+            is_error,
+        } => json!({
+            "role": "tool",
+            "tool_call_id": call_id,
+            // The protocol has no error flag, so the model learns of a failure from the text.
+            "content": if *is_error { format!("Error: {content}") } else { content.clone() },
+        }),
+    }
+}
+
+fn tool(tool: &ToolSpec) -> Value {
+    json!({
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    })
+}
+
+/// Tool arguments as the model wrote them: JSON text (empty for no arguments); a few
+/// compatible servers send the object itself, which is taken as is.
+fn parse_arguments(arguments: Value) -> Result<Value, serde_json::Error> {
+    match arguments {
+        Value::Null => Ok(json!({})),
+        Value::String(text) if text.trim().is_empty() => Ok(json!({})),
+        Value::String(text) => serde_json::from_str(&text),
+        other => Ok(other),
+    }
+}
+
+/// The provider's message in an error body: `{"error": {"message"}}` (OpenAI, llama.cpp),
+/// `{"error": "…"}` (Ollama) or `{"message": "…"}` (vLLM).
+fn error_message(body: &Value) -> Option<String> {
+    let error = body.get("error");
+    error
+        .and_then(|error| error.get("message"))
+        .or(error)
+        .or_else(|| body.get("message"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+#[derive(Deserialize)]
+struct CompletionReply {
+    choices: Vec<Choice>,
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ReplyMessage,
+}
+
+#[derive(Deserialize)]
+struct ReplyMessage {
+    content: Option<String>,
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    id: String,
+    function: WireFunction,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}

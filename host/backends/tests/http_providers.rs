@@ -1,0 +1,922 @@
+//! The HTTP chat providers against a loopback server that speaks each wire protocol as the
+//! providers document it: request shapes, reply parsing, usage, retries and every failure a
+//! provider or the network produces. Live tests against the real APIs run only when
+//! `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` are set.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use flowbox_backends::http::{AnthropicChat, OpenAiChat, RetryPolicy};
+use flowbox_backends::{
+    BackendError, ChatModel, ChatRequest, Message, StructuredOutput, ToolCall, ToolSpec, Usage,
+};
+use serde_json::{Value, json};
+use support::{Recorded, Reply, TestServer};
+use tokio::io::AsyncReadExt;
+
+/// An API key that a 401 body echoes back; it must never reach an error message.
+const KEY: &str = "sk-test-SECRET-7f3a9c2e";
+const IDEMPOTENCY_KEY: &str = "thread-7/call-3";
+
+/// Fast backoff so that a wait of a second can only come from `Retry-After`.
+fn policy() -> RetryPolicy {
+    RetryPolicy::default()
+        .with_initial_backoff(Duration::from_millis(10))
+        .with_max_backoff(Duration::from_secs(2))
+        .with_request_timeout(Duration::from_secs(5))
+}
+
+fn hello() -> ChatRequest {
+    ChatRequest {
+        model: "test-model".into(),
+        system: "Be brief.".into(),
+        messages: vec![Message::User {
+            text: "Say hi".into(),
+        }],
+        tools: vec![],
+        structured: None,
+        max_tokens: 256,
+        idempotency_key: Some(IDEMPOTENCY_KEY.into()),
+    }
+}
+
+fn weather_tools() -> Vec<ToolSpec> {
+    vec![
+        ToolSpec {
+            name: "get_weather".into(),
+            description: "Current weather in a city.".into(),
+            parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+        },
+        ToolSpec {
+            name: "get_time".into(),
+            description: "Local time in a city.".into(),
+            parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        },
+    ]
+}
+
+/// The conversation after the model asked for both tools and they answered (one failed).
+fn after_tools(calls: Vec<ToolCall>) -> ChatRequest {
+    let mut request = hello();
+    request.tools = weather_tools();
+    request.messages = vec![
+        Message::User {
+            text: "Weather and time in Paris?".into(),
+        },
+        Message::Assistant {
+            text: String::new(),
+            tool_calls: calls,
+        },
+        Message::Tool {
+            call_id: "call_1".into(),
+            content: r#"{"temp_c": 18}"#.into(),
+            is_error: false,
+        },
+        Message::Tool {
+            call_id: "call_2".into(),
+            content: "clock unavailable".into(),
+            is_error: true,
+        },
+    ];
+    request
+}
+
+fn two_calls() -> Vec<ToolCall> {
+    vec![
+        ToolCall {
+            id: "call_1".into(),
+            name: "get_weather".into(),
+            arguments: json!({"city": "Paris"}),
+        },
+        ToolCall {
+            id: "call_2".into(),
+            name: "get_time".into(),
+            arguments: json!({"city": "Paris"}),
+        },
+    ]
+}
+
+fn message_of(error: &BackendError) -> String {
+    match error {
+        BackendError::Failed { message, .. } => message.clone(),
+        other => panic!("unexpected error kind: {other:?}"),
+    }
+}
+
+/// The gap between two recorded requests.
+fn gap(requests: &[Recorded], first: usize) -> Duration {
+    requests[first + 1].at - requests[first].at
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenAI-compatible Chat Completions
+
+fn openai_text(text: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "test-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 21, "completion_tokens": 4, "total_tokens": 25},
+    })
+}
+
+fn openai(server: &TestServer, policy: RetryPolicy) -> OpenAiChat {
+    OpenAiChat::new(format!("{}/v1/", server.url()), Some(KEY.into()), policy).unwrap()
+}
+
+#[tokio::test]
+async fn openai_plain_text_reply_and_request_shape() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(200, openai_text("Hi!")));
+    let reply = openai(&server, policy()).complete(&hello()).await.unwrap();
+    assert_eq!(reply.text, "Hi!");
+    assert!(reply.tool_calls.is_empty());
+    assert_eq!(reply.structured, None);
+    assert_eq!(
+        reply.usage,
+        Usage {
+            input_tokens: 21,
+            output_tokens: 4
+        }
+    );
+
+    let [request] = server.requests().try_into().unwrap();
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(request.header("idempotency-key"), Some(IDEMPOTENCY_KEY));
+    assert_eq!(
+        request.json(),
+        json!({
+            "model": "test-model",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Say hi"},
+            ],
+            "max_tokens": 256,
+        })
+    );
+}
+
+/// What a benchmark against a local server does: plain HTTP, no key, no idempotency key.
+#[tokio::test]
+async fn openai_without_a_key_talks_plain_http_to_a_local_server() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(200, openai_text("local")));
+    let model = OpenAiChat::new(format!("{}/v1", server.url()), None, policy()).unwrap();
+    let mut request = hello();
+    request.idempotency_key = None;
+    request.system = String::new();
+    assert_eq!(model.complete(&request).await.unwrap().text, "local");
+    let [sent] = server.requests().try_into().unwrap();
+    assert_eq!(sent.header("authorization"), None);
+    assert_eq!(sent.header("idempotency-key"), None);
+    assert_eq!(
+        sent.json()["messages"],
+        json!([{"role": "user", "content": "Say hi"}])
+    );
+}
+
+#[tokio::test]
+async fn openai_two_tool_calls_then_both_results() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        200,
+        json!({
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": null,
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{\"city\":\"Paris\"}"}},
+                ],
+            }}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 30},
+        }),
+    ));
+    server.push(Reply::json(200, openai_text("18 °C; the time is unknown.")));
+    let model = openai(&server, policy());
+
+    let mut first = hello();
+    first.tools = weather_tools();
+    first.messages = vec![Message::User {
+        text: "Weather and time in Paris?".into(),
+    }];
+    let reply = model.complete(&first).await.unwrap();
+    assert_eq!(reply.text, "");
+    assert_eq!(reply.tool_calls, two_calls());
+    assert_eq!(reply.usage.total(), 80);
+
+    let reply = model
+        .complete(&after_tools(reply.tool_calls))
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "18 °C; the time is unknown.");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let tools = json!([
+        {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+        {"type": "function", "function": {"name": "get_time", "description": "Local time in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+    ]);
+    assert_eq!(requests[0].json()["tools"], tools);
+    let second = requests[1].json();
+    assert_eq!(second["tools"], tools);
+    assert_eq!(
+        second["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather and time in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{\"city\":\"Paris\"}"}},
+            ]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp_c\": 18}"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "Error: clock unavailable"},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn openai_structured_output_uses_response_format() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(200, openai_text(r#"{"verdict": "ok"}"#)));
+    let schema = json!({"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]});
+    let mut request = hello();
+    request.structured = Some(StructuredOutput {
+        name: "review".into(),
+        schema: schema.clone(),
+    });
+    let model = openai(&server, policy());
+    assert!(model.combines_tools_and_structure());
+    let reply = model.complete(&request).await.unwrap();
+    // The JSON comes back as text; the agent loop parses and validates it.
+    assert_eq!(reply.text, r#"{"verdict": "ok"}"#);
+    assert_eq!(reply.structured, None);
+    let [sent] = server.requests().try_into().unwrap();
+    assert_eq!(
+        sent.json()["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "review", "schema": schema, "strict": false}})
+    );
+}
+
+#[tokio::test]
+async fn openai_tool_arguments_that_are_not_json_fail_clearly() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        200,
+        json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": Paris"}},
+        ]}}]}),
+    ));
+    let error = openai(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap_err();
+    let message = message_of(&error);
+    assert!(
+        message.contains("arguments for tool `get_weather` are not valid JSON"),
+        "{message}"
+    );
+    // A new sample may be valid JSON, so the caller may try again; the client itself did not.
+    assert!(error.is_retryable());
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// rustls with the ring provider is wired in (no process-wide provider needed): an https URL
+/// makes the client send a TLS ClientHello.
+#[tokio::test]
+async fn openai_https_goes_through_rustls() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}/v1", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut hello = [0u8; 5];
+        stream.read_exact(&mut hello).await.unwrap();
+        hello
+    });
+    let model = OpenAiChat::new(url, Some(KEY.into()), policy().with_max_retries(0)).unwrap();
+    let error = model.complete(&hello()).await.unwrap_err();
+    // A TLS record header: handshake (22), version 3.x.
+    let record = server.await.unwrap();
+    assert_eq!(&record[..2], &[22, 3], "{record:?}");
+    assert!(error.is_retryable(), "{error}");
+    assert!(!message_of(&error).contains(KEY));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Anthropic Messages
+
+fn anthropic_reply(content: Value, stop_reason: &str) -> Value {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
+        "content": content, "stop_reason": stop_reason, "stop_sequence": null,
+        "usage": {"input_tokens": 30, "output_tokens": 7},
+    })
+}
+
+fn anthropic_text(text: &str) -> Value {
+    anthropic_reply(json!([{"type": "text", "text": text}]), "end_turn")
+}
+
+fn anthropic(server: &TestServer, policy: RetryPolicy) -> AnthropicChat {
+    AnthropicChat::new(server.url(), KEY.into(), policy).unwrap()
+}
+
+#[tokio::test]
+async fn anthropic_plain_text_reply_and_request_shape() {
+    let server = TestServer::start().await;
+    let mut reply = anthropic_text("Hi!");
+    reply["usage"]["cache_read_input_tokens"] = json!(100);
+    server.push(Reply::json(200, reply));
+    let reply = anthropic(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "Hi!");
+    assert!(reply.tool_calls.is_empty());
+    assert_eq!(
+        reply.usage,
+        Usage {
+            input_tokens: 130,
+            output_tokens: 7
+        }
+    );
+
+    let [request] = server.requests().try_into().unwrap();
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, "/v1/messages");
+    assert_eq!(request.header("x-api-key"), Some(KEY));
+    assert_eq!(request.header("authorization"), None);
+    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(request.header("idempotency-key"), Some(IDEMPOTENCY_KEY));
+    assert_eq!(
+        request.json(),
+        json!({
+            "model": "test-model",
+            "max_tokens": 256,
+            "system": "Be brief.",
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hi"}]}],
+        })
+    );
+}
+
+#[tokio::test]
+async fn anthropic_version_header_can_be_changed() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(200, anthropic_text("ok")));
+    let model = anthropic(&server, policy())
+        .with_version("2099-01-01")
+        .unwrap();
+    model.complete(&hello()).await.unwrap();
+    assert_eq!(
+        server.requests()[0].header("anthropic-version"),
+        Some("2099-01-01")
+    );
+    let error = anthropic(&server, policy())
+        .with_version("bad\nversion")
+        .unwrap_err();
+    assert!(!error.is_retryable());
+    let error = AnthropicChat::new(server.url(), String::new(), policy()).unwrap_err();
+    assert!(message_of(&error).contains("API key is empty"), "{error}");
+}
+
+#[tokio::test]
+async fn anthropic_two_tool_calls_then_both_results_in_one_user_turn() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        200,
+        anthropic_reply(
+            json!([
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "call_2", "name": "get_time", "input": {"city": "Paris"}},
+            ]),
+            "tool_use",
+        ),
+    ));
+    server.push(Reply::json(200, anthropic_text("18 °C; time unknown.")));
+    let model = anthropic(&server, policy());
+
+    let mut first = hello();
+    first.tools = weather_tools();
+    first.messages = vec![Message::User {
+        text: "Weather and time in Paris?".into(),
+    }];
+    let reply = model.complete(&first).await.unwrap();
+    assert_eq!(reply.text, "Let me look.");
+    assert_eq!(reply.tool_calls, two_calls());
+
+    let mut second = after_tools(reply.tool_calls);
+    second.messages[1] = Message::Assistant {
+        text: "Let me look.".into(),
+        tool_calls: two_calls(),
+    };
+    let reply = model.complete(&second).await.unwrap();
+    assert_eq!(reply.text, "18 °C; time unknown.");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let tools = json!([
+        {"name": "get_weather", "description": "Current weather in a city.",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+        {"name": "get_time", "description": "Local time in a city.",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+    ]);
+    assert_eq!(requests[0].json()["tools"], tools);
+    assert_eq!(requests[0].json().get("tool_choice"), None);
+    let sent = requests[1].json();
+    assert_eq!(sent["tools"], tools);
+    assert_eq!(
+        sent["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "Weather and time in Paris?"}]},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "call_2", "name": "get_time", "input": {"city": "Paris"}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "call_1", "content": "{\"temp_c\": 18}", "is_error": false},
+                {"type": "tool_result", "tool_use_id": "call_2", "content": "clock unavailable", "is_error": true},
+            ]},
+        ])
+    );
+
+    // A turn that only called tools sends no empty text block (the API rejects those).
+    server.push(Reply::json(200, anthropic_text("ok")));
+    model.complete(&after_tools(two_calls())).await.unwrap();
+    assert_eq!(
+        server.requests()[2].json()["messages"][1]["content"][0]["type"],
+        "tool_use"
+    );
+}
+
+#[tokio::test]
+async fn anthropic_structured_output_is_a_forced_tool() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        200,
+        anthropic_reply(
+            json!([{"type": "tool_use", "id": "toolu_1", "name": "review", "input": {"verdict": "ok"}}]),
+            "tool_use",
+        ),
+    ));
+    let schema = json!({"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]});
+    let mut request = hello();
+    request.structured = Some(StructuredOutput {
+        name: "review".into(),
+        schema: schema.clone(),
+    });
+    let model = anthropic(&server, policy());
+    assert!(!model.combines_tools_and_structure());
+    let reply = model.complete(&request).await.unwrap();
+    assert_eq!(reply.structured, Some(json!({"verdict": "ok"})));
+    assert!(reply.tool_calls.is_empty(), "{:?}", reply.tool_calls);
+
+    let sent = server.requests()[0].json();
+    assert_eq!(
+        sent["tool_choice"],
+        json!({"type": "tool", "name": "review"})
+    );
+    let [tool] = sent["tools"]
+        .as_array()
+        .unwrap()
+        .clone()
+        .try_into()
+        .unwrap();
+    assert_eq!(tool["name"], "review");
+    assert_eq!(tool["input_schema"], schema);
+
+    // A reply without the forced tool (cut off by max_tokens) is an error, not an empty value.
+    server.push(Reply::json(
+        200,
+        anthropic_reply(json!([{"type": "text", "text": "Well"}]), "max_tokens"),
+    ));
+    let error = model.complete(&request).await.unwrap_err();
+    let message = message_of(&error);
+    assert!(
+        message.contains("no `review` tool call") && message.contains("max_tokens"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn anthropic_structured_output_for_a_non_object_schema_is_wrapped() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        200,
+        anthropic_reply(
+            json!([{"type": "tool_use", "id": "toolu_1", "name": "items", "input": {"value": ["a", "b"]}}]),
+            "tool_use",
+        ),
+    ));
+    let schema = json!({"type": "array", "items": {"type": "string"}});
+    let mut request = hello();
+    request.structured = Some(StructuredOutput {
+        name: "items".into(),
+        schema: schema.clone(),
+    });
+    let reply = anthropic(&server, policy())
+        .complete(&request)
+        .await
+        .unwrap();
+    assert_eq!(reply.structured, Some(json!(["a", "b"])));
+    assert_eq!(
+        server.requests()[0].json()["tools"][0]["input_schema"],
+        json!({"type": "object", "properties": {"value": schema}, "required": ["value"]})
+    );
+}
+
+#[tokio::test]
+async fn anthropic_overloaded_529_is_retried() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        529,
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    ));
+    server.push(Reply::json(200, anthropic_text("back")));
+    let reply = anthropic(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "back");
+    assert_eq!(server.requests().len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transport and errors, for both providers
+
+#[derive(Debug, Clone, Copy)]
+enum Provider {
+    OpenAi,
+    Anthropic,
+}
+
+impl Provider {
+    fn model(self, server: &TestServer, policy: RetryPolicy) -> Box<dyn ChatModel> {
+        match self {
+            Self::OpenAi => Box::new(openai(server, policy)),
+            Self::Anthropic => Box::new(anthropic(server, policy)),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::OpenAi => "OpenAI-compatible API at http://127.0.0.1:",
+            Self::Anthropic => "Anthropic API at http://127.0.0.1:",
+        }
+    }
+
+    fn text(self, text: &str) -> Value {
+        match self {
+            Self::OpenAi => openai_text(text),
+            Self::Anthropic => anthropic_text(text),
+        }
+    }
+
+    /// An error body in the provider's documented shape.
+    fn error(self, kind: &str, message: &str) -> Value {
+        match self {
+            Self::OpenAi => {
+                json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
+            }
+            Self::Anthropic => {
+                json!({"type": "error", "error": {"type": kind, "message": message}})
+            }
+        }
+    }
+}
+
+/// Runs each listed check once per provider, as `openai::NAME` and `anthropic::NAME`.
+macro_rules! for_both_providers {
+    ($($check:ident),* $(,)?) => {
+        mod openai {
+            $(#[tokio::test]
+            async fn $check() {
+                super::$check(super::Provider::OpenAi).await;
+            })*
+        }
+        mod anthropic {
+            $(#[tokio::test]
+            async fn $check() {
+                super::$check(super::Provider::Anthropic).await;
+            })*
+        }
+    };
+}
+
+for_both_providers!(
+    rate_limit_waits_for_retry_after,
+    retry_after_beyond_max_backoff_gives_up_at_once,
+    server_error_then_success_keeps_the_idempotency_key,
+    retries_exhausted_is_retryable_and_names_the_status,
+    malformed_json_fails_without_retry,
+    truncated_body_is_retried,
+    unanswered_request_times_out,
+    bad_request_fails_at_once_with_the_provider_message,
+    unauthorized_fails_fast_and_never_shows_the_key,
+    refused_connection_is_retryable,
+);
+
+async fn rate_limit_waits_for_retry_after(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(
+        Reply::json(
+            429,
+            provider.error("rate_limit_error", "Rate limit reached"),
+        )
+        .header("Retry-After", "1"),
+    );
+    server.push(Reply::json(200, provider.text("after the wait")));
+    let reply = provider
+        .model(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "after the wait");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    // The policy's own backoff is 5–10 ms, so a second's gap is the header's doing.
+    let waited = gap(&requests, 0);
+    assert!(
+        waited >= Duration::from_secs(1) && waited < Duration::from_millis(1800),
+        "{waited:?}"
+    );
+}
+
+async fn retry_after_beyond_max_backoff_gives_up_at_once(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(
+        Reply::json(429, provider.error("rate_limit_error", "Daily quota spent"))
+            .header("Retry-After", "3600"),
+    );
+    let error = provider
+        .model(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap_err();
+    let message = message_of(&error);
+    assert!(error.is_retryable(), "{message}");
+    assert!(
+        message.contains("429") && message.contains("Daily quota spent"),
+        "{message}"
+    );
+    assert!(message.contains("asked to wait 3600 s"), "{message}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+async fn server_error_then_success_keeps_the_idempotency_key(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        500,
+        provider.error("api_error", "Internal error"),
+    ));
+    server.push(Reply::json(200, provider.text("recovered")));
+    let reply = provider
+        .model(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "recovered");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(gap(&requests, 0) < Duration::from_millis(500));
+    for request in &requests {
+        assert_eq!(request.header("idempotency-key"), Some(IDEMPOTENCY_KEY));
+    }
+    assert_eq!(requests[0].body, requests[1].body);
+}
+
+async fn retries_exhausted_is_retryable_and_names_the_status(provider: Provider) {
+    let server = TestServer::start().await;
+    for _ in 0..4 {
+        server.push(Reply::json(
+            503,
+            provider.error("overloaded_error", "Try later"),
+        ));
+    }
+    let error = provider
+        .model(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap_err();
+    let message = message_of(&error);
+    assert!(error.is_retryable(), "{message}");
+    assert!(message.starts_with(provider.label()), "{message}");
+    assert!(
+        message.contains("HTTP 503 Service Unavailable") && message.contains("Try later"),
+        "{message}"
+    );
+    assert!(message.contains("gave up after 4 attempts"), "{message}");
+    assert_eq!(server.requests().len(), 4);
+}
+
+async fn malformed_json_fails_without_retry(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::raw(200, r#"{"choices": [ oops"#));
+    let error = provider
+        .model(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap_err();
+    let message = message_of(&error);
+    assert!(!error.is_retryable(), "{message}");
+    assert!(
+        message.contains("HTTP 200 OK, but the body is not the expected JSON")
+            && message.contains("oops"),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+async fn truncated_body_is_retried(provider: Provider) {
+    let server = TestServer::start().await;
+    let whole = provider.text("whole").to_string();
+    server.push(Reply::Truncated {
+        status: 200,
+        body: whole[..whole.len() / 2].to_owned(),
+    });
+    server.push(Reply::json(200, provider.text("whole")));
+    let model = provider.model(&server, policy());
+    assert_eq!(model.complete(&hello()).await.unwrap().text, "whole");
+    assert_eq!(server.requests().len(), 2);
+
+    server.push(Reply::Truncated {
+        status: 200,
+        body: whole[..10].to_owned(),
+    });
+    let once = provider.model(&server, policy().with_max_retries(0));
+    let error = once.complete(&hello()).await.unwrap_err();
+    let message = message_of(&error);
+    assert!(error.is_retryable(), "{message}");
+    assert!(message.contains("body was cut short"), "{message}");
+}
+
+async fn unanswered_request_times_out(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::Hang);
+    server.push(Reply::Hang);
+    let policy = policy()
+        .with_request_timeout(Duration::from_millis(300))
+        .with_max_retries(1);
+    let started = Instant::now();
+    let error = provider
+        .model(&server, policy)
+        .complete(&hello())
+        .await
+        .unwrap_err();
+    let message = message_of(&error);
+    assert!(error.is_retryable(), "{message}");
+    assert!(
+        message.contains("timed out") && message.contains("0.3 s"),
+        "{message}"
+    );
+    assert!(message.contains("gave up after 2 attempts"), "{message}");
+    assert_eq!(server.requests().len(), 2);
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+async fn bad_request_fails_at_once_with_the_provider_message(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        400,
+        provider.error(
+            "invalid_request_error",
+            "max_tokens: 999999 > 8192, the maximum for this model",
+        ),
+    ));
+    let error = provider
+        .model(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap_err();
+    let message = message_of(&error);
+    assert!(!error.is_retryable(), "{message}");
+    assert!(message.starts_with(provider.label()), "{message}");
+    assert!(
+        message.contains("HTTP 400 Bad Request")
+            && message.contains("max_tokens: 999999 > 8192, the maximum for this model"),
+        "{message}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+async fn unauthorized_fails_fast_and_never_shows_the_key(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        401,
+        provider.error(
+            "authentication_error",
+            &format!("Incorrect API key provided: {KEY}."),
+        ),
+    ));
+    let model = provider.model(&server, policy());
+    let error = model.complete(&hello()).await.unwrap_err();
+    let message = message_of(&error);
+    assert!(!error.is_retryable(), "{message}");
+    assert!(
+        message.contains("HTTP 401 Unauthorized")
+            && message.contains("Incorrect API key provided: [redacted]."),
+        "{message}"
+    );
+    for shown in [message, format!("{error:?}"), format!("{model:?}")] {
+        assert!(!shown.contains(KEY), "{shown}");
+    }
+    assert_eq!(server.requests().len(), 1);
+}
+
+async fn refused_connection_is_retryable(provider: Provider) {
+    // A port that was free a moment ago: nothing listens there now.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let model: Box<dyn ChatModel> = match provider {
+        Provider::OpenAi => Box::new(
+            OpenAiChat::new(format!("http://{closed}/v1"), Some(KEY.into()), policy()).unwrap(),
+        ),
+        Provider::Anthropic => {
+            Box::new(AnthropicChat::new(format!("http://{closed}"), KEY.into(), policy()).unwrap())
+        }
+    };
+    let error = model.complete(&hello()).await.unwrap_err();
+    let message = message_of(&error);
+    assert!(error.is_retryable(), "{message}");
+    assert!(
+        message.contains("cannot connect") && message.contains("gave up after 4 attempts"),
+        "{message}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live providers, only with a key in the environment
+
+fn live_request() -> ChatRequest {
+    let mut request = hello();
+    request.messages = vec![Message::User {
+        text: "Reply with the single word: pong".into(),
+    }];
+    request.max_tokens = 64;
+    request.idempotency_key = None;
+    request
+}
+
+fn live_structured() -> ChatRequest {
+    let mut request = live_request();
+    request.messages = vec![Message::User {
+        text: "Give the capital of France.".into(),
+    }];
+    request.structured = Some(StructuredOutput {
+        name: "capital".into(),
+        schema: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+    });
+    request
+}
+
+#[tokio::test]
+async fn live_openai() {
+    if std::env::var_os("OPENAI_API_KEY").is_none() {
+        eprintln!("skipped: OPENAI_API_KEY is not set");
+        return;
+    }
+    let model = OpenAiChat::from_env(RetryPolicy::default()).unwrap();
+    let mut request = live_request();
+    request.model = std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
+    let reply = model.complete(&request).await.unwrap();
+    assert!(reply.text.to_lowercase().contains("pong"), "{reply:?}");
+    assert!(reply.usage.input_tokens > 0 && reply.usage.output_tokens > 0);
+
+    let mut request = live_structured();
+    request.model = std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
+    let reply = model.complete(&request).await.unwrap();
+    let value: Value = serde_json::from_str(&reply.text).unwrap();
+    assert!(value["city"].as_str().unwrap().contains("Paris"), "{value}");
+}
+
+#[tokio::test]
+async fn live_anthropic() {
+    if std::env::var_os("ANTHROPIC_API_KEY").is_none() {
+        eprintln!("skipped: ANTHROPIC_API_KEY is not set");
+        return;
+    }
+    let model = AnthropicChat::from_env(RetryPolicy::default()).unwrap();
+    let model_id = std::env::var("ANTHROPIC_MODEL").unwrap_or_else(|_| "claude-haiku-4-5".into());
+    let mut request = live_request();
+    request.model = model_id.clone();
+    let reply = model.complete(&request).await.unwrap();
+    assert!(reply.text.to_lowercase().contains("pong"), "{reply:?}");
+    assert!(reply.usage.input_tokens > 0 && reply.usage.output_tokens > 0);
+
+    let mut request = live_structured();
+    request.model = model_id;
+    let reply = model.complete(&request).await.unwrap();
+    let city = reply.structured.unwrap()["city"].clone();
+    assert!(city.as_str().unwrap().contains("Paris"), "{city}");
+}
