@@ -6,3 +6,4 @@ mod durable;
 mod events;
 mod limits;
 mod primitives;
+mod tools;

@@ -8,27 +8,37 @@
 
 #![warn(missing_docs)]
 
+mod agent;
 mod chat;
 mod fake;
+mod fs_tools;
 #[cfg(feature = "http")]
 pub mod http;
 mod schema_value;
 mod scripted;
+mod tool;
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use agent::{
+    AgentBackend, AgentConfig, AgentTemplate, DEFAULT_BASE_PROMPT, LEAF_ADDENDUM, render_prompt,
+};
 pub use chat::{
     ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, ToolSpec,
 };
 pub use fake::FakeBackend;
+pub use fs_tools::{DEFAULT_MAX_FILE_BYTES, MAX_DIR_ENTRIES, ReadRoots};
 pub use scripted::{ScriptedBackend, ScriptedConfigError};
+pub use tool::{Tool, ToolError, ToolSet};
 
 /// One leaf agent call, as the runtime hands it to a backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeafRequest {
+    /// The run's thread id.
+    pub thread_id: String,
     /// The call's number within its run (the guest's handle).
     pub call_id: u64,
     /// A key that is the same every time this call is made again (on resume, say): backends
@@ -56,6 +66,7 @@ impl LeafRequest {
     /// A request for `prompt` with every option unset.
     pub fn new(call_id: u64, prompt: Value) -> Self {
         Self {
+            thread_id: String::new(),
             call_id,
             idempotency_key: format!("call-{call_id}"),
             prompt,
@@ -151,6 +162,24 @@ impl BackendError {
 pub trait LeafBackend: Send + Sync + fmt::Debug {
     /// Answers one leaf call.
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError>;
+
+    /// Refuses a request before the leaf starts (an unknown model profile, tool or agent
+    /// type); the script sees the message as a `ValueError`. Accepts everything by default.
+    fn check(&self, request: &LeafRequest) -> Result<(), String> {
+        let _ = request;
+        Ok(())
+    }
+
+    /// Tells the backend that a resumed run received `reply` for `request` from its journal,
+    /// without a call (so a backend keeping conversations can rebuild them).
+    fn replayed(&self, request: &LeafRequest, reply: &LeafReply) {
+        let _ = (request, reply);
+    }
+
+    /// Tells the backend that the run `thread_id` ended, so it can drop what it kept for it.
+    fn run_finished(&self, thread_id: &str) {
+        let _ = thread_id;
+    }
 }
 
 /// A rough token count for offline backends: about four bytes of text per token.

@@ -1,4 +1,4 @@
-//! Flags shared by the subcommands that run scripts: the backend and the limits.
+//! Flags shared by the subcommands that run scripts: the backend, its tools, and the limits.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use flowbox::{FakeBackend, LeafBackend, Limits, ScriptedBackend, SqliteStore};
+use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
+use flowbox::{
+    AgentBackend, AgentConfig, ChatModel, FakeBackend, LeafBackend, Limits, ReadRoots,
+    ScriptedBackend, SqliteStore, ToolSet,
+};
 
 /// Which backend answers leaf calls.
 #[derive(Debug, Clone)]
@@ -16,6 +20,10 @@ pub(crate) enum BackendChoice {
     Fake,
     /// Replies from a scripted-backend JSON file.
     Scripted(PathBuf),
+    /// An OpenAI-compatible Chat Completions server.
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
 }
 
 impl FromStr for BackendChoice {
@@ -24,22 +32,73 @@ impl FromStr for BackendChoice {
     fn from_str(value: &str) -> Result<Self, String> {
         match value {
             "fake" => Ok(Self::Fake),
+            "openai" => Ok(Self::OpenAi),
+            "anthropic" => Ok(Self::Anthropic),
             _ => match value.strip_prefix("scripted:") {
                 Some(path) if !path.is_empty() => Ok(Self::Scripted(PathBuf::from(path))),
                 _ => Err(format!(
-                    "unknown backend {value:?}; use `fake` or `scripted:FILE`"
+                    "unknown backend {value:?}; use `fake`, `scripted:FILE`, `openai` or `anthropic`"
                 )),
             },
         }
     }
 }
 
+/// A `--profile NAME=MODEL` flag.
+#[derive(Debug, Clone)]
+pub(crate) struct Profile {
+    name: String,
+    model: String,
+}
+
+impl FromStr for Profile {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value.split_once('=') {
+            Some((name, model)) if !name.is_empty() && !model.is_empty() => Ok(Self {
+                name: name.to_owned(),
+                model: model.to_owned(),
+            }),
+            _ => Err(format!(
+                "expected NAME=MODEL, such as fast=gpt-4o-mini, not {value:?}"
+            )),
+        }
+    }
+}
+
+/// What the backend flags build: the leaf backend and the tools scripts may call.
+pub(crate) struct Backends {
+    /// Answers `agent(...)`.
+    pub leaf: Arc<dyn LeafBackend>,
+    /// What `call_tool(...)` may call.
+    pub code_tools: ToolSet,
+}
+
 /// Backend and limit flags.
 #[derive(Debug, Args)]
 pub(crate) struct RunOptions {
-    /// The leaf backend: `fake` (offline, deterministic) or `scripted:FILE`.
+    /// The leaf backend: `fake` (offline, deterministic), `scripted:FILE`, `openai`
+    /// (OPENAI_BASE_URL, OPENAI_API_KEY) or `anthropic` (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY).
     #[arg(long, default_value = "fake", value_name = "BACKEND")]
     pub backend: BackendChoice,
+    /// The provider model leaves use by default (openai and anthropic backends).
+    #[arg(long, value_name = "MODEL", env = "FLOWBOX_MODEL")]
+    pub model: Option<String>,
+    /// A model profile scripts may name with `model=NAME` (repeatable). Scripts can only name
+    /// profiles, never provider models directly.
+    #[arg(long = "profile", value_name = "NAME=MODEL")]
+    pub profiles: Vec<Profile>,
+    /// Grant read access to a directory (repeatable): `read_file` and `list_dir` then work for
+    /// leaves and for scripts' `call_tool`, confined to it.
+    #[arg(long = "allow-read", value_name = "DIR")]
+    pub allow_read: Vec<PathBuf>,
+    /// Attempts after the first for a failed provider request (429, 5xx, timeouts) [default: 3].
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+    /// Deadline of one provider request, in seconds [default: 120].
+    #[arg(long, value_name = "SECS")]
+    pub request_timeout: Option<f64>,
     /// Load limits from a JSON file (any subset of the fields; flags below override it).
     #[arg(long, value_name = "FILE")]
     pub limits: Option<PathBuf>,
@@ -152,12 +211,58 @@ impl RunOptions {
         Ok(limits)
     }
 
-    /// The backend the flags name.
-    pub(crate) fn backend(&self) -> anyhow::Result<Arc<dyn LeafBackend>> {
-        Ok(match &self.backend {
+    /// The backend and tools the flags name.
+    pub(crate) fn backends(&self) -> anyhow::Result<Backends> {
+        let tools = ReadRoots::open(&self.allow_read)
+            .map_err(anyhow::Error::msg)?
+            .tools();
+        let leaf: Arc<dyn LeafBackend> = match &self.backend {
             BackendChoice::Fake => Arc::new(FakeBackend::new()),
             BackendChoice::Scripted(path) => Arc::new(ScriptedBackend::from_file(path)?),
+            BackendChoice::OpenAi | BackendChoice::Anthropic => Arc::new(AgentBackend::new(
+                self.chat_model()?,
+                self.agent_config()?,
+                tools.clone(),
+            )),
+        };
+        Ok(Backends {
+            leaf,
+            code_tools: tools,
         })
+    }
+
+    /// The provider's chat model, from the environment.
+    fn chat_model(&self) -> anyhow::Result<Arc<dyn ChatModel>> {
+        let mut retry = RetryPolicy::default();
+        if let Some(retries) = self.retries {
+            retry = retry.with_max_retries(retries);
+        }
+        if let Some(secs) = self.request_timeout {
+            let timeout = Duration::try_from_secs_f64(secs)
+                .map_err(|e| anyhow::anyhow!("invalid --request-timeout {secs}: {e}"))?;
+            retry = retry.with_request_timeout(timeout);
+        }
+        Ok(match self.backend {
+            BackendChoice::Anthropic => Arc::new(AnthropicChat::from_env(retry)?),
+            _ => Arc::new(OpenAiChat::from_env(retry)?),
+        })
+    }
+
+    /// The leaf agents' model and profiles.
+    fn agent_config(&self) -> anyhow::Result<AgentConfig> {
+        let model = self.model.clone().ok_or_else(|| {
+            anyhow::anyhow!("the openai and anthropic backends need --model (or FLOWBOX_MODEL)")
+        })?;
+        let mut config = AgentConfig {
+            model,
+            ..AgentConfig::default()
+        };
+        for profile in &self.profiles {
+            config
+                .profiles
+                .insert(profile.name.clone(), profile.model.clone());
+        }
+        Ok(config)
     }
 }
 

@@ -70,8 +70,11 @@ pub(crate) fn build_runtime(
     journal: Option<&JournalOptions>,
 ) -> Result<Runtime, Failure> {
     let limits = options.limits().map_err(Failure::input)?;
-    let backend = options.backend().map_err(Failure::input)?;
-    let mut builder = Runtime::builder().shared_backend(backend).limits(limits);
+    let backends = options.backends().map_err(Failure::input)?;
+    let mut builder = Runtime::builder()
+        .shared_backend(backends.leaf)
+        .code_tools(backends.code_tools)
+        .limits(limits);
     if let Some(journal) = journal {
         builder = builder.store(journal.open().map_err(Failure::input)?);
     }

@@ -13,7 +13,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowbox_backends::{BackendError, LeafBackend, LeafReply, LeafRequest, Usage};
+use flowbox_backends::{BackendError, LeafBackend, LeafReply, LeafRequest, ToolSet, Usage};
 use flowbox_store::{CallKind, Entry, EntryOutcome};
 use futures_util::FutureExt;
 use serde_json::{Value, json};
@@ -37,7 +37,8 @@ pub(crate) struct Completion {
     pub outcome: Result<String, CallFailure>,
 }
 
-/// What a call task reports when its backend returns.
+/// What a call task reports when its backend or tool returns. A tool's output travels as a
+/// reply without tokens.
 #[derive(Debug)]
 struct Finished {
     handle: u64,
@@ -48,10 +49,14 @@ struct Finished {
 /// A call the guest started and has not received yet.
 #[derive(Debug)]
 struct InFlight {
+    kind: CallKind,
     /// Its journal identity, when the run keeps a journal, replays one, or reuses leaves.
     record: Option<CallRecord>,
-    /// Whether the journal will deliver it (a resumed run) rather than a backend.
-    replayed: bool,
+    /// For a leaf the journal will deliver (a resumed run) rather than the backend: its
+    /// request, so the backend can learn of the reply.
+    replayed: Option<Box<LeafRequest>>,
+    /// Whether the journal will deliver it.
+    from_journal: bool,
 }
 
 /// Where a run's completions come from and go to, besides the backend.
@@ -69,6 +74,8 @@ pub(crate) struct Durability {
 #[derive(Debug)]
 pub(crate) struct Calls {
     backend: Arc<dyn LeafBackend>,
+    /// Host tools scripts may call with `call_tool`.
+    tools: ToolSet,
     events: Arc<RunEvents>,
     slots: Arc<Semaphore>,
     sender: mpsc::UnboundedSender<Finished>,
@@ -80,6 +87,7 @@ pub(crate) struct Calls {
     next_handle: u64,
     in_flight: HashMap<u64, InFlight>,
     agents_started: u32,
+    tools_called: u32,
     max_agents: u32,
     max_reply_bytes: usize,
     budget: Option<u64>,
@@ -103,6 +111,7 @@ pub(crate) struct CallSettings {
 impl Calls {
     pub(crate) fn new(
         backend: Arc<dyn LeafBackend>,
+        tools: ToolSet,
         events: Arc<RunEvents>,
         settings: CallSettings,
         durability: Durability,
@@ -110,6 +119,7 @@ impl Calls {
         let (sender, receiver) = mpsc::unbounded_channel();
         Self {
             backend,
+            tools,
             events,
             slots: Arc::new(Semaphore::new(settings.max_concurrency.max(1))),
             sender,
@@ -119,6 +129,7 @@ impl Calls {
             next_handle: 1,
             in_flight: HashMap::new(),
             agents_started: 0,
+            tools_called: 0,
             max_agents: settings.max_agents,
             max_reply_bytes: settings.max_reply_bytes,
             budget: settings.budget,
@@ -132,6 +143,11 @@ impl Calls {
     /// Leaves started so far.
     pub(crate) fn agents_started(&self) -> u32 {
         self.agents_started
+    }
+
+    /// Tool calls started so far.
+    pub(crate) fn tools_called(&self) -> u32 {
+        self.tools_called
     }
 
     /// Tokens of the completions the guest received.
@@ -182,8 +198,12 @@ impl Calls {
         }
         let handle = self.next_handle;
         let DecodedAgent { mut leaf, path } = request;
+        leaf.thread_id.clone_from(&self.thread_id);
         leaf.call_id = handle;
         leaf.idempotency_key = format!("{}/{handle}", self.thread_id);
+        if let Err(message) = self.backend.check(&leaf) {
+            return Ok(Err(CallFailure::invalid(message)));
+        }
         let record = self
             .keeps_records()
             .then(|| CallRecord::new(CallKind::Agent, agent_request_json(&leaf)));
@@ -198,7 +218,15 @@ impl Calls {
             (Some(cache), Some(record)) if !replayed => cache.take(record),
             _ => None,
         };
-        self.in_flight.insert(handle, InFlight { record, replayed });
+        self.in_flight.insert(
+            handle,
+            InFlight {
+                kind: CallKind::Agent,
+                record,
+                replayed: replayed.then(|| Box::new(leaf.clone())),
+                from_journal: replayed,
+            },
+        );
         if !replayed && cached.is_none() {
             self.spawn(leaf, path);
             return Ok(Ok(handle));
@@ -215,6 +243,86 @@ impl Calls {
                 duration: Duration::ZERO,
             });
         }
+        Ok(Ok(handle))
+    }
+
+    /// Starts a code-callable host tool, or refuses it at once when the tool is unknown or the
+    /// arguments do not match its schema.
+    pub(crate) fn start_tool(
+        &mut self,
+        name: String,
+        arguments: Value,
+        path: Vec<Position>,
+    ) -> Result<Result<u64, CallFailure>, RunError> {
+        if let Err(error) = self.tools.validate(&name, &arguments) {
+            return Ok(Err(CallFailure::new(
+                ErrorKind::ToolFailed,
+                error.to_string(),
+            )));
+        }
+        let handle = self.next_handle;
+        let record = self.keeps_records().then(|| {
+            CallRecord::new(
+                CallKind::Tool,
+                json!({"kind": "tool", "name": name, "arguments": arguments}),
+            )
+        });
+        let replayed = match (&self.durability.replay, &record) {
+            (Some(replay), Some(record)) => replay.check_start(handle, record)?,
+            _ => false,
+        };
+        self.next_handle += 1;
+        self.tools_called += 1;
+        self.in_flight.insert(
+            handle,
+            InFlight {
+                kind: CallKind::Tool,
+                record,
+                replayed: None,
+                from_journal: replayed,
+            },
+        );
+        self.events.emit(|| EventKind::ToolCalled {
+            call_id: handle,
+            name: name.clone(),
+            path,
+        });
+        if replayed {
+            return Ok(Ok(handle));
+        }
+        let tools = self.tools.clone();
+        let events = Arc::clone(&self.events);
+        let sender = self.sender.clone();
+        self.tasks.spawn(async move {
+            let started = Instant::now();
+            let result = AssertUnwindSafe(tools.call(&name, arguments))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    Err(flowbox_backends::ToolError::Failed(format!(
+                        "the tool panicked: {}",
+                        panic_message(&*panic)
+                    )))
+                });
+            let duration = started.elapsed();
+            events.emit(|| EventKind::ToolFinished {
+                call_id: handle,
+                ok: result.is_ok(),
+                duration_ms: millis(duration),
+                replayed: false,
+                error: result.as_ref().err().map(ToString::to_string),
+            });
+            let _ = sender.send(Finished {
+                handle,
+                result: result
+                    .map(|value| LeafReply {
+                        value,
+                        usage: Usage::default(),
+                    })
+                    .map_err(|error| BackendError::terminal(error.to_string())),
+                duration,
+            });
+        });
         Ok(Ok(handle))
     }
 
@@ -263,7 +371,7 @@ impl Calls {
         if let Some(batch) = self.durability.replay.as_mut().and_then(Replay::next_batch) {
             return self.replay_batch(batch).map(Ok);
         }
-        if self.in_flight.values().any(|call| call.replayed) {
+        if self.in_flight.values().any(|call| call.from_journal) {
             return Err(RunError::Divergence(
                 "the journal ran out while the script waits for a call it recorded".into(),
             ));
@@ -292,7 +400,7 @@ impl Calls {
                 .in_flight
                 .remove(&done.handle)
                 .expect("only started calls finish");
-            let (completion, usage) = self.deliverable(done.handle, done.result);
+            let (completion, usage) = self.deliverable(done.handle, call.kind, done.result);
             if let (Some((seq, batch)), Some(record)) = (position, call.record) {
                 entries.push(journal_entry(
                     seq + offset as u64,
@@ -316,27 +424,37 @@ impl Calls {
     fn replay_batch(&mut self, batch: Vec<Entry>) -> Result<Vec<Completion>, RunError> {
         let mut completions = Vec::with_capacity(batch.len());
         for entry in batch {
-            match self.in_flight.remove(&entry.handle) {
-                Some(call) if call.replayed => {}
+            let call = match self.in_flight.remove(&entry.handle) {
+                Some(call) if call.from_journal => call,
                 _ => {
                     return Err(RunError::Divergence(format!(
                         "the journal delivers call {} next, which the script has not started",
                         entry.handle
                     )));
                 }
-            }
+            };
             let usage = entry_usage(&entry);
-            self.events.emit(|| {
-                leaf_finished(
-                    entry.handle,
-                    match &entry.outcome {
-                        EntryOutcome::Ok { .. } => Ok(usage),
-                        EntryOutcome::Err { message, .. } => Err(message.clone()),
-                    },
-                    Duration::from_millis(entry.duration_ms),
-                    true,
-                )
-            });
+            let duration = Duration::from_millis(entry.duration_ms);
+            let result = match &entry.outcome {
+                EntryOutcome::Ok { .. } => Ok(usage),
+                EntryOutcome::Err { message, .. } => Err(message.clone()),
+            };
+            match call.kind {
+                CallKind::Agent => {
+                    if let (Some(leaf), Ok(reply)) = (&call.replayed, entry_reply(&entry)) {
+                        self.backend.replayed(leaf, &reply);
+                    }
+                    self.events
+                        .emit(|| leaf_finished(entry.handle, result, duration, true));
+                }
+                CallKind::Tool => self.events.emit(|| EventKind::ToolFinished {
+                    call_id: entry.handle,
+                    ok: result.is_ok(),
+                    duration_ms: millis(duration),
+                    replayed: true,
+                    error: result.err(),
+                }),
+            }
             self.count(usage);
             completions.push(Completion {
                 handle: entry.handle,
@@ -352,20 +470,25 @@ impl Calls {
         Ok(completions)
     }
 
-    /// The completion the guest gets for a backend result, and the tokens it counts.
+    /// The completion the guest gets for a backend or tool result, and the tokens it counts.
     fn deliverable(
         &self,
         handle: u64,
+        kind: CallKind,
         result: Result<LeafReply, BackendError>,
     ) -> (Completion, Usage) {
+        let failed = match kind {
+            CallKind::Agent => ErrorKind::AgentFailed,
+            CallKind::Tool => ErrorKind::ToolFailed,
+        };
         let (outcome, usage) = match result {
             Ok(reply) => {
                 let text = reply.value.to_string();
                 let outcome = if text.len() > self.max_reply_bytes {
                     Err(CallFailure::new(
-                        ErrorKind::AgentFailed,
+                        failed,
                         format!(
-                            "the leaf's reply is {} bytes; the limit is {} bytes",
+                            "the reply is {} bytes; the limit is {} bytes",
                             text.len(),
                             self.max_reply_bytes
                         ),
@@ -376,7 +499,7 @@ impl Calls {
                 (outcome, reply.usage)
             }
             Err(error) => (
-                Err(CallFailure::new(ErrorKind::AgentFailed, error.to_string())),
+                Err(CallFailure::new(failed, error.to_string())),
                 Usage::default(),
             ),
         };
@@ -444,7 +567,7 @@ fn journal_entry(
         },
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
-        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        duration_ms: millis(duration),
     }
 }
 
@@ -509,10 +632,14 @@ fn leaf_finished(
         call_id,
         ok: result.is_ok(),
         tokens: result.as_ref().map_or(0, Usage::total),
-        duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        duration_ms: millis(duration),
         replayed,
         error: result.err(),
     }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn preview(text: &str) -> String {
@@ -561,6 +688,7 @@ mod tests {
         settings(&mut s);
         Calls::new(
             backend,
+            ToolSet::new(),
             Arc::new(RunEvents::new("t".into(), sender)),
             s,
             durability,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use flowbox_backends::{FakeBackend, LeafBackend};
+use flowbox_backends::{FakeBackend, LeafBackend, ToolSet};
 use flowbox_store::CheckpointStore;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -52,6 +52,7 @@ pub(crate) struct Shared {
     pub(crate) engine: Engine,
     pub(crate) pre: WorkflowPre<RunCtx>,
     pub(crate) backend: Arc<dyn LeafBackend>,
+    pub(crate) tools: ToolSet,
     pub(crate) limits: Limits,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
@@ -62,6 +63,7 @@ impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
             .field("backend", &self.backend)
+            .field("tools", &self.tools)
             .field("limits", &self.limits)
             .field("store", &self.store)
             .finish_non_exhaustive()
@@ -81,6 +83,7 @@ pub enum SetupError {
 #[derive(Debug)]
 pub struct RuntimeBuilder {
     backend: Option<Arc<dyn LeafBackend>>,
+    tools: ToolSet,
     store: Option<Arc<dyn CheckpointStore>>,
     limits: Limits,
     cache_dir: CacheDir,
@@ -103,6 +106,14 @@ impl RuntimeBuilder {
     /// A backend shared with other parts of the embedding application.
     pub fn shared_backend(mut self, backend: Arc<dyn LeafBackend>) -> Self {
         self.backend = Some(backend);
+        self
+    }
+
+    /// The host tools scripts may call directly with `call_tool(name, **arguments)`: a
+    /// separate allowlist from the tools leaves may use. Arguments are checked against each
+    /// tool's schema before it runs; calls are journaled like leaves. None by default.
+    pub fn code_tools(mut self, tools: ToolSet) -> Self {
+        self.tools = tools;
         self
     }
 
@@ -182,6 +193,7 @@ impl RuntimeBuilder {
                 engine,
                 pre,
                 backend: self.backend.unwrap_or_else(|| Arc::new(FakeBackend::new())),
+                tools: self.tools,
                 limits: self.limits,
                 events,
                 store: self.store,
@@ -195,6 +207,7 @@ impl Runtime {
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder {
             backend: None,
+            tools: ToolSet::new(),
             store: None,
             limits: Limits::default(),
             cache_dir: CacheDir::Default,

@@ -66,15 +66,16 @@ impl host::Host for RunCtx {
         path: host::Path,
     ) -> wasmtime::Result<Result<host::Handle, CallError>> {
         let checked = request::decode_tool_arguments(&name, &arguments, &self.limits)
-            .and_then(|_| request::decode_path(path));
-        let failure = match checked {
-            Err(failure) => failure,
-            Ok(_) => CallFailure::new(
-                host::ErrorKind::ToolFailed,
-                format!("there is no code-callable tool named {name:?}: this host registered none"),
-            ),
+            .and_then(|arguments| Ok((arguments, request::decode_path(path)?)));
+        let (arguments, path) = match checked {
+            Ok(checked) => checked,
+            Err(failure) => return Ok(Err(to_wit(failure))),
         };
-        Ok(Err(to_wit(failure)))
+        let started = self
+            .calls
+            .start_tool(name, arguments, path)
+            .map_err(wasmtime::Error::new)?;
+        Ok(started.map_err(to_wit))
     }
 
     async fn await_next(&mut self) -> wasmtime::Result<Result<Vec<Completion>, CallError>> {

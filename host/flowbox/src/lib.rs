@@ -48,13 +48,22 @@ pub use engine::{Runtime, RuntimeBuilder, SetupError};
 pub use error::{RunError, ScriptError, ScriptErrorKind};
 pub use events::{ErrorInfo, Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
-    BackendError, FakeBackend, LeafBackend, LeafReply, LeafRequest, ScriptedBackend, Usage,
+    AgentBackend, AgentConfig, AgentTemplate, BackendError, ChatModel, ChatRequest, ChatResponse,
+    FakeBackend, LeafBackend, LeafReply, LeafRequest, Message, ReadRoots, ScriptedBackend, Tool,
+    ToolCall, ToolError, ToolSet, ToolSpec, Usage,
 };
 pub use flowbox_store::{
-    CheckpointStore, Durability, EntryOutcome, MemoryStore, RunListing, RunStatus, SqliteStore,
-    StoreError, StoredRun, UtcTime,
+    CallKind, CheckpointStore, Durability, EntryOutcome, MemoryStore, RunListing, RunStatus,
+    SqliteStore, StoreError, StoredRun, UtcTime,
 };
 pub use limits::Limits;
+
+/// The real chat providers (the `http` feature): OpenAI-compatible Chat Completions and
+/// Anthropic Messages, for [`AgentBackend`] leaves.
+#[cfg(feature = "http")]
+pub mod http {
+    pub use flowbox_backends::http::{AnthropicChat, OpenAiChat, RetryPolicy};
+}
 pub use outcome::{RunOutcome, Summary};
 pub use run::RunRequest;
 pub use thread::new_thread_id;

@@ -16,6 +16,9 @@ pub struct Summary {
     pub name: Option<String>,
     /// Leaf agents the run started.
     pub agents_spawned: u32,
+    /// Host tools the script called with `call_tool`.
+    #[serde(default)]
+    pub tools_called: u32,
     /// Tokens used by the leaves whose results the script received (input + output).
     pub tokens_spent: u64,
     /// Of which input tokens.

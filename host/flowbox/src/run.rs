@@ -209,6 +209,7 @@ impl RunCtx {
             .build();
         let calls = Calls::new(
             Arc::clone(&shared.backend),
+            shared.tools.clone(),
             Arc::clone(&events),
             CallSettings {
                 thread_id: thread_id.to_owned(),
@@ -329,6 +330,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             fill_summary(&mut summary, &mut store, &limits);
             // Dropping the store drops the run's calls, cancelling leaves still running.
             drop(store);
+            shared.backend.run_finished(&summary.thread_id);
             result
         }
     };
@@ -579,6 +581,7 @@ fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limit
     summary.phases = std::mem::take(&mut ctx.record.phases);
     summary.logs = std::mem::take(&mut ctx.record.logs);
     summary.agents_spawned = ctx.calls.agents_started();
+    summary.tools_called = ctx.calls.tools_called();
     summary.input_tokens = spent.input_tokens;
     summary.output_tokens = spent.output_tokens;
     summary.tokens_spent = spent.total();

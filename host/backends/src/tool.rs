@@ -1,0 +1,252 @@
+//! Host tools: what a leaf agent may call while it works, and what a script may call directly
+//! with `call_tool` when the host registers the tool as code-callable.
+//!
+//! A [`Tool`] declares its name, description and a JSON Schema of its arguments; a [`ToolSet`]
+//! checks arguments against that schema before the tool runs, so a tool only ever sees
+//! arguments of the shape it declared.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::chat::ToolSpec;
+
+/// Why a tool call failed; the message is shown to the model or the script.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// No tool has this name here.
+    #[error("there is no tool named {name:?}; available: {available}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The names there are, comma-separated (or "none").
+        available: String,
+    },
+    /// The arguments do not match the tool's schema.
+    #[error("invalid arguments for {tool}: {message}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What the schema validator said.
+        message: String,
+    },
+    /// The tool ran and failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Something the host can do on a model's or a script's behalf.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync + fmt::Debug {
+    /// The tool's name, description and argument schema.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs the tool with arguments that already match its schema.
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError>;
+}
+
+/// A set of tools by name, each with its compiled argument validator.
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, Entry>,
+}
+
+#[derive(Clone)]
+struct Entry {
+    tool: Arc<dyn Tool>,
+    spec: ToolSpec,
+    validator: Arc<jsonschema::Validator>,
+}
+
+impl fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool; a tool with the same name is replaced. Fails when its argument schema is
+    /// not a valid JSON Schema.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), String> {
+        let spec = tool.spec();
+        let validator = jsonschema::validator_for(&spec.parameters)
+            .map_err(|e| format!("tool {}: its argument schema is invalid: {e}", spec.name))?;
+        self.tools.insert(
+            spec.name.clone(),
+            Entry {
+                tool,
+                spec,
+                validator: Arc::new(validator),
+            },
+        );
+        Ok(())
+    }
+
+    /// Whether the set has no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Whether a tool has this name.
+    pub fn contains(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
+    }
+
+    /// The tools' names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+
+    /// The specs of the tools, sorted by name, for offering them to a model.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .values()
+            .map(|entry| entry.spec.clone())
+            .collect()
+    }
+
+    /// The subset named by `names`; an unknown name is an error naming what exists.
+    pub fn select(&self, names: &[String]) -> Result<ToolSet, ToolError> {
+        let mut selected = ToolSet::new();
+        for name in names {
+            let entry = self.tools.get(name).ok_or_else(|| self.unknown(name))?;
+            selected.tools.insert(name.clone(), entry.clone());
+        }
+        Ok(selected)
+    }
+
+    /// Checks `arguments` against the tool's schema and runs it.
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, ToolError> {
+        let entry = self.check(name, &arguments)?;
+        entry.tool.call(arguments).await
+    }
+
+    /// The tool named `name`, after checking `arguments` against its schema.
+    fn check(&self, name: &str, arguments: &Value) -> Result<&Entry, ToolError> {
+        let entry = self.tools.get(name).ok_or_else(|| self.unknown(name))?;
+        let errors: Vec<String> = entry
+            .validator
+            .iter_errors(arguments)
+            .map(|error| {
+                let at = error.instance_path.to_string();
+                if at.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("{at}: {error}")
+                }
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(entry)
+        } else {
+            Err(ToolError::InvalidArguments {
+                tool: name.to_owned(),
+                message: errors.join("; "),
+            })
+        }
+    }
+
+    /// Checks `arguments` without running the tool.
+    pub fn validate(&self, name: &str, arguments: &Value) -> Result<(), ToolError> {
+        self.check(name, arguments).map(|_| ())
+    }
+
+    fn unknown(&self, name: &str) -> ToolError {
+        let names = self.names();
+        ToolError::Unknown {
+            name: name.to_owned(),
+            available: if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug)]
+    struct Echo;
+
+    #[async_trait::async_trait]
+    impl Tool for Echo {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "echo".into(),
+                description: "Echoes its text.".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"text": {"type": "string"}},
+                    "required": ["text"],
+                    "additionalProperties": false
+                }),
+            }
+        }
+
+        async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+            Ok(arguments["text"].clone())
+        }
+    }
+
+    fn set() -> ToolSet {
+        let mut set = ToolSet::new();
+        set.insert(Arc::new(Echo)).unwrap();
+        set
+    }
+
+    #[tokio::test]
+    async fn calls_check_arguments_against_the_schema() {
+        let set = set();
+        assert_eq!(
+            set.call("echo", json!({"text": "hi"})).await.unwrap(),
+            json!("hi")
+        );
+        let err = set.call("echo", json!({"text": 5})).await.unwrap_err();
+        assert!(
+            matches!(&err, ToolError::InvalidArguments { message, .. } if message.contains("/text")),
+            "{err}"
+        );
+        let err = set
+            .call("echo", json!({"text": "a", "x": 1}))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("invalid arguments for echo"),
+            "{err}"
+        );
+        let err = set.call("nope", json!({})).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "there is no tool named \"nope\"; available: echo"
+        );
+    }
+
+    #[test]
+    fn selecting_names_narrows_or_fails() {
+        let set = set();
+        assert_eq!(set.select(&[]).unwrap().names(), Vec::<&str>::new());
+        assert_eq!(set.select(&["echo".into()]).unwrap().names(), vec!["echo"]);
+        let err = set.select(&["echo".into(), "rm".into()]).unwrap_err();
+        assert!(err.to_string().contains("\"rm\""), "{err}");
+        assert_eq!(
+            ToolSet::new()
+                .select(&["x".into()])
+                .unwrap_err()
+                .to_string(),
+            "there is no tool named \"x\"; available: none"
+        );
+    }
+}

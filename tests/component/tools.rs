@@ -1,0 +1,134 @@
+//! `call_tool` through the real guest: code-callable host tools, their argument checks, their
+//! errors as `ToolError`, their events, and their place in the journal.
+
+use std::sync::Arc;
+
+use flowbox::{
+    CheckpointStore, EventKind, FakeBackend, LeafBackend, MemoryStore, ReadRoots, RunRequest,
+    Runtime, ToolSet,
+};
+use flowbox_tests::root;
+use serde_json::json;
+
+/// A granted directory `notes` with one file.
+fn notes() -> (tempfile::TempDir, ToolSet) {
+    let base = tempfile::tempdir().unwrap();
+    let notes = base.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
+    std::fs::write(base.path().join("secret.txt"), "SECRET").unwrap();
+    let tools = ReadRoots::open(&[notes]).unwrap().tools();
+    (base, tools)
+}
+
+fn runtime(tools: ToolSet, store: Option<Arc<dyn CheckpointStore>>) -> Runtime {
+    let mut builder = Runtime::builder()
+        .shared_backend(Arc::new(FakeBackend::new()) as Arc<dyn LeafBackend>)
+        .code_tools(tools)
+        .cache_dir(root().join("target").join("flowbox-cache"));
+    if let Some(store) = store {
+        builder = builder.shared_store(store);
+    }
+    builder.build().expect("the guest loads")
+}
+
+#[tokio::test]
+async fn scripts_call_granted_tools_and_catch_their_errors() {
+    let (_base, tools) = notes();
+    let rt = runtime(tools, None);
+    let mut events = rt.subscribe();
+    let script = r#"
+todo = await call_tool("read_file", path="notes/todo.txt")
+listing = await call_tool("list_dir", path="notes")
+errors = []
+for name, kwargs in [("read_file", {"path": "notes/../secret.txt"}),
+                     ("read_file", {"path": 5}),
+                     ("read_file", {"path": "notes/todo.txt", "mode": "w"}),
+                     ("delete_file", {"path": "notes/todo.txt"})]:
+    try:
+        await call_tool(name, **kwargs)
+    except ToolError as e:
+        errors.append(str(e))
+summary = await agent({"file": todo["content"]})
+return {"todo": todo["content"], "names": [e["name"] for e in listing["entries"]],
+        "errors": errors, "summary": summary}
+"#;
+    let outcome = rt
+        .run_request(RunRequest::new(script).thread_id("tools"))
+        .await;
+    let result = outcome.result.unwrap();
+    assert_eq!(result["todo"], "ship it");
+    assert_eq!(result["names"], json!(["todo.txt"]));
+    let errors = result["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 4);
+    assert!(!errors[0].as_str().unwrap().contains("SECRET"));
+    assert!(
+        errors[1]
+            .as_str()
+            .unwrap()
+            .contains("invalid arguments for read_file"),
+        "{errors:?}"
+    );
+    assert!(errors[2].as_str().unwrap().contains("mode"), "{errors:?}");
+    assert!(
+        errors[3]
+            .as_str()
+            .unwrap()
+            .contains("no tool named \"delete_file\""),
+        "{errors:?}"
+    );
+    assert_eq!(outcome.summary.tools_called, 3);
+    assert_eq!(outcome.summary.agents_spawned, 1);
+
+    let mut called = 0;
+    let mut finished = 0;
+    while let Some(event) = events.recv().await {
+        match event.kind {
+            EventKind::ToolCalled { .. } => called += 1,
+            EventKind::ToolFinished { .. } => finished += 1,
+            EventKind::RunFinished { .. } => break,
+            _ => {}
+        }
+    }
+    assert_eq!((called, finished), (3, 3));
+}
+
+#[tokio::test]
+async fn without_registered_tools_call_tool_is_a_tool_error() {
+    let rt = runtime(ToolSet::new(), None);
+    let outcome = rt
+        .run(
+            "try:\n    await call_tool('read_file', path='x')\nexcept ToolError as e:\n    return str(e)\n",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        outcome.result.unwrap(),
+        json!("there is no tool named \"read_file\"; available: none")
+    );
+}
+
+#[tokio::test]
+async fn tool_calls_are_journaled_and_replayed_like_leaves() {
+    let (base, tools) = notes();
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(tools.clone(), Some(store.clone()));
+    let script = "a = await call_tool('read_file', path='notes/todo.txt')\nreturn [a['content'], await agent('x')]";
+    let first = rt
+        .run_request(RunRequest::new(script).thread_id("journaled-tools"))
+        .await;
+    let run = store.load("journaled-tools").await.unwrap().unwrap();
+    assert_eq!(run.entries[0].kind, flowbox::CallKind::Tool);
+    assert_eq!(run.entries[0].request["name"], "read_file");
+
+    // Replay from a copy without the end: the tool is not called again — even with the file
+    // gone, the journaled content comes back.
+    std::fs::remove_file(base.path().join("notes/todo.txt")).unwrap();
+    let copy = Arc::new(MemoryStore::new());
+    copy.begin(&run.header).await.unwrap();
+    copy.append("journaled-tools", &run.entries).await.unwrap();
+    let replay = runtime(tools, Some(copy));
+    let again = replay.resume("journaled-tools", None).await;
+    assert_eq!(again.result.unwrap(), first.result.unwrap());
+    assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
+}
