@@ -32,7 +32,7 @@ lint: guest
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 
 bench: guest
-	$(CARGO) bench --locked -p flowbox --bench runtime
+	$(CARGO) bench --locked -p flowbox --features http --bench runtime
 
 # The request-decoding fuzz properties run briefly in `make test`; this runs them for longer.
 fuzz: guest

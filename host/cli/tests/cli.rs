@@ -430,3 +430,214 @@ fn runs_print_their_thread_and_are_journaled_by_default() {
     assert_eq!(shown["status"], "succeeded");
     assert_eq!(shown["entries"].as_array().unwrap().len(), 1);
 }
+
+/// A loopback server speaking OpenAI's Chat Completions: it answers from the request's content,
+/// records each request (path, authorization header, JSON body), and serves until dropped.
+struct ChatServer {
+    url: String,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>,
+}
+
+impl ChatServer {
+    fn start() -> Self {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { break };
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
+                    let (mut length, mut auth) = (0, String::new());
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).unwrap();
+                        let header = header.trim_end();
+                        if header.is_empty() {
+                            break;
+                        }
+                        let (name, value) = header.split_once(':').unwrap_or((header, ""));
+                        match name.to_ascii_lowercase().as_str() {
+                            "content-length" => length = value.trim().parse().unwrap(),
+                            "authorization" => auth = value.trim().to_owned(),
+                            _ => {}
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let request: Value = serde_json::from_slice(&body).unwrap();
+                    let reply = ChatServer::answer(&request);
+                    seen.lock().unwrap().push((path, auth, request));
+                    let body = reply.to_string();
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                });
+            }
+        });
+        Self { url, requests }
+    }
+
+    fn answer(request: &Value) -> Value {
+        let messages = request["messages"].as_array().unwrap();
+        let user = messages
+            .iter()
+            .rev()
+            .find(|m| m["role"] == "user")
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        let usage = json!({"prompt_tokens": 11, "completion_tokens": 7});
+        let message = if let Some(tool) = messages.iter().find(|m| m["role"] == "tool") {
+            json!({"role": "assistant", "content": format!("the file says {}", tool["content"].as_str().unwrap())})
+        } else if request.get("response_format").is_some() {
+            json!({"role": "assistant", "content": "{\"score\": 4}"})
+        } else if user.contains("use the tool") {
+            json!({"role": "assistant", "content": null, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "read_file", "arguments": "{\"path\": \"notes/todo.txt\"}"}
+            }]})
+        } else {
+            json!({"role": "assistant", "content": format!("{} via {}", user, request["model"].as_str().unwrap())})
+        };
+        json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage})
+    }
+}
+
+#[test]
+fn real_leaf_agents_over_an_openai_compatible_server() {
+    let server = ChatServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
+    let workflow = script(
+        &dir,
+        "leaves.py",
+        r#"
+plain = await agent("say hi")
+with_file = await agent("use the tool on the notes")
+rated = await agent("rate it", schema={"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]})
+fast = await agent("quick", model="fast")
+try:
+    await agent("x", model="gpt-5")
+    refused = None
+except ValueError as e:
+    refused = str(e)
+direct = await call_tool("read_file", path="notes/todo.txt")
+return {"plain": plain, "with_file": with_file, "rated": rated, "fast": fast,
+        "refused": refused, "direct": direct["content"]}
+"#,
+    );
+    let key = "sk-test-secret-0123456789";
+    let output = command(&[
+        "run",
+        &workflow,
+        "--backend",
+        "openai",
+        "--model",
+        "base-model",
+        "--profile",
+        "fast=small-model",
+        "--allow-read",
+        notes.to_str().unwrap(),
+        "--no-journal",
+        "--json",
+    ])
+    .env("OPENAI_BASE_URL", &server.url)
+    .env("OPENAI_API_KEY", key)
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out = stdout_json(&output);
+    let result = &out["result"];
+    assert_eq!(result["plain"], "say hi via base-model");
+    assert_eq!(
+        result["with_file"],
+        "the file says {\"bytes\":7,\"content\":\"ship it\",\"path\":\"notes/todo.txt\",\"truncated\":false}"
+    );
+    assert_eq!(result["rated"], json!({"score": 4}));
+    assert_eq!(result["fast"], "quick via small-model");
+    assert_eq!(
+        result["refused"],
+        "unknown model profile \"gpt-5\"; profiles: fast"
+    );
+    assert_eq!(result["direct"], "ship it");
+    assert_eq!(out["summary"]["agents_spawned"], 4);
+    assert_eq!(out["summary"]["input_tokens"], 11 * 5);
+    assert!(!stdout.contains(key));
+
+    let requests = server.requests.lock().unwrap();
+    assert!(
+        requests
+            .iter()
+            .all(|(path, auth, _)| path == "/v1/chat/completions"
+                && auth == &format!("Bearer {key}"))
+    );
+    let first = &requests
+        .iter()
+        .find(|(_, _, r)| r["messages"][1]["content"] == "say hi")
+        .unwrap()
+        .2;
+    assert_eq!(first["messages"][0]["role"], "system");
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("one step of a larger automated workflow")
+    );
+    assert_eq!(first["tools"][0]["function"]["name"], "list_dir");
+    assert_eq!(first["tools"][1]["function"]["name"], "read_file");
+}
+
+#[test]
+fn real_backends_explain_what_they_need() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(&dir, "one.py", "return 1\n");
+    let output = command(&["run", &path, "--backend", "openai", "--no-journal"])
+        .env_remove("FLOWBOX_MODEL")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--model"));
+    let output = command(&[
+        "run",
+        &path,
+        "--backend",
+        "anthropic",
+        "--model",
+        "m",
+        "--no-journal",
+    ])
+    .env_remove("ANTHROPIC_API_KEY")
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("ANTHROPIC_API_KEY"));
+    let output = flowbox(&["run", &path, "--profile", "fast", "--no-journal"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("NAME=MODEL"));
+    let output = flowbox(&[
+        "run",
+        &path,
+        "--allow-read",
+        "/nonexistent/dir",
+        "--no-journal",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not a directory"));
+}

@@ -8,8 +8,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowbox::{FakeBackend, Limits, RunRequest, Runtime, ScriptedBackend};
+use flowbox::http::{OpenAiChat, RetryPolicy};
+use flowbox::{
+    AgentBackend, AgentConfig, FakeBackend, Limits, RunRequest, Runtime, ScriptedBackend, ToolSet,
+};
 use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const TRIVIAL: &str = "return 1";
 const ONE_LEAF: &str = "return await agent('hello')";
@@ -99,6 +103,59 @@ fn rss_field(field: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// A loopback server answering every Chat Completions request at once, with keep-alive, so the
+/// HTTP leaf benchmark measures flowbox's agent loop and HTTP client, not a model.
+async fn chat_completions_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("bound"));
+    let body = json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1}
+    })
+    .to_string();
+    let response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let response = response.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut reader = BufReader::new(read);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        match reader.read_line(&mut line).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {}
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(value) =
+                            line.to_ascii_lowercase().strip_prefix("content-length:")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).await.is_err()
+                        || write.write_all(response.as_bytes()).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
 fn main() {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -137,6 +194,23 @@ async fn async_main() {
     let ideal = Duration::from_millis(100_u64.div_ceil(16) * 50);
     let makespan_ratio = makespan.median.as_secs_f64() / ideal.as_secs_f64();
 
+    // Leaves as real agents over HTTP against a loopback server that answers at once: the
+    // cost of the agent loop and the HTTP client per leaf, on top of the fake backend's.
+    let url = chat_completions_server().await;
+    let chat = OpenAiChat::new(url, None, RetryPolicy::default()).expect("a loopback URL");
+    let agents = AgentBackend::new(
+        Arc::new(chat),
+        AgentConfig {
+            model: "loopback".into(),
+            ..AgentConfig::default()
+        },
+        ToolSet::new(),
+    );
+    let http = runtime(Arc::new(agents), Limits::default());
+    let http_100 = measure(&http, PARALLEL, json!({"n": 100}), 30).await;
+    let http_per_leaf =
+        (http_100.median.as_secs_f64() - parallel_100.median.as_secs_f64()) / 100.0 * 1e6;
+
     // 100 runs in flight at once, each with 10 leaves of 20 ms: peak resident memory.
     let concurrent = runtime(
         Arc::new(
@@ -168,6 +242,8 @@ async fn async_main() {
         "parallel_100": parallel_100.json(),
         "parallel_1000": parallel_1000.json(),
         "pipeline_3x100": pipeline_100.json(),
+        "http_leaves_parallel_100": http_100.json(),
+        "http_added_overhead_per_leaf_us": (http_per_leaf * 10.0).round() / 10.0,
         "overhead_per_leaf_us": {
             "parallel_100": (per_leaf_100 * 10.0).round() / 10.0,
             "parallel_1000": (per_leaf_1000 * 10.0).round() / 10.0,
@@ -240,6 +316,16 @@ async fn async_main() {
         "overhead per leaf (pipeline)",
         format!("{per_leaf_pipeline:.1} µs"),
         "≤ 30 µs",
+    );
+    row(
+        "parallel 100, HTTP agent leaves (loopback)",
+        format!("{:.2} ms", ms(http_100.median)),
+        "",
+    );
+    row(
+        "HTTP agent leaf: added cost per leaf",
+        format!("{http_per_leaf:.1} µs"),
+        "",
     );
     row(
         "makespan 100 × 50 ms, c=16 / ideal",
