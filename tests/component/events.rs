@@ -166,3 +166,39 @@ async fn a_failed_run_ends_with_its_error() {
     assert_eq!(json["ok"], false);
     assert_eq!(json["error"]["kind"], json!("syntax"));
 }
+
+#[tokio::test]
+async fn a_slow_consumer_gets_a_gap_and_never_stalls_the_run() {
+    let rt = flowbox::Runtime::builder()
+        .event_capacity(16)
+        .cache_dir(flowbox_tests::root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap();
+    let mut slow = rt.subscribe();
+    // Nobody reads while 100 leaves run: the run must finish all the same.
+    let outcome = rt
+        .run_request(
+            RunRequest::new(
+                "return len(await parallel([lambda i=i: agent(str(i)) for i in range(100)]))",
+            )
+            .thread_id("slow-consumer"),
+        )
+        .await;
+    assert_eq!(outcome.result.unwrap(), json!(100));
+    let first = slow.recv().await.unwrap();
+    let EventKind::Gap { missed } = first.kind else {
+        panic!("expected a gap first, got {first:?}");
+    };
+    let mut rest = vec![];
+    while let Some(event) = slow.try_recv() {
+        rest.push(event);
+    }
+    assert_eq!(rest.len(), 16);
+    // 1 run_started + 100 leaf_started + 100 leaf_finished + 1 run_finished.
+    assert_eq!(missed as usize + rest.len(), 202);
+    assert!(matches!(
+        rest.last().unwrap().kind,
+        EventKind::RunFinished { .. }
+    ));
+    assert_eq!(rest.last().unwrap().seq, 202);
+}

@@ -5,5 +5,7 @@ mod cases;
 mod durable;
 mod events;
 mod limits;
+mod orchestrator;
+mod patterns;
 mod primitives;
 mod tools;

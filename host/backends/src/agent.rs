@@ -205,9 +205,9 @@ impl LeafBackend for AgentBackend {
             text: render_prompt(&request.prompt),
         };
         messages.push(user.clone());
-        let mut turn = Turn {
-            model: self.model.as_ref(),
-            chat: ChatRequest {
+        let mut turn = Conversation::new(
+            self.model.as_ref(),
+            ChatRequest {
                 model: resolved.model,
                 system: self.system_prompt(resolved.template, request.instruction.as_deref()),
                 messages,
@@ -216,10 +216,8 @@ impl LeafBackend for AgentBackend {
                 max_tokens: self.config.max_tokens,
                 idempotency_key: Some(request.idempotency_key.clone()),
             },
-            usage: Usage::default(),
-            turns: 0,
-            max_turns: self.config.max_turns,
-        };
+            self.config.max_turns,
+        );
         let value = match &request.schema {
             None => Value::String(turn.run_tools(&resolved.tools, None).await?.text),
             Some(schema) => turn.structured(&resolved.tools, schema).await?,
@@ -267,8 +265,10 @@ fn answer_text(value: &Value) -> String {
     }
 }
 
-/// One leaf's conversation with the model, counting turns and tokens.
-struct Turn<'a> {
+/// An agent's conversation with a model: turns of tool calls until a final answer, counting
+/// turns and tokens. Leaves run on it, and so does the orchestrator's root agent.
+#[derive(Debug)]
+pub struct Conversation<'a> {
     model: &'a dyn ChatModel,
     chat: ChatRequest,
     usage: Usage,
@@ -276,11 +276,37 @@ struct Turn<'a> {
     max_turns: u32,
 }
 
-impl Turn<'_> {
+impl<'a> Conversation<'a> {
+    /// A conversation that starts from `chat` and may take at most `max_turns` model turns.
+    pub fn new(model: &'a dyn ChatModel, chat: ChatRequest, max_turns: u32) -> Self {
+        Self {
+            model,
+            chat,
+            usage: Usage::default(),
+            turns: 0,
+            max_turns,
+        }
+    }
+
+    /// Tokens used so far.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// Model turns taken so far.
+    pub fn turns(&self) -> u32 {
+        self.turns
+    }
+
+    /// The messages so far (the model's and the tools' included).
+    pub fn messages(&self) -> &[Message] {
+        &self.chat.messages
+    }
+
     async fn send(&mut self) -> Result<ChatResponse, BackendError> {
         if self.turns >= self.max_turns {
             return Err(BackendError::terminal(format!(
-                "the leaf used all {} of its turns without a final answer",
+                "the agent used all {} of its turns without a final answer",
                 self.max_turns
             )));
         }
@@ -291,8 +317,9 @@ impl Turn<'_> {
         Ok(response)
     }
 
-    /// Turns until the model answers without calling tools; tool results go back to it.
-    async fn run_tools(
+    /// Turns until the model answers without calling tools; tool results (or tool errors) go
+    /// back to it. With `structured`, every turn asks for a reply matching the schema.
+    pub async fn run_tools(
         &mut self,
         tools: &ToolSet,
         structured: Option<&StructuredOutput>,

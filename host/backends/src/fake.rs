@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message};
 use crate::{
     BackendError, LeafBackend, LeafReply, LeafRequest, Usage, estimate_tokens, schema_value,
     stable_hash,
@@ -70,6 +71,44 @@ fn request_seed(request: &LeafRequest, prompt: &str) -> u64 {
 impl LeafBackend for FakeBackend {
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
         Ok(Self::reply(request))
+    }
+}
+
+/// A deterministic offline chat model for a root agent: it answers every question directly,
+/// quoting it, and never calls a tool.
+#[derive(Debug, Clone, Default)]
+pub struct FakeChat {
+    _private: (),
+}
+
+impl FakeChat {
+    /// A fake chat model.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for FakeChat {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
+        let question = request
+            .messages
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::User { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .unwrap_or("");
+        let text = format!("[fake root] {question}");
+        Ok(ChatResponse {
+            usage: Usage {
+                input_tokens: estimate_tokens(&request.system) + estimate_tokens(question),
+                output_tokens: estimate_tokens(&text),
+            },
+            text,
+            ..ChatResponse::default()
+        })
     }
 }
 

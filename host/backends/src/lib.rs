@@ -24,14 +24,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use agent::{
-    AgentBackend, AgentConfig, AgentTemplate, DEFAULT_BASE_PROMPT, LEAF_ADDENDUM, render_prompt,
+    AgentBackend, AgentConfig, AgentTemplate, Conversation, DEFAULT_BASE_PROMPT, LEAF_ADDENDUM,
+    render_prompt,
 };
 pub use chat::{
     ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, ToolSpec,
 };
-pub use fake::FakeBackend;
+pub use fake::{FakeBackend, FakeChat};
 pub use fs_tools::{DEFAULT_MAX_FILE_BYTES, MAX_DIR_ENTRIES, ReadRoots};
-pub use scripted::{ScriptedBackend, ScriptedConfigError};
+pub use scripted::{ScriptedBackend, ScriptedChat, ScriptedConfigError};
 pub use tool::{Tool, ToolError, ToolSet};
 
 /// One leaf agent call, as the runtime hands it to a backend.

@@ -5,17 +5,22 @@
 //! jitter and injected failures are derived from a seed and the call, so a run behaves the same
 //! every time. An optional call log gets one JSON line per real call, written when the call
 //! starts, which is how tests prove a resumed run did not call a leaf twice.
+//!
+//! The same file can also play a root agent's model (`flowbox ask` offline): its `root` list
+//! holds the model's turns, answered in order by [`ScriptedChat`], each request logged too.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::chat::{ChatModel, ChatRequest, ChatResponse, ToolCall};
 use crate::{
     BackendError, FakeBackend, LeafBackend, LeafReply, LeafRequest, Usage, estimate_tokens,
     stable_hash,
@@ -34,6 +39,10 @@ use crate::{
 ///     {"label": "^reviewer", "text": "Looks fine: {prompt}", "tokens": {"input": 50, "output": 12}},
 ///     {"prompt": "(?i)summar", "json": {"summary": "ok"}, "latency_ms": 100},
 ///     {"prompt": "explode", "error": "provider unavailable", "retryable": true}
+///   ],
+///   "root": [
+///     {"tool_calls": [{"name": "run_workflow", "arguments": {"script": "return await agent('hi')"}}]},
+///     {"text": "The workflow said hi."}
 ///   ]
 /// }
 /// ```
@@ -46,7 +55,8 @@ pub struct ScriptedBackend {
     failure_rate: f64,
     failure_message: String,
     fallback: Fallback,
-    call_log: Option<Mutex<File>>,
+    call_log: Option<Arc<Mutex<File>>>,
+    root: Vec<RootTurn>,
 }
 
 /// A scripted backend file that cannot be used.
@@ -93,6 +103,28 @@ struct Config {
     call_log: Option<PathBuf>,
     #[serde(default)]
     rules: Vec<RuleConfig>,
+    #[serde(default)]
+    root: Vec<RootTurn>,
+}
+
+/// One turn of a scripted root model.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RootTurn {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    tool_calls: Vec<RootToolCall>,
+    #[serde(default)]
+    tokens: Option<Usage>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RootToolCall {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
 }
 
 /// What happens to a request no rule matches.
@@ -183,6 +215,7 @@ impl ScriptedBackend {
                 .unwrap_or_else(|| "injected failure".into()),
             fallback: config.fallback,
             call_log: None,
+            root: config.root,
         };
         if let Some(log) = config.call_log {
             backend = backend.with_call_log(base.join(log))?;
@@ -201,7 +234,7 @@ impl ScriptedBackend {
                 path: path.to_owned(),
                 source,
             })?;
-        self.call_log = Some(Mutex::new(file));
+        self.call_log = Some(Arc::new(Mutex::new(file)));
         Ok(self)
     }
 
@@ -221,20 +254,25 @@ impl ScriptedBackend {
     }
 
     fn log_call(&self, request: &LeafRequest, rule: Option<usize>) {
-        let Some(log) = &self.call_log else { return };
-        let line = json!({
-            "call_id": request.call_id,
-            "idempotency_key": request.idempotency_key,
-            "label": request.label,
-            "prompt": request.prompt,
-            "rule": rule,
-        });
-        // One write per line keeps lines whole even when several processes append.
-        let mut bytes = line.to_string().into_bytes();
-        bytes.push(b'\n');
-        let mut file = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // The log is a test aid: a failed write must not fail the leaf.
-        let _ = file.write_all(&bytes);
+        append_line(
+            &self.call_log,
+            &json!({
+                "call_id": request.call_id,
+                "idempotency_key": request.idempotency_key,
+                "label": request.label,
+                "prompt": request.prompt,
+                "rule": rule,
+            }),
+        );
+    }
+
+    /// The root model this file scripts: its `root` turns, answered in order.
+    pub fn root_model(&self) -> ScriptedChat {
+        ScriptedChat {
+            turns: Mutex::new(self.root.clone().into()),
+            call_log: self.call_log.clone(),
+            taken: Mutex::new(0),
+        }
     }
 }
 
@@ -346,6 +384,76 @@ impl LeafBackend for ScriptedBackend {
                 preview(&prompt, 80)
             ))),
         }
+    }
+}
+
+/// Appends one JSON line to the call log, if there is one.
+fn append_line(log: &Option<Arc<Mutex<File>>>, line: &Value) {
+    let Some(log) = log else { return };
+    // One write per line keeps lines whole even when several processes append.
+    let mut bytes = line.to_string().into_bytes();
+    bytes.push(b'\n');
+    let mut file = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    // The log is a test aid: a failed write must not fail the call.
+    let _ = file.write_all(&bytes);
+}
+
+/// A root agent's model scripted by the `root` list of a scripted-backend file: each request
+/// gets the next turn (text, tool calls, or both), and is logged to the call log as
+/// `{"root_turn": n, "request": ...}` so tests can check what the model was sent.
+#[derive(Debug)]
+pub struct ScriptedChat {
+    turns: Mutex<VecDeque<RootTurn>>,
+    call_log: Option<Arc<Mutex<File>>>,
+    taken: Mutex<usize>,
+}
+
+#[async_trait::async_trait]
+impl ChatModel for ScriptedChat {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
+        let (number, turn) = {
+            let mut taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+            let turn = self
+                .turns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front();
+            *taken += 1;
+            (*taken, turn)
+        };
+        append_line(
+            &self.call_log,
+            &json!({"root_turn": number, "request": request}),
+        );
+        let turn = turn.ok_or_else(|| {
+            BackendError::terminal(format!(
+                "the scripted root model has no turn {number}: add more entries to \"root\""
+            ))
+        })?;
+        let prompt: usize = request
+            .messages
+            .iter()
+            .map(|m| serde_json::to_string(m).map_or(0, |t| t.len()))
+            .sum();
+        let tool_calls: Vec<ToolCall> = turn
+            .tool_calls
+            .into_iter()
+            .enumerate()
+            .map(|(index, call)| ToolCall {
+                id: format!("root-{number}-{index}"),
+                name: call.name,
+                arguments: call.arguments,
+            })
+            .collect();
+        Ok(ChatResponse {
+            usage: turn.tokens.unwrap_or(Usage {
+                input_tokens: (prompt as u64).div_ceil(4),
+                output_tokens: estimate_tokens(&turn.text),
+            }),
+            text: turn.text,
+            tool_calls,
+            structured: None,
+        })
     }
 }
 
@@ -472,6 +580,43 @@ mod tests {
         assert_eq!(lines[0]["prompt"], json!("one"));
         assert_eq!(lines[0]["label"], json!("a"));
         assert_eq!(lines[1]["call_id"], json!(2));
+    }
+
+    #[tokio::test]
+    async fn the_root_list_plays_a_model_turn_by_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls.jsonl");
+        let backend = ScriptedBackend::from_json(&format!(
+            r#"{{"call_log": {log:?}, "root": [
+                {{"tool_calls": [{{"name": "run_workflow", "arguments": {{"script": "return 1"}}}}]}},
+                {{"text": "done", "tokens": {{"input": 3, "output": 1}}}}
+            ]}}"#
+        ))
+        .unwrap();
+        let model = backend.root_model();
+        let request = ChatRequest {
+            model: "m".into(),
+            system: "s".into(),
+            messages: vec![crate::Message::User { text: "q".into() }],
+            tools: vec![],
+            structured: None,
+            max_tokens: 10,
+            idempotency_key: None,
+        };
+        let first = model.complete(&request).await.unwrap();
+        assert_eq!(first.tool_calls[0].name, "run_workflow");
+        assert_eq!(first.tool_calls[0].arguments, json!({"script": "return 1"}));
+        let second = model.complete(&request).await.unwrap();
+        assert_eq!((second.text.as_str(), second.usage.total()), ("done", 4));
+        let err = model.complete(&request).await.unwrap_err();
+        assert!(err.to_string().contains("no turn 3"), "{err}");
+        let logged: Vec<Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(logged.len(), 3);
+        assert_eq!(logged[0]["request"]["messages"][0]["text"], "q");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The `flowbox` command: parse arguments, call the library, print, and map errors to exit
 //! codes. One module per subcommand.
 
+mod ask;
 mod check;
+mod events;
 mod options;
 mod progress;
 mod resume;
@@ -33,6 +35,8 @@ struct Cli {
 enum Command {
     /// Run a workflow script and print its result.
     Run(run::RunArgs),
+    /// Ask a root agent, which answers directly or writes and runs workflows.
+    Ask(ask::AskArgs),
     /// Resume an interrupted thread from its journal (a finished one prints its outcome).
     Resume(resume::ResumeArgs),
     /// List the journaled threads, newest first.
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
+            Command::Ask(args) => ask::ask(args).await,
             Command::Resume(args) => resume::resume(args).await,
             Command::Threads(args) => threads::threads(args).await,
             Command::Show(args) => show::show(args).await,

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
 use flowbox::{
-    AgentBackend, AgentConfig, ChatModel, FakeBackend, LeafBackend, Limits, ReadRoots,
+    AgentBackend, AgentConfig, ChatModel, FakeBackend, FakeChat, LeafBackend, Limits, ReadRoots,
     ScriptedBackend, SqliteStore, ToolSet,
 };
 
@@ -67,12 +67,17 @@ impl FromStr for Profile {
     }
 }
 
-/// What the backend flags build: the leaf backend and the tools scripts may call.
+/// What the backend flags build: the leaf backend, the tools, and a root agent's model.
 pub(crate) struct Backends {
     /// Answers `agent(...)`.
     pub leaf: Arc<dyn LeafBackend>,
-    /// What `call_tool(...)` may call.
-    pub code_tools: ToolSet,
+    /// The granted tools: what `call_tool(...)` may call, and what agents may use.
+    pub tools: ToolSet,
+    /// The model a root agent (`flowbox ask`) talks to: the provider's, the scripted file's
+    /// `root` turns, or a fake that answers directly.
+    pub root: Arc<dyn ChatModel>,
+    /// The provider model id of the root agent.
+    pub root_model_id: String,
 }
 
 /// Backend and limit flags.
@@ -216,18 +221,31 @@ impl RunOptions {
         let tools = ReadRoots::open(&self.allow_read)
             .map_err(anyhow::Error::msg)?
             .tools();
-        let leaf: Arc<dyn LeafBackend> = match &self.backend {
-            BackendChoice::Fake => Arc::new(FakeBackend::new()),
-            BackendChoice::Scripted(path) => Arc::new(ScriptedBackend::from_file(path)?),
-            BackendChoice::OpenAi | BackendChoice::Anthropic => Arc::new(AgentBackend::new(
-                self.chat_model()?,
-                self.agent_config()?,
-                tools.clone(),
-            )),
-        };
+        let (leaf, root, root_model_id): (Arc<dyn LeafBackend>, Arc<dyn ChatModel>, String) =
+            match &self.backend {
+                BackendChoice::Fake => (
+                    Arc::new(FakeBackend::new()),
+                    Arc::new(FakeChat::new()),
+                    "fake".into(),
+                ),
+                BackendChoice::Scripted(path) => {
+                    let scripted = ScriptedBackend::from_file(path)?;
+                    let root = Arc::new(scripted.root_model());
+                    (Arc::new(scripted), root, "scripted".into())
+                }
+                BackendChoice::OpenAi | BackendChoice::Anthropic => {
+                    let model = self.chat_model()?;
+                    let config = self.agent_config()?;
+                    let id = config.model.clone();
+                    let leaf = AgentBackend::new(Arc::clone(&model), config, tools.clone());
+                    (Arc::new(leaf), model, id)
+                }
+            };
         Ok(Backends {
             leaf,
-            code_tools: tools,
+            tools,
+            root,
+            root_model_id,
         })
     }
 

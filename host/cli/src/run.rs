@@ -9,7 +9,7 @@ use flowbox::{RunOutcome, RunRequest, Runtime};
 use serde_json::Value;
 
 use crate::options::{JournalOptions, RunOptions};
-use crate::{Failure, progress};
+use crate::{Failure, events, progress};
 
 /// Arguments of `flowbox run`.
 #[derive(Debug, Args)]
@@ -36,6 +36,9 @@ pub(crate) struct RunArgs {
     /// Print exactly one JSON object: {"ok", "result", "error", "summary"}.
     #[arg(long)]
     json: bool,
+    /// Write every event of the run as JSON Lines to FILE, or to stdout with `-`.
+    #[arg(long, value_name = "FILE|-")]
+    events: Option<PathBuf>,
     #[command(flatten)]
     options: RunOptions,
     #[command(flatten)]
@@ -60,7 +63,14 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     if let Some(from) = &args.reuse_leaves {
         request = request.reuse_leaves_from(from);
     }
+    let log = match &args.events {
+        Some(target) => Some(events::spawn(target, runtime.subscribe()).map_err(Failure::input)?),
+        None => None,
+    };
     let outcome = with_progress(&runtime, runtime.run_request(request)).await;
+    if let Some(log) = log {
+        log.finish().await.map_err(Failure::input)?;
+    }
     report(outcome, args.json)
 }
 
@@ -71,14 +81,23 @@ pub(crate) fn build_runtime(
 ) -> Result<Runtime, Failure> {
     let limits = options.limits().map_err(Failure::input)?;
     let backends = options.backends().map_err(Failure::input)?;
-    let mut builder = Runtime::builder()
+    runtime_builder(limits, backends.tools, journal)?
         .shared_backend(backends.leaf)
-        .code_tools(backends.code_tools)
-        .limits(limits);
+        .build()
+        .map_err(Failure::setup)
+}
+
+/// A runtime builder with these limits, code-callable tools and journal.
+pub(crate) fn runtime_builder(
+    limits: flowbox::Limits,
+    tools: flowbox::ToolSet,
+    journal: Option<&JournalOptions>,
+) -> Result<flowbox::RuntimeBuilder, Failure> {
+    let mut builder = Runtime::builder().code_tools(tools).limits(limits);
     if let Some(journal) = journal {
         builder = builder.store(journal.open().map_err(Failure::input)?);
     }
-    builder.build().map_err(Failure::setup)
+    Ok(builder)
 }
 
 /// Runs `run` with the live progress display on stderr when it is a terminal.

@@ -641,3 +641,175 @@ fn real_backends_explain_what_they_need() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a directory"));
 }
+
+#[test]
+fn ask_answers_a_trivial_question_directly() {
+    let output = flowbox(&["ask", "What is 2+2?", "--json", "--no-journal"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out = stdout_json(&output);
+    assert_eq!(out["answer"], "[fake root] What is 2+2?");
+    assert_eq!(out["workflows"], json!([]));
+    assert_eq!(out["turns"], 1);
+}
+
+#[test]
+fn ask_runs_the_offline_demo_with_events_as_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let db = dir.path().join("journal.db");
+    let output = flowbox(&[
+        "ask",
+        "Should the parser ship?",
+        "--backend",
+        "scripted:examples/ask.backend.json",
+        "--events",
+        events.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--conversation",
+        "demo",
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer = String::from_utf8_lossy(&output.stdout);
+    assert!(answer.starts_with("The parser needs one fix"), "{answer}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("conversation demo · 1 workflows (0 failed) · 4 leaves"),
+        "{stderr}"
+    );
+
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every line is one JSON event"))
+        .collect();
+    let types: Vec<&str> = lines.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"run_started"));
+    assert_eq!(types.last(), Some(&"run_finished"));
+    assert_eq!(types.iter().filter(|t| **t == "leaf_started").count(), 4);
+    assert_eq!(types.iter().filter(|t| **t == "leaf_finished").count(), 4);
+    let seqs: Vec<u64> = lines.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
+    let grouped = lines
+        .iter()
+        .filter(|e| e["type"] == "leaf_started" && e["path"] == json!([{"group": 1, "index": 2}]))
+        .count();
+    assert_eq!(grouped, 1);
+    let listing = stdout_json(&flowbox(&[
+        "threads",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(listing[0]["name"], "parser-review");
+}
+
+#[test]
+fn ask_hands_a_rejected_script_back_to_the_root_model_which_fixes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    let config = json!({
+        "fallback": "fake",
+        "call_log": log,
+        "root": [
+            {"tool_calls": [{"name": "run_workflow", "arguments": {"script": "import subprocess\nreturn 1"}}]},
+            {"tool_calls": [{"name": "run_workflow", "arguments": {"script": "return await parallel([lambda i=i: agent(f'part {i}') for i in range(3)])"}}]},
+            {"text": "All three parts are done."}
+        ]
+    });
+    let backend = script(&dir, "root.json", &config.to_string());
+    let output = flowbox(&[
+        "ask",
+        "Do it in parts",
+        "--backend",
+        &format!("scripted:{backend}"),
+        "--json",
+        "--no-journal",
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out = stdout_json(&output);
+    assert_eq!(out["answer"], "All three parts are done.");
+    assert_eq!(out["workflows"].as_array().unwrap().len(), 2);
+    assert_eq!(out["workflows"][0]["ok"], false);
+    assert_eq!(out["workflows"][1]["leaves"], 3);
+
+    let root_requests: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|line| line.get("root_turn").is_some())
+        .map(|line| line["request"].clone())
+        .collect();
+    assert_eq!(root_requests.len(), 3);
+    let last_message = |request: &Value| {
+        let messages = request["messages"].as_array().unwrap();
+        let tool = messages.last().unwrap();
+        assert_eq!(tool["role"], "tool");
+        serde_json::from_str::<Value>(tool["content"].as_str().unwrap()).unwrap()
+    };
+    let rejected = last_message(&root_requests[1]);
+    assert_eq!(rejected["error"]["kind"], "forbidden");
+    assert!(
+        rejected["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("imports are not available")
+    );
+    let fixed = last_message(&root_requests[2]);
+    assert_eq!(
+        fixed["result"],
+        json!([
+            "[fake leaf] part 0",
+            "[fake leaf] part 1",
+            "[fake leaf] part 2"
+        ])
+    );
+    // Besides the root turns, the log holds the three leaf calls of the fixed script.
+    let leaf_calls = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.contains("\"root_turn\""))
+        .count();
+    assert_eq!(leaf_calls, 3);
+}
+
+#[test]
+fn run_writes_events_to_stdout_before_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(&dir, "two.py", "log('hi')\nreturn await agent('x')\n");
+    let output = flowbox(&["run", &path, "--events", "-", "--no-journal"]);
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    let events: Vec<Value> = lines[..5]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "run_started",
+            "log",
+            "leaf_started",
+            "leaf_finished",
+            "run_finished"
+        ]
+    );
+    assert_eq!(lines[5], "\"[fake leaf] x\"");
+}

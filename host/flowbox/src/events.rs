@@ -193,13 +193,26 @@ impl EventStream {
     pub async fn recv(&mut self) -> Option<Event> {
         match self.receiver.recv().await {
             Ok(event) => Some(event),
-            Err(broadcast::error::RecvError::Lagged(missed)) => Some(Event {
-                thread_id: String::new(),
-                seq: 0,
-                kind: EventKind::Gap { missed },
-            }),
+            Err(broadcast::error::RecvError::Lagged(missed)) => Some(gap(missed)),
             Err(broadcast::error::RecvError::Closed) => None,
         }
+    }
+
+    /// The next event if one is waiting, without waiting (for draining a stream).
+    pub fn try_recv(&mut self) -> Option<Event> {
+        match self.receiver.try_recv() {
+            Ok(event) => Some(event),
+            Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(gap(missed)),
+            Err(_) => None,
+        }
+    }
+}
+
+fn gap(missed: u64) -> Event {
+    Event {
+        thread_id: String::new(),
+        seq: 0,
+        kind: EventKind::Gap { missed },
     }
 }
 

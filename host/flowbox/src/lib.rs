@@ -39,6 +39,7 @@ mod events;
 mod host;
 mod journal;
 mod limits;
+mod orchestrator;
 mod outcome;
 mod request;
 mod run;
@@ -49,14 +50,19 @@ pub use error::{RunError, ScriptError, ScriptErrorKind};
 pub use events::{ErrorInfo, Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
     AgentBackend, AgentConfig, AgentTemplate, BackendError, ChatModel, ChatRequest, ChatResponse,
-    FakeBackend, LeafBackend, LeafReply, LeafRequest, Message, ReadRoots, ScriptedBackend, Tool,
-    ToolCall, ToolError, ToolSet, ToolSpec, Usage,
+    Conversation, FakeBackend, FakeChat, LeafBackend, LeafReply, LeafRequest, Message, ReadRoots,
+    ScriptedBackend, ScriptedChat, Tool, ToolCall, ToolError, ToolSet, ToolSpec, Usage,
 };
 pub use flowbox_store::{
     CallKind, CheckpointStore, Durability, EntryOutcome, MemoryStore, RunListing, RunStatus,
-    SqliteStore, StoreError, StoredRun, UtcTime,
+    SqliteStore, StoreError, StoredRun, UtcTime, WorkflowRecord, WorkflowTotals,
 };
 pub use limits::Limits;
+pub use orchestrator::{
+    Answer, DEFAULT_MAX_RESULT_BYTES, Guidance, Orchestrator, OrchestratorBuilder,
+    OrchestratorConfig, PATTERNS, RUN_WORKFLOW, RUN_WORKFLOW_DESCRIPTION, WorkflowInput,
+    WorkflowTool,
+};
 
 /// The real chat providers (the `http` feature): OpenAI-compatible Chat Completions and
 /// Anthropic Messages, for [`AgentBackend`] leaves.

@@ -25,7 +25,7 @@ pub use sqlite::{Durability, SqliteStore};
 pub use time::UtcTime;
 
 /// The journal format this build writes. A journal with a higher version is refused.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// What a thread is, fixed when it starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,6 +201,50 @@ pub struct RunListing {
     pub created_unix_ms: u64,
 }
 
+/// A workflow run a root agent started within a conversation (its `run_workflow` call).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowRecord {
+    /// The conversation the root agent was in.
+    pub conversation_id: String,
+    /// The workflow's thread id.
+    pub thread_id: String,
+    /// `meta.name`, when the script had one.
+    pub name: Option<String>,
+    /// Leaf agents the run started.
+    pub leaves: u64,
+    /// Tokens the run spent.
+    pub tokens: u64,
+    /// Whether it produced a result.
+    pub ok: bool,
+    /// When it was recorded, in milliseconds since the Unix epoch.
+    pub recorded_unix_ms: u64,
+}
+
+/// Workflow runs added up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowTotals {
+    /// Runs.
+    pub runs: u64,
+    /// Runs that failed.
+    pub failed: u64,
+    /// Leaf agents they started.
+    pub leaves: u64,
+    /// Tokens they spent.
+    pub tokens: u64,
+}
+
+impl WorkflowTotals {
+    /// The totals of `records`.
+    pub fn of(records: &[WorkflowRecord]) -> Self {
+        records.iter().fold(Self::default(), |total, record| Self {
+            runs: total.runs + 1,
+            failed: total.failed + u64::from(!record.ok),
+            leaves: total.leaves + record.leaves,
+            tokens: total.tokens + record.tokens,
+        })
+    }
+}
+
 /// Why the journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -279,6 +323,15 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
 
     /// Every thread, newest first.
     async fn list(&self) -> Result<Vec<RunListing>, StoreError>;
+
+    /// Records a workflow run a root agent started.
+    async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError>;
+
+    /// The workflow runs of one conversation, or of all conversations, oldest first.
+    async fn workflows(
+        &self,
+        conversation_id: Option<&str>,
+    ) -> Result<Vec<WorkflowRecord>, StoreError>;
 }
 
 #[cfg(test)]
@@ -369,6 +422,36 @@ pub(crate) mod contract {
             store.append("nope", &[entry(0, 0)]).await,
             Err(StoreError::UnknownThread(_))
         ));
+
+        for (conversation, thread, ok) in
+            [("c1", "w1", true), ("c2", "w2", false), ("c1", "w3", true)]
+        {
+            let record = WorkflowRecord {
+                conversation_id: conversation.into(),
+                thread_id: thread.into(),
+                name: Some("review".into()),
+                leaves: 4,
+                tokens: 100,
+                ok,
+                recorded_unix_ms: 1_700_000_000_000,
+            };
+            store.record_workflow(&record).await.unwrap();
+        }
+        let c1 = store.workflows(Some("c1")).await.unwrap();
+        assert_eq!(
+            c1.iter().map(|r| r.thread_id.as_str()).collect::<Vec<_>>(),
+            ["w1", "w3"]
+        );
+        let all = store.workflows(None).await.unwrap();
+        assert_eq!(
+            WorkflowTotals::of(&all),
+            WorkflowTotals {
+                runs: 3,
+                failed: 1,
+                leaves: 12,
+                tokens: 300
+            }
+        );
 
         let mut later = header("t2");
         later.created_unix_ms += 10;

@@ -3,12 +3,15 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::{CheckpointStore, Entry, RunEnd, RunHeader, RunListing, StoreError, StoredRun};
+use crate::{
+    CheckpointStore, Entry, RunEnd, RunHeader, RunListing, StoreError, StoredRun, WorkflowRecord,
+};
 
 /// A [`CheckpointStore`] in memory, lost with the process.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     runs: Mutex<HashMap<String, StoredRun>>,
+    workflows: Mutex<Vec<WorkflowRecord>>,
 }
 
 impl MemoryStore {
@@ -112,6 +115,24 @@ impl CheckpointStore for MemoryStore {
                 .then_with(|| b.thread_id.cmp(&a.thread_id))
         });
         Ok(listing)
+    }
+
+    async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {
+        let mut workflows = self.workflows.lock().unwrap_or_else(|p| p.into_inner());
+        workflows.push(record.clone());
+        Ok(())
+    }
+
+    async fn workflows(
+        &self,
+        conversation_id: Option<&str>,
+    ) -> Result<Vec<WorkflowRecord>, StoreError> {
+        let workflows = self.workflows.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(workflows
+            .iter()
+            .filter(|record| conversation_id.is_none_or(|id| record.conversation_id == id))
+            .cloned()
+            .collect())
     }
 }
 

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::{
     CallKind, CheckpointStore, Entry, EntryOutcome, RunEnd, RunHeader, RunListing, RunStatus,
-    SCHEMA_VERSION, StoreError, StoredRun,
+    SCHEMA_VERSION, StoreError, StoredRun, WorkflowRecord,
 };
 
 /// How long a writer waits for another to finish before reporting the file as locked.
@@ -68,6 +68,18 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (thread_id, seq)
     );
     CREATE INDEX runs_by_age ON runs (created_unix_ms DESC);",
+    // 1 → 2: the workflow runs root agents started, by conversation.
+    "CREATE TABLE workflows (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        conversation_id TEXT NOT NULL,
+        thread_id TEXT NOT NULL,
+        name TEXT,
+        leaves INTEGER NOT NULL,
+        tokens INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        recorded_unix_ms INTEGER NOT NULL
+    );
+    CREATE INDEX workflows_by_conversation ON workflows (conversation_id, id);",
 ];
 
 impl SqliteStore {
@@ -466,6 +478,61 @@ impl CheckpointStore for SqliteStore {
         })
         .await
     }
+
+    async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {
+        let record = record.clone();
+        self.with(move |connection, path| {
+            connection
+                .execute(
+                    "INSERT INTO workflows (conversation_id, thread_id, name, leaves, tokens, ok,
+                        recorded_unix_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![
+                        record.conversation_id,
+                        record.thread_id,
+                        record.name,
+                        record.leaves as i64,
+                        record.tokens as i64,
+                        record.ok,
+                        record.recorded_unix_ms as i64
+                    ],
+                )
+                .map_err(|e| classify(path, e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn workflows(
+        &self,
+        conversation_id: Option<&str>,
+    ) -> Result<Vec<WorkflowRecord>, StoreError> {
+        let conversation_id = conversation_id.map(str::to_owned);
+        self.with(move |connection, path| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT conversation_id, thread_id, name, leaves, tokens, ok, recorded_unix_ms
+                     FROM workflows WHERE ?1 IS NULL OR conversation_id = ?1 ORDER BY id",
+                )
+                .map_err(|e| classify(path, e))?;
+            let rows = statement
+                .query_map([&conversation_id], |row| {
+                    Ok(WorkflowRecord {
+                        conversation_id: row.get(0)?,
+                        thread_id: row.get(1)?,
+                        name: row.get(2)?,
+                        leaves: row.get::<_, i64>(3)? as u64,
+                        tokens: row.get::<_, i64>(4)? as u64,
+                        ok: row.get(5)?,
+                        recorded_unix_ms: row.get::<_, i64>(6)? as u64,
+                    })
+                })
+                .map_err(|e| classify(path, e))?;
+            rows.collect::<Result<Vec<_>, _>>()
+                .map_err(|e| classify(path, e))
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -534,6 +601,49 @@ mod tests {
             Ok(store) => store.load("t").await.unwrap_err(),
         };
         assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_older_journal_is_migrated_with_its_threads_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        // A journal as the first release wrote it: only the first migration applied.
+        {
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .execute_batch(&format!("{}; PRAGMA user_version = 1;", MIGRATIONS[0]))
+                .unwrap();
+            connection
+                .execute(
+                    "INSERT INTO runs (thread_id, header, status, created_unix_ms)
+                     VALUES ('old', ?1, 'running', 5)",
+                    [to_json(&header("old"))],
+                )
+                .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(
+            store.load("old").await.unwrap().unwrap().header,
+            header("old")
+        );
+        store
+            .record_workflow(&WorkflowRecord {
+                conversation_id: "c".into(),
+                thread_id: "old".into(),
+                name: None,
+                leaves: 1,
+                tokens: 2,
+                ok: true,
+                recorded_unix_ms: 3,
+            })
+            .await
+            .unwrap();
+        assert_eq!(store.workflows(Some("c")).await.unwrap().len(), 1);
+        let version: u32 = Connection::open(&path)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[tokio::test]

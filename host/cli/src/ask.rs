@@ -1,0 +1,104 @@
+//! `flowbox ask "question"`: a root agent that answers directly or writes and runs workflows
+//! with `run_workflow` — the whole product in one command.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use flowbox::{Orchestrator, WorkflowTotals};
+use serde_json::json;
+
+use crate::options::{JournalOptions, RunOptions};
+use crate::run::runtime_builder;
+use crate::{Failure, events};
+
+/// Arguments of `flowbox ask`.
+#[derive(Debug, Args)]
+pub(crate) struct AskArgs {
+    /// The question or task.
+    question: String,
+    /// Record workflow runs under this conversation id [default: a new one].
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    /// Leave the workflow guidance out of the root agent's system prompt.
+    #[arg(long)]
+    no_guidance: bool,
+    /// Print one JSON object: {"answer", "conversation_id", "workflows", "usage", "turns"}.
+    #[arg(long)]
+    json: bool,
+    /// Write every event of the workflows as JSON Lines to FILE, or to stdout with `-`.
+    #[arg(long, value_name = "FILE|-")]
+    events: Option<PathBuf>,
+    /// Do not journal the workflows.
+    #[arg(long)]
+    no_journal: bool,
+    #[command(flatten)]
+    options: RunOptions,
+    #[command(flatten)]
+    journal: JournalOptions,
+}
+
+pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
+    let limits = args.options.limits().map_err(Failure::input)?;
+    let backends = args.options.backends().map_err(Failure::input)?;
+    let journal = (!args.no_journal).then_some(&args.journal);
+    let runtime = runtime_builder(limits, backends.tools.clone(), journal)?;
+    let mut builder = Orchestrator::builder(backends.root, backends.root_model_id)
+        .tools(backends.tools)
+        .leaves(backends.leaf)
+        .runtime(runtime);
+    if args.no_guidance {
+        builder = builder.guidance(None);
+    }
+    let orchestrator = builder.build().map_err(Failure::setup)?;
+    let conversation = args
+        .conversation
+        .clone()
+        .unwrap_or_else(flowbox::new_thread_id);
+    let log = match &args.events {
+        Some(target) => Some(
+            events::spawn(target, orchestrator.runtime().subscribe()).map_err(Failure::input)?,
+        ),
+        None => None,
+    };
+    let answer = orchestrator.ask_in(&conversation, &args.question).await;
+    if let Some(log) = log {
+        log.finish().await.map_err(Failure::input)?;
+    }
+    let answer = answer.map_err(|e| Failure {
+        code: 1,
+        error: anyhow::Error::new(e).context("the root agent failed"),
+    })?;
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "answer": answer.text,
+                "conversation_id": answer.conversation_id,
+                "workflows": answer.workflows,
+                "usage": answer.usage,
+                "turns": answer.turns,
+            })
+        );
+        return Ok(0);
+    }
+    println!("{}", answer.text);
+    let totals = match orchestrator.runtime().store() {
+        Some(store) => WorkflowTotals::of(
+            &store
+                .workflows(Some(&conversation))
+                .await
+                .map_err(|e| Failure::input(anyhow::Error::new(e)))?,
+        ),
+        None => WorkflowTotals::of(&answer.workflows),
+    };
+    eprintln!(
+        "conversation {} · {} workflows ({} failed) · {} leaves · {} workflow tokens · {} root tokens",
+        conversation,
+        totals.runs,
+        totals.failed,
+        totals.leaves,
+        totals.tokens,
+        answer.usage.total()
+    );
+    Ok(0)
+}

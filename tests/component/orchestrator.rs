@@ -1,0 +1,297 @@
+//! The orchestrator offline: a scripted root model that answers directly, fixes a rejected
+//! script, and runs a fan-out — asserting on what the root model receives.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use flowbox::{
+    BackendError, ChatModel, ChatRequest, ChatResponse, CheckpointStore, FakeBackend, Guidance,
+    Limits, MemoryStore, Message, Orchestrator, RUN_WORKFLOW, Runtime, Tool, ToolCall,
+    WorkflowTool, WorkflowTotals,
+};
+use flowbox_tests::root;
+use serde_json::{Value, json};
+
+/// A root model that plays scripted turns and records every request it gets.
+#[derive(Debug, Default)]
+struct RootModel {
+    turns: Mutex<VecDeque<ChatResponse>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl RootModel {
+    fn new(turns: Vec<ChatResponse>) -> Arc<Self> {
+        Arc::new(Self {
+            turns: Mutex::new(turns.into()),
+            ..Self::default()
+        })
+    }
+
+    fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatModel for RootModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
+        self.requests.lock().unwrap().push(request.clone());
+        self.turns
+            .lock()
+            .unwrap()
+            .pop_front()
+            .ok_or_else(|| BackendError::terminal("the root model ran out of turns"))
+    }
+}
+
+fn say(text: &str) -> ChatResponse {
+    ChatResponse {
+        text: text.into(),
+        ..ChatResponse::default()
+    }
+}
+
+fn run_workflow(script: &str) -> ChatResponse {
+    ChatResponse {
+        tool_calls: vec![ToolCall {
+            id: "call".into(),
+            name: RUN_WORKFLOW.into(),
+            arguments: json!({"script": script}),
+        }],
+        ..ChatResponse::default()
+    }
+}
+
+fn orchestrator(model: Arc<RootModel>, store: Arc<MemoryStore>) -> Orchestrator {
+    Orchestrator::builder(model, "root-model")
+        .system_prompt("You are the team's assistant.")
+        .leaves(Arc::new(FakeBackend::new()))
+        .runtime(
+            Runtime::builder()
+                .shared_store(store)
+                .cache_dir(root().join("target").join("flowbox-cache")),
+        )
+        .build()
+        .expect("the orchestrator builds")
+}
+
+/// The JSON a tool message carried.
+fn tool_output(request: &ChatRequest) -> Value {
+    match request.messages.last() {
+        Some(Message::Tool { content, .. }) => serde_json::from_str(content).unwrap(),
+        other => panic!("expected a tool result last, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_trivial_question_is_answered_directly() {
+    let model = RootModel::new(vec![say("4")]);
+    let store = Arc::new(MemoryStore::new());
+    let answer = orchestrator(model.clone(), store.clone())
+        .ask("What is 2 + 2?")
+        .await
+        .unwrap();
+    assert_eq!(answer.text, "4");
+    assert!(answer.workflows.is_empty());
+    let requests = model.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(request.model, "root-model");
+    assert!(
+        request
+            .system
+            .starts_with("You are the team's assistant.\n\n## Workflows")
+    );
+    assert!(
+        request
+            .system
+            .contains("### plan, execute each step, check with bounded retries")
+    );
+    assert_eq!(
+        request.messages,
+        vec![Message::User {
+            text: "What is 2 + 2?".into()
+        }]
+    );
+    let tool = request
+        .tools
+        .iter()
+        .find(|t| t.name == RUN_WORKFLOW)
+        .unwrap();
+    assert!(
+        tool.description
+            .contains("ONLY for tasks that genuinely need several")
+    );
+    assert!(store.workflows(None).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_rejected_script_comes_back_as_an_actionable_error_and_the_fix_succeeds() {
+    let model = RootModel::new(vec![
+        run_workflow("import os\nreturn os.listdir('/')"),
+        run_workflow("return await agent('list the files')"),
+        say("Done: the leaf listed them."),
+    ]);
+    let store = Arc::new(MemoryStore::new());
+    let answer = orchestrator(model.clone(), store.clone())
+        .ask_in("conv-1", "List the files")
+        .await
+        .unwrap();
+    assert_eq!(answer.text, "Done: the leaf listed them.");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+
+    let rejected = tool_output(&requests[1]);
+    assert_eq!(rejected["ok"], false);
+    assert_eq!(rejected["error"]["kind"], "forbidden");
+    assert_eq!(rejected["error"]["line"], 1);
+    assert!(
+        rejected["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("import of 'os'")
+    );
+    assert!(
+        rejected["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("injected primitives")
+    );
+
+    let fixed = tool_output(&requests[2]);
+    assert_eq!(fixed["ok"], true);
+    assert_eq!(fixed["result"], "[fake leaf] list the files");
+    assert_eq!(fixed["summary"]["leaves"], 1);
+    assert!(fixed["summary"]["thread_id"].is_string());
+
+    assert_eq!(answer.workflows.len(), 2);
+    let recorded = store.workflows(Some("conv-1")).await.unwrap();
+    assert_eq!(
+        WorkflowTotals::of(&recorded),
+        WorkflowTotals {
+            runs: 2,
+            failed: 1,
+            leaves: 1,
+            tokens: fixed["summary"]["tokens"].as_u64().unwrap()
+        }
+    );
+    assert!(store.workflows(Some("other")).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_fan_out_is_run_and_summarised() {
+    let script = r#"
+meta = {"name": "perspectives", "description": "three views", "phases": [{"title": "views"}]}
+async def main():
+    phase("views")
+    views = await parallel([lambda v=v: agent(f"view of {v}") for v in ["cost", "risk", "speed"]])
+    return {"views": views}
+"#;
+    let model = RootModel::new(vec![
+        run_workflow(script),
+        say("Three views, all positive."),
+    ]);
+    let answer = orchestrator(model.clone(), Arc::new(MemoryStore::new()))
+        .ask("Weigh the plan from three angles")
+        .await
+        .unwrap();
+    assert_eq!(answer.text, "Three views, all positive.");
+    let output = tool_output(&model.requests()[1]);
+    assert_eq!(output["summary"]["name"], "perspectives");
+    assert_eq!(output["summary"]["leaves"], 3);
+    assert_eq!(output["summary"]["phases"], json!(["views"]));
+    assert_eq!(output["result"]["views"][2], "[fake leaf] view of speed");
+    assert_eq!(answer.workflows[0].leaves, 3);
+}
+
+#[tokio::test]
+async fn guidance_can_be_replaced_or_turned_off() {
+    let model = RootModel::new(vec![say("a"), say("b")]);
+    let custom = Orchestrator::builder(model.clone(), "m")
+        .system_prompt("Base.")
+        .guidance(Some(Guidance::custom("Use workflows wisely.")))
+        .leaves(Arc::new(FakeBackend::new()))
+        .runtime(Runtime::builder().cache_dir(root().join("target").join("flowbox-cache")))
+        .build()
+        .unwrap();
+    custom.ask("q").await.unwrap();
+    let off = Orchestrator::builder(model.clone(), "m")
+        .system_prompt("Base.")
+        .guidance(None)
+        .leaves(Arc::new(FakeBackend::new()))
+        .runtime(Runtime::builder().cache_dir(root().join("target").join("flowbox-cache")))
+        .build()
+        .unwrap();
+    off.ask("q").await.unwrap();
+    let requests = model.requests();
+    assert_eq!(requests[0].system, "Base.\n\nUse workflows wisely.");
+    assert_eq!(requests[1].system, "Base.");
+    let short = Guidance::without_patterns(&Limits::default());
+    assert!(short.text().len() * 2 < Guidance::new(&Limits::default()).text().len());
+    assert!(short.text().contains("1000 leaf agents at most"));
+}
+
+#[tokio::test]
+async fn the_tool_stands_alone_and_truncates_large_results() {
+    let runtime = Runtime::builder()
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap();
+    let tool = WorkflowTool::new(runtime).max_result_bytes(100);
+    let spec = tool.spec();
+    assert_eq!(spec.name, "run_workflow");
+    assert_eq!(spec.parameters["required"], json!(["script"]));
+    let big = tool
+        .call(json!({"script": "return ['item ' * 10 for _ in range(50)]"}))
+        .await
+        .unwrap();
+    assert_eq!(big["ok"], true);
+    assert_eq!(big["result"]["truncated"], true);
+    assert!(big["result"]["bytes"].as_u64().unwrap() > 100);
+    assert!(big["result"]["preview"].as_str().unwrap().ends_with('…'));
+    let with_args = tool
+        .call(
+            json!({"script": "return args['n'] * 2", "args": {"n": 21}, "thread_id": "standalone"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            with_args["result"].clone(),
+            with_args["summary"]["thread_id"].clone()
+        ),
+        (json!(42), json!("standalone"))
+    );
+    let err = tool.call(json!({"code": "return 1"})).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("invalid arguments for run_workflow"),
+        "{err}"
+    );
+    let failed = tool
+        .call(json!({"script": "while True:\n    pass\nreturn 1"}))
+        .await;
+    let failed = failed.unwrap();
+    assert_eq!(failed["error"]["kind"], "out_of_fuel");
+    assert!(
+        failed["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("orchestration glue")
+    );
+}
+
+#[tokio::test]
+async fn the_root_agent_is_bounded_in_turns() {
+    let looping: Vec<ChatResponse> = (0..20).map(|_| run_workflow("return 1")).collect();
+    let model = RootModel::new(looping);
+    let orchestrator = Orchestrator::builder(model.clone(), "m")
+        .max_turns(3)
+        .leaves(Arc::new(FakeBackend::new()))
+        .runtime(Runtime::builder().cache_dir(root().join("target").join("flowbox-cache")))
+        .build()
+        .unwrap();
+    let err = orchestrator.ask("loop").await.unwrap_err();
+    assert!(err.to_string().contains("all 3 of its turns"), "{err}");
+    assert_eq!(model.requests().len(), 3);
+}
