@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use flowbox::http::{OpenAiChat, RetryPolicy};
 use flowbox::{
-    AgentBackend, AgentConfig, FakeBackend, Limits, RunRequest, Runtime, ScriptedBackend, ToolSet,
+    AgentBackend, AgentConfig, CheckpointStore, FakeBackend, Limits, MemoryStore, RunRequest,
+    Runtime, ScriptedBackend, SqliteStore, ToolSet,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -20,6 +21,12 @@ const ONE_LEAF: &str = "return await agent('hello')";
 const PARALLEL: &str = "\
 results = await parallel([lambda i=i: agent(f'item {i}') for i in range(args['n'])])
 return len(results)";
+const SEQUENTIAL: &str = "\
+n = 0
+for i in range(args['n']):
+    await agent(f'step {i}')
+    n += 1
+return n";
 const PIPELINE: &str = "\
 async def draft(item):
     return await agent(f'draft {item}')
@@ -55,12 +62,38 @@ fn cache_dir() -> std::path::PathBuf {
 }
 
 fn runtime(backend: Arc<dyn flowbox::LeafBackend>, limits: Limits) -> Runtime {
-    Runtime::builder()
+    journaled(backend, limits, None)
+}
+
+fn journaled(
+    backend: Arc<dyn flowbox::LeafBackend>,
+    limits: Limits,
+    store: Option<Arc<dyn CheckpointStore>>,
+) -> Runtime {
+    let mut builder = Runtime::builder()
         .shared_backend(backend)
         .limits(limits)
-        .cache_dir(cache_dir())
-        .build()
-        .expect("the guest loads")
+        .cache_dir(cache_dir());
+    if let Some(store) = store {
+        builder = builder.shared_store(store);
+    }
+    builder.build().expect("the guest loads")
+}
+
+/// A backend that fails every call: a resumed run must take everything from its journal.
+#[derive(Debug)]
+struct NoCalls;
+
+#[async_trait::async_trait]
+impl flowbox::LeafBackend for NoCalls {
+    async fn call(
+        &self,
+        _: &flowbox::LeafRequest,
+    ) -> Result<flowbox::LeafReply, flowbox::BackendError> {
+        Err(flowbox::BackendError::terminal(
+            "a resumed run called the backend",
+        ))
+    }
 }
 
 /// Runs `script` `iterations` times (after two warm-up runs) and returns the timings.
@@ -80,6 +113,38 @@ async fn measure(runtime: &Runtime, script: &str, args: Value, iterations: usize
         p90: times[times.len() * 9 / 10],
         iterations,
     }
+}
+
+/// Like `measure`, for several runtimes at once, alternating between them on every iteration so
+/// that the machine's load drifts over all of them alike; for comparing them with each other.
+async fn measure_alternating(
+    runtimes: &[&Runtime],
+    script: &str,
+    args: Value,
+    iterations: usize,
+) -> Vec<Stats> {
+    for runtime in runtimes {
+        run_ok(runtime, script, args.clone()).await;
+    }
+    let mut times = vec![Vec::with_capacity(iterations); runtimes.len()];
+    for _ in 0..iterations {
+        for (runtime, times) in runtimes.iter().zip(&mut times) {
+            let start = Instant::now();
+            run_ok(runtime, script, args.clone()).await;
+            times.push(start.elapsed());
+        }
+    }
+    times
+        .into_iter()
+        .map(|mut times| {
+            times.sort();
+            Stats {
+                median: times[times.len() / 2],
+                p90: times[times.len() * 9 / 10],
+                iterations,
+            }
+        })
+        .collect()
 }
 
 async fn run_ok(runtime: &Runtime, script: &str, args: Value) -> Value {
@@ -156,6 +221,49 @@ async fn chat_completions_server() -> String {
     url
 }
 
+/// Resumes a journaled 1000-leaf thread whose run was cut off just before it returned: the
+/// whole journal is replayed (no backend call) and the thread finishes. Each iteration resumes
+/// a fresh copy of the interrupted journal.
+async fn resume_benchmark(
+    live: &Runtime,
+    recorded: &Arc<dyn CheckpointStore>,
+    dir: &std::path::Path,
+) -> Stats {
+    let outcome = live
+        .run_request(
+            RunRequest::new(PARALLEL)
+                .args(json!({"n": 1000}))
+                .thread_id("resume-me"),
+        )
+        .await;
+    assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+    let run = recorded
+        .load("resume-me")
+        .await
+        .expect("readable")
+        .expect("journaled");
+    let mut times = Vec::new();
+    for iteration in 0..10 {
+        let copy =
+            SqliteStore::open(dir.join(format!("resume-{iteration}.db"))).expect("a journal");
+        copy.begin(&run.header).await.expect("a new thread");
+        copy.append("resume-me", &run.entries)
+            .await
+            .expect("appended");
+        let replay = journaled(Arc::new(NoCalls), Limits::default(), Some(Arc::new(copy)));
+        let start = Instant::now();
+        let resumed = replay.resume("resume-me", None).await;
+        times.push(start.elapsed());
+        assert_eq!(resumed.result.expect("the replay succeeds"), json!(1000));
+    }
+    times.sort();
+    Stats {
+        median: times[times.len() / 2],
+        p90: times[times.len() * 9 / 10],
+        iterations: times.len(),
+    }
+}
+
 fn main() {
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -211,6 +319,48 @@ async fn async_main() {
     let http_per_leaf =
         (http_100.median.as_secs_f64() - parallel_100.median.as_secs_f64()) / 100.0 * 1e6;
 
+    // The journal: the cost per leaf of journaling in memory and in SQLite (durable against a
+    // killed process), with one batch per leaf (sequential awaits, the worst case) and with
+    // batches of many leaves (a fan-out); then resuming a 1000-leaf thread from SQLite.
+    let journal_dir = tempfile::tempdir().expect("a temporary directory");
+    let sqlite: Arc<dyn CheckpointStore> =
+        Arc::new(SqliteStore::open(journal_dir.path().join("bench.db")).expect("a journal"));
+    let memory: Arc<dyn CheckpointStore> = Arc::new(MemoryStore::new());
+    let fake_backend: Arc<dyn flowbox::LeafBackend> = Arc::new(FakeBackend::new());
+    let in_memory = journaled(fake_backend.clone(), Limits::default(), Some(memory));
+    let on_disk = journaled(
+        fake_backend.clone(),
+        Limits::default(),
+        Some(sqlite.clone()),
+    );
+    let sequential = measure_alternating(
+        &[&fake, &in_memory, &on_disk],
+        SEQUENTIAL,
+        json!({"n": 200}),
+        21,
+    )
+    .await;
+    let fan_out = measure_alternating(
+        &[&fake, &in_memory, &on_disk],
+        PARALLEL,
+        json!({"n": 1000}),
+        11,
+    )
+    .await;
+    let [plain_sequential, memory_sequential, sqlite_sequential] =
+        <[Stats; 3]>::try_from(sequential)
+            .ok()
+            .expect("three runtimes");
+    let [plain_parallel, memory_parallel, sqlite_parallel] = <[Stats; 3]>::try_from(fan_out)
+        .ok()
+        .expect("three runtimes");
+    let journal_cost = |journaled: &Stats, plain: &Stats, leaves: f64| {
+        ((journaled.median.as_secs_f64() - plain.median.as_secs_f64()) / leaves * 1e6 * 10.0)
+            .round()
+            / 10.0
+    };
+    let resume_1000 = resume_benchmark(&on_disk, &sqlite, journal_dir.path()).await;
+
     // 100 runs in flight at once, each with 10 leaves of 20 ms: peak resident memory.
     let concurrent = runtime(
         Arc::new(
@@ -242,6 +392,19 @@ async fn async_main() {
         "parallel_100": parallel_100.json(),
         "parallel_1000": parallel_1000.json(),
         "pipeline_3x100": pipeline_100.json(),
+        "journal": {
+            "sequential_200_no_journal": plain_sequential.json(),
+            "sequential_200_memory": memory_sequential.json(),
+            "sequential_200_sqlite": sqlite_sequential.json(),
+            "parallel_1000_memory": memory_parallel.json(),
+            "parallel_1000_sqlite": sqlite_parallel.json(),
+            "per_leaf_us_sequential_memory": journal_cost(&memory_sequential, &plain_sequential, 200.0),
+            "per_leaf_us_sequential_sqlite": journal_cost(&sqlite_sequential, &plain_sequential, 200.0),
+            "parallel_1000_no_journal": plain_parallel.json(),
+            "per_leaf_us_parallel_memory": journal_cost(&memory_parallel, &plain_parallel, 1000.0),
+            "per_leaf_us_parallel_sqlite": journal_cost(&sqlite_parallel, &plain_parallel, 1000.0),
+            "resume_1000_leaves": resume_1000.json(),
+        },
         "http_leaves_parallel_100": http_100.json(),
         "http_added_overhead_per_leaf_us": (http_per_leaf * 10.0).round() / 10.0,
         "overhead_per_leaf_us": {
@@ -265,6 +428,8 @@ async fn async_main() {
             "parallel_1000_median_ms": 50.0,
             "makespan_ratio": 1.05,
             "concurrent_100_runs_peak_rss_mib": 1024,
+            "journal_per_leaf_us": 50.0,
+            "resume_1000_leaves_ms": 100.0,
         },
     });
 
@@ -316,6 +481,35 @@ async fn async_main() {
         "overhead per leaf (pipeline)",
         format!("{per_leaf_pipeline:.1} µs"),
         "≤ 30 µs",
+    );
+    row(
+        "journal per leaf, sequential (memory)",
+        format!(
+            "{:.1} µs",
+            journal_cost(&memory_sequential, &plain_sequential, 200.0)
+        ),
+        "",
+    );
+    row(
+        "journal per leaf, sequential (SQLite)",
+        format!(
+            "{:.1} µs",
+            journal_cost(&sqlite_sequential, &plain_sequential, 200.0)
+        ),
+        "≤ 50 µs",
+    );
+    row(
+        "journal per leaf, fan-out of 1000 (SQLite)",
+        format!(
+            "{:.1} µs",
+            journal_cost(&sqlite_parallel, &parallel_1000, 1000.0)
+        ),
+        "≤ 50 µs",
+    );
+    row(
+        "resume a 1000-leaf thread (SQLite)",
+        format!("{:.2} ms", ms(resume_1000.median)),
+        "≤ 100 ms",
     );
     row(
         "parallel 100, HTTP agent leaves (loopback)",
