@@ -202,3 +202,30 @@ async fn a_slow_consumer_gets_a_gap_and_never_stalls_the_run() {
     ));
     assert_eq!(rest.last().unwrap().seq, 202);
 }
+
+#[tokio::test]
+async fn budget_warnings_come_at_80_percent_and_when_spent() {
+    let rt = flowbox_tests::scripted(
+        r#"{"rules": [{"text": "ok", "tokens": {"input": 20, "output": 10}}]}"#,
+        flowbox::Limits::default().with_budget_tokens(Some(100)),
+    );
+    let mut stream = rt.subscribe();
+    let outcome = rt
+        .run_request(
+            RunRequest::new(
+                "n = 0\nwhile True:\n    try:\n        await agent('x')\n        n += 1\n    except BudgetExceeded:\n        return n\n",
+            )
+            .thread_id("budget-warnings"),
+        )
+        .await;
+    assert_eq!(outcome.result.unwrap(), json!(4));
+    let mut warnings = Vec::new();
+    while let Some(event) = stream.recv().await {
+        match event.kind {
+            EventKind::BudgetWarning { spent, total } => warnings.push((spent, total)),
+            EventKind::RunFinished { .. } => break,
+            _ => {}
+        }
+    }
+    assert_eq!(warnings, vec![(90, 100), (120, 100)]);
+}

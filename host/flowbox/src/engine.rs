@@ -302,3 +302,45 @@ impl Drop for EpochTicker {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Everything the guest can call, by interface: the component's imports are fixed when it
+    /// is built, so this is the whole of its reach outside the sandbox.
+    #[test]
+    fn the_guest_imports_nothing_but_the_host_interface_and_wasi() {
+        let runtime = Runtime::builder()
+            .cache_dir(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flowbox-cache"),
+            )
+            .build()
+            .expect("the guest loads");
+        let shared = &runtime.shared;
+        let types = shared.pre.instance_pre().component().component_type();
+        let imports: Vec<&str> = types
+            .imports(&shared.engine)
+            .map(|(name, _)| name)
+            .collect();
+        let allowed = [
+            "flowbox:workflow/host@0.1.0",
+            "wasi:cli/",
+            "wasi:clocks/",
+            "wasi:filesystem/",
+            "wasi:io/",
+            "wasi:random/",
+            "wasi:sockets/",
+        ];
+        for import in &imports {
+            assert!(
+                allowed.iter().any(|prefix| import.starts_with(prefix)),
+                "the guest imports {import}, which is not an allowed interface"
+            );
+        }
+        assert!(
+            imports.contains(&"flowbox:workflow/host@0.1.0"),
+            "{imports:?}"
+        );
+    }
+}
