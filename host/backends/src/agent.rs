@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput};
-use crate::tool::ToolSet;
+use crate::tool::{ToolSet, schema_errors};
 use crate::{BackendError, LeafBackend, LeafReply, LeafRequest, Usage};
 
 /// What every leaf is told, whatever its base prompt.
@@ -400,21 +400,9 @@ fn validated(validator: &jsonschema::Validator, response: &ChatResponse) -> Resu
     let Some(value) = parsed(response) else {
         return Err("the reply is not JSON".into());
     };
-    let problems: Vec<String> = validator
-        .iter_errors(&value)
-        .map(|error| {
-            let at = error.instance_path.to_string();
-            if at.is_empty() {
-                error.to_string()
-            } else {
-                format!("{at}: {error}")
-            }
-        })
-        .collect();
-    if problems.is_empty() {
-        Ok(value)
-    } else {
-        Err(problems.join("; "))
+    match schema_errors(validator, &value) {
+        None => Ok(value),
+        Some(problems) => Err(problems),
     }
 }
 

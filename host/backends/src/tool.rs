@@ -132,25 +132,12 @@ impl ToolSet {
     /// The tool named `name`, after checking `arguments` against its schema.
     fn check(&self, name: &str, arguments: &Value) -> Result<&Entry, ToolError> {
         let entry = self.tools.get(name).ok_or_else(|| self.unknown(name))?;
-        let errors: Vec<String> = entry
-            .validator
-            .iter_errors(arguments)
-            .map(|error| {
-                let at = error.instance_path.to_string();
-                if at.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("{at}: {error}")
-                }
-            })
-            .collect();
-        if errors.is_empty() {
-            Ok(entry)
-        } else {
-            Err(ToolError::InvalidArguments {
+        match schema_errors(&entry.validator, arguments) {
+            None => Ok(entry),
+            Some(message) => Err(ToolError::InvalidArguments {
                 tool: name.to_owned(),
-                message: errors.join("; "),
-            })
+                message,
+            }),
         }
     }
 
@@ -170,6 +157,23 @@ impl ToolSet {
             },
         }
     }
+}
+
+/// What is wrong with `value` by the validator's schema, each error with where it is; `None`
+/// when the value is valid.
+pub(crate) fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Option<String> {
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|error| {
+            let at = error.instance_path.to_string();
+            if at.is_empty() {
+                error.to_string()
+            } else {
+                format!("{at}: {error}")
+            }
+        })
+        .collect();
+    (!errors.is_empty()).then(|| errors.join("; "))
 }
 
 #[cfg(test)]

@@ -504,18 +504,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
         instance.call_check(&mut store, script).await
     })
     .await;
-    let meta = match outcome {
-        Err(_) => {
-            return Err(RunError::Timeout {
-                after: limits.timeout,
-            });
-        }
-        Ok(Err(trap)) => return Err(error::classify(trap, &store.data().trap_context())),
-        Ok(Ok(Err(script_error))) => {
-            return Err(error::from_guest(script_error, limits.memory_bytes));
-        }
-        Ok(Ok(Ok(meta))) => meta,
-    };
+    let meta = guest_result(outcome, &store, &limits)?;
     let meta: Value = serde_json::from_str(&meta)
         .map_err(|e| RunError::Guest(format!("check returned invalid JSON: {e}")))?;
     Ok((!meta.is_null()).then_some(meta))
@@ -552,18 +541,7 @@ async fn call_run(
         instance.call_run(&mut *store, script, args).await
     })
     .await;
-    let text = match outcome {
-        Err(_) => {
-            return Err(RunError::Timeout {
-                after: limits.timeout,
-            });
-        }
-        Ok(Err(trap)) => return Err(error::classify(trap, &store.data().trap_context())),
-        Ok(Ok(Err(script_error))) => {
-            return Err(error::from_guest(script_error, limits.memory_bytes));
-        }
-        Ok(Ok(Ok(text))) => text,
-    };
+    let text = guest_result(outcome, store, limits)?;
     if text.len() > limits.max_result_bytes {
         return Err(RunError::ResultTooLarge {
             size: text.len(),
@@ -571,6 +549,26 @@ async fn call_run(
         });
     }
     serde_json::from_str(&text).map_err(|e| RunError::Guest(format!("the result is not JSON: {e}")))
+}
+
+/// What a call of one of the guest's exports ended with, as a run error when it did not
+/// return: the deadline, a trap (classified), or the script's own error.
+fn guest_result<T>(
+    outcome: Result<
+        wasmtime::Result<Result<T, crate::bindings::ScriptError>>,
+        tokio::time::error::Elapsed,
+    >,
+    store: &Store<RunCtx>,
+    limits: &Limits,
+) -> Result<T, RunError> {
+    match outcome {
+        Err(_) => Err(RunError::Timeout {
+            after: limits.timeout,
+        }),
+        Ok(Err(trap)) => Err(error::classify(trap, &store.data().trap_context())),
+        Ok(Ok(Err(script_error))) => Err(error::from_guest(script_error, limits.memory_bytes)),
+        Ok(Ok(Ok(value))) => Ok(value),
+    }
 }
 
 fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limits) {
