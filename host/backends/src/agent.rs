@@ -218,10 +218,16 @@ impl LeafBackend for AgentBackend {
             },
             self.config.max_turns,
         );
-        let value = match &request.schema {
-            None => Value::String(turn.run_tools(&resolved.tools, None).await?.text),
-            Some(schema) => turn.structured(&resolved.tools, schema).await?,
+        let answer = match &request.schema {
+            None => turn
+                .run_tools(&resolved.tools, None)
+                .await
+                .map(|response| Value::String(response.text)),
+            Some(schema) => turn.structured(&resolved.tools, schema).await,
         };
+        // A leaf that fails after some turns has still spent their tokens; the error carries
+        // them so that budgets count them.
+        let value = answer.map_err(|error| error.with_usage(turn.usage))?;
         if let Some(conversation) = &mut conversation {
             conversation.push(user);
             conversation.push(Message::Assistant {
@@ -271,6 +277,8 @@ fn answer_text(value: &Value) -> String {
 pub struct Conversation<'a> {
     model: &'a dyn ChatModel,
     chat: ChatRequest,
+    /// The conversation's idempotency key; each turn sends `{key}/{turn}`.
+    key: Option<String>,
     usage: Usage,
     turns: u32,
     max_turns: u32,
@@ -278,9 +286,15 @@ pub struct Conversation<'a> {
 
 impl<'a> Conversation<'a> {
     /// A conversation that starts from `chat` and may take at most `max_turns` model turns.
-    pub fn new(model: &'a dyn ChatModel, chat: ChatRequest, max_turns: u32) -> Self {
+    ///
+    /// Each turn is a different provider request, so it gets its own idempotency key: turn `n`
+    /// (from 1) sends `{key}/{n}` for `chat.idempotency_key` = `key`. A de-duplicating
+    /// provider then never answers one turn with another's reply, while a retried or resumed
+    /// turn sends its key again.
+    pub fn new(model: &'a dyn ChatModel, mut chat: ChatRequest, max_turns: u32) -> Self {
         Self {
             model,
+            key: chat.idempotency_key.take(),
             chat,
             usage: Usage::default(),
             turns: 0,
@@ -288,7 +302,7 @@ impl<'a> Conversation<'a> {
         }
     }
 
-    /// Tokens used so far.
+    /// Tokens used so far, including those a failed turn's error reported.
     pub fn usage(&self) -> Usage {
         self.usage
     }
@@ -311,10 +325,17 @@ impl<'a> Conversation<'a> {
             )));
         }
         self.turns += 1;
-        let response = self.model.complete(&self.chat).await?;
-        self.usage.input_tokens += response.usage.input_tokens;
-        self.usage.output_tokens += response.usage.output_tokens;
-        Ok(response)
+        self.chat.idempotency_key = self.key.as_ref().map(|key| format!("{key}/{}", self.turns));
+        match self.model.complete(&self.chat).await {
+            Ok(response) => {
+                self.usage = self.usage.saturating_add(response.usage);
+                Ok(response)
+            }
+            Err(error) => {
+                self.usage = self.usage.saturating_add(error.usage());
+                Err(error)
+            }
+        }
     }
 
     /// Turns until the model answers without calling tools; tool results (or tool errors) go
@@ -474,7 +495,13 @@ mod tests {
             tokio::time::sleep(self.delay).await;
             self.in_flight.fetch_sub(1, Ordering::SeqCst);
             let reply = self.replies.lock().unwrap().pop_front();
-            reply.ok_or_else(|| BackendError::terminal("the mock ran out of replies"))
+            // Running out is a provider failure that still billed some input.
+            reply.ok_or_else(|| {
+                BackendError::terminal("the mock ran out of replies").with_usage(Usage {
+                    input_tokens: 7,
+                    output_tokens: 0,
+                })
+            })
         }
 
         fn combines_tools_and_structure(&self) -> bool {
@@ -592,7 +619,100 @@ mod tests {
             }]
         );
         assert_eq!(sent.tools.len(), 1);
-        assert_eq!(sent.idempotency_key.as_deref(), Some("t/1"));
+        assert_eq!(sent.idempotency_key.as_deref(), Some("t/1/1"));
+    }
+
+    fn keys(model: &MockChat) -> Vec<String> {
+        model
+            .requests()
+            .iter()
+            .map(|sent| sent.idempotency_key.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn every_turn_has_its_own_idempotency_key_and_a_resumed_leaf_repeats_them() {
+        let turns = || {
+            vec![
+                calls(&[("c1", "upper", json!({"text": "a"}))]),
+                text("{\"score\": 9}", 1, 1),
+                text("{\"score\": 3}", 1, 1),
+            ]
+        };
+        let mut leaf = request(json!("rate"));
+        leaf.schema = Some(schema());
+        let model = MockChat::replying(turns());
+        let backend = AgentBackend::new(model.clone(), config(), tools());
+        backend.call(&leaf).await.unwrap();
+        // A tool turn, the structured answer, the repair turn: three requests, three keys.
+        assert_eq!(keys(&model), ["t/1/1", "t/1/2", "t/1/3"]);
+
+        // The same leaf again (resumed after a crash, say) sends the same keys turn by turn,
+        // so a de-duplicating provider recognises each turn.
+        let again = MockChat::replying(turns());
+        let backend = AgentBackend::new(again.clone(), config(), tools());
+        backend.call(&leaf).await.unwrap();
+        assert_eq!(keys(&again), keys(&model));
+
+        // Without a key (a local server, say) no turn gets one.
+        let model = MockChat::replying(vec![text("ok", 1, 1)]);
+        let chat = ChatRequest {
+            model: "m".into(),
+            system: String::new(),
+            messages: vec![Message::User { text: "q".into() }],
+            tools: vec![],
+            structured: None,
+            max_tokens: 10,
+            idempotency_key: None,
+        };
+        let mut conversation = Conversation::new(model.as_ref(), chat, 2);
+        conversation.run_tools(&ToolSet::new(), None).await.unwrap();
+        assert_eq!(model.requests()[0].idempotency_key, None);
+    }
+
+    #[tokio::test]
+    async fn a_failed_leaf_reports_the_tokens_of_every_turn_it_took() {
+        // Still invalid after the repair turn: both turns count.
+        let model = MockChat::replying(vec![text("{\"score\": 9}", 3, 1), text("no", 5, 2)]);
+        let backend = AgentBackend::new(model, config(), ToolSet::new());
+        let mut leaf = request(json!("rate"));
+        leaf.schema = Some(schema());
+        let err = backend.call(&leaf).await.unwrap_err();
+        assert!(
+            err.to_string().contains("even after a repair turn"),
+            "{err}"
+        );
+        let both = Usage {
+            input_tokens: 8,
+            output_tokens: 3,
+        };
+        assert_eq!(err.usage(), both);
+
+        // Out of turns.
+        let model = MockChat::replying(vec![
+            calls(&[("c", "upper", json!({"text": "x"}))]),
+            calls(&[("c", "upper", json!({"text": "y"}))]),
+        ]);
+        let mut short = config();
+        short.max_turns = 2;
+        let backend = AgentBackend::new(model, short, tools());
+        let err = backend.call(&request(json!("go"))).await.unwrap_err();
+        assert!(err.to_string().contains("all 2 of its turns"), "{err}");
+        assert_eq!(err.usage().total(), 2 * (10 + 2));
+
+        // A provider error on the second turn: the first turn's tokens, and those the error
+        // itself reports.
+        let model = MockChat::replying(vec![calls(&[("c", "upper", json!({"text": "x"}))])]);
+        let backend = AgentBackend::new(model, config(), tools());
+        let err = backend.call(&request(json!("go"))).await.unwrap_err();
+        assert!(err.to_string().contains("ran out of replies"), "{err}");
+        assert_eq!(
+            err.usage(),
+            Usage {
+                input_tokens: 10 + 7,
+                output_tokens: 2
+            }
+        );
     }
 
     #[tokio::test]

@@ -14,8 +14,10 @@ mod fake;
 mod fs_tools;
 #[cfg(feature = "http")]
 pub mod http;
+mod schema_cost;
 mod schema_value;
 mod scripted;
+pub mod serde_secs;
 mod tool;
 
 use std::fmt;
@@ -106,6 +108,14 @@ impl Usage {
     pub fn total(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
     }
+
+    /// Both counts added, saturating: a provider reporting absurd numbers must not wrap them.
+    pub(crate) fn saturating_add(self, other: Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+        }
+    }
 }
 
 /// A leaf's answer.
@@ -128,6 +138,9 @@ pub enum BackendError {
         message: String,
         /// Whether the same call may succeed if tried again.
         retryable: bool,
+        /// Tokens the call spent before it failed (a leaf may fail after several model
+        /// turns); budgets count them like a reply's.
+        usage: Usage,
     },
     /// The backend panicked while handling the call.
     #[error("the leaf backend panicked: {0}")]
@@ -135,11 +148,29 @@ pub enum BackendError {
 }
 
 impl BackendError {
-    /// A failure that will not go away by retrying.
+    /// A failure that will not go away by retrying, having spent no tokens.
     pub fn terminal(message: impl Into<String>) -> Self {
         Self::Failed {
             message: message.into(),
             retryable: false,
+            usage: Usage::default(),
+        }
+    }
+
+    /// The same error, recording that the call spent `usage` before it failed (replacing
+    /// what was recorded before). A panic records none: its tokens are lost with it.
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        if let Self::Failed { usage: spent, .. } = &mut self {
+            *spent = usage;
+        }
+        self
+    }
+
+    /// Tokens the call spent before it failed; zero when unknown.
+    pub fn usage(&self) -> Usage {
+        match self {
+            Self::Failed { usage, .. } => *usage,
+            Self::Panicked(_) => Usage::default(),
         }
     }
 
@@ -183,6 +214,17 @@ pub trait LeafBackend: Send + Sync + fmt::Debug {
     }
 }
 
+/// The first `max_chars` characters of `text`, followed by `…` when it was cut: a bounded
+/// quote of a prompt or reply for error messages, logs and events.
+pub fn preview(text: &str, max_chars: usize) -> String {
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(max_chars).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}
+
 /// A rough token count for offline backends: about four bytes of text per token.
 pub(crate) fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4).max(1)
@@ -199,4 +241,33 @@ pub(crate) fn stable_hash(parts: &[&str]) -> u64 {
         }
     }
     hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preview_cuts_at_characters_and_marks_the_cut() {
+        assert_eq!(preview("héllo", 5), "héllo");
+        assert_eq!(preview("héllo wörld", 5), "héllo…");
+        assert_eq!(preview("", 0), "");
+        assert_eq!(preview("x", 0), "…");
+    }
+
+    #[test]
+    fn failures_carry_the_tokens_they_spent() {
+        let spent = Usage {
+            input_tokens: 12,
+            output_tokens: 3,
+        };
+        let error = BackendError::terminal("no");
+        assert_eq!(error.usage(), Usage::default());
+        let error = error.with_usage(spent);
+        assert_eq!((error.usage(), error.to_string()), (spent, "no".into()));
+        assert!(!error.is_retryable());
+        // A panic's tokens are lost with it.
+        let panicked = BackendError::Panicked("boom".into()).with_usage(spent);
+        assert_eq!(panicked.usage(), Usage::default());
+    }
 }

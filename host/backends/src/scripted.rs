@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, ToolCall};
 use crate::{
     BackendError, FakeBackend, LeafBackend, LeafReply, LeafRequest, Usage, estimate_tokens,
-    stable_hash,
+    preview, stable_hash,
 };
 
 /// A leaf backend whose behaviour comes from a JSON file.
@@ -337,6 +337,7 @@ impl Rule {
                 return Err(BackendError::Failed {
                     message: message.clone(),
                     retryable: *retryable,
+                    usage: Usage::default(),
                 });
             }
         };
@@ -373,11 +374,12 @@ impl LeafBackend for ScriptedBackend {
             return Err(BackendError::Failed {
                 message: self.failure_message.clone(),
                 retryable: true,
+                usage: Usage::default(),
             });
         }
         match (rule, self.fallback) {
             (Some((_, rule)), _) => rule.reply(request, &prompt),
-            (None, Fallback::Fake) => Ok(FakeBackend::reply(request)),
+            (None, Fallback::Fake) => FakeBackend::reply(request),
             (None, Fallback::Error) => Err(BackendError::terminal(format!(
                 "the scripted backend has no rule for this call (label {:?}, prompt {:?})",
                 request.label.as_deref().unwrap_or(""),
@@ -457,14 +459,6 @@ impl ChatModel for ScriptedChat {
     }
 }
 
-fn preview(text: &str, max_chars: usize) -> String {
-    let mut out: String = text.chars().take(max_chars).collect();
-    if text.chars().count() > max_chars {
-        out.push('…');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,6 +504,10 @@ mod tests {
         let lenient = ScriptedBackend::from_json(r#"{"fallback": "fake"}"#).unwrap();
         let reply = lenient.call(&request(1, "zzz", None)).await.unwrap();
         assert_eq!(reply.value, json!("[fake leaf] zzz"));
+        let mut impossible = request(2, "zzz", None);
+        impossible.schema = Some(json!({"type": "array", "minItems": 1_000_000_000}));
+        let err = lenient.call(&impossible).await.unwrap_err();
+        assert!(err.to_string().contains("cannot build a reply"), "{err}");
     }
 
     #[tokio::test]

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use flowbox_backends::http::{AnthropicChat, OpenAiChat, RetryPolicy};
+use flowbox_backends::http::{AnthropicChat, MAX_RESPONSE_BYTES, OpenAiChat, RetryPolicy};
 use flowbox_backends::{
     BackendError, ChatModel, ChatRequest, Message, StructuredOutput, ToolCall, ToolSpec, Usage,
 };
@@ -620,6 +620,9 @@ for_both_providers!(
     malformed_json_fails_without_retry,
     truncated_body_is_retried,
     unanswered_request_times_out,
+    oversized_body_fails_without_retry,
+    body_of_exactly_the_limit_is_read,
+    retry_after_with_a_huge_http_date_is_ignored,
     bad_request_fails_at_once_with_the_provider_message,
     unauthorized_fails_fast_and_never_shows_the_key,
     refused_connection_is_retryable,
@@ -670,6 +673,70 @@ async fn retry_after_beyond_max_backoff_gives_up_at_once(provider: Provider) {
     );
     assert!(message.contains("asked to wait 3600 s"), "{message}");
     assert_eq!(server.requests().len(), 1);
+}
+
+async fn oversized_body_fails_without_retry(provider: Provider) {
+    let flood = "x".repeat(MAX_RESPONSE_BYTES + 1);
+    // Announced by `Content-Length` (refused before reading), then only found out by reading.
+    for reply in [
+        Reply::raw(200, &flood),
+        Reply::Chunked {
+            status: 200,
+            body: flood.clone(),
+        },
+        Reply::Chunked {
+            status: 500,
+            body: flood.clone(),
+        },
+    ] {
+        let server = TestServer::start().await;
+        server.push(reply);
+        let error = provider
+            .model(&server, policy())
+            .complete(&hello())
+            .await
+            .unwrap_err();
+        let message = message_of(&error);
+        assert!(
+            message.contains("the body is larger than the 16 MiB a provider reply may be"),
+            "{message}"
+        );
+        assert!(!error.is_retryable(), "{message}");
+        assert_eq!(server.requests().len(), 1);
+    }
+}
+
+async fn body_of_exactly_the_limit_is_read(provider: Provider) {
+    let server = TestServer::start().await;
+    let mut body = provider.text("padded").to_string();
+    body.push_str(&" ".repeat(MAX_RESPONSE_BYTES - body.len()));
+    server.push(Reply::Chunked { status: 200, body });
+    let reply = provider
+        .model(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "padded");
+}
+
+/// A date past what the arithmetic can hold is no date: the header is ignored and the
+/// policy's own backoff applies.
+async fn retry_after_with_a_huge_http_date_is_ignored(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(
+        Reply::json(429, provider.error("rate_limit_error", "Slow down"))
+            .header("Retry-After", "Sun, 06 Nov 9999999999999 08:49:37 GMT"),
+    );
+    server.push(Reply::json(200, provider.text("after the backoff")));
+    let reply = provider
+        .model(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "after the backoff");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(gap(&requests, 0) < Duration::from_millis(500));
 }
 
 async fn server_error_then_success_keeps_the_idempotency_key(provider: Provider) {

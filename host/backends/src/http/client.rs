@@ -15,7 +15,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::retry::{RetryPolicy, retry_after};
-use crate::BackendError;
+use crate::{BackendError, Usage};
+
+/// The largest response body the client reads from a provider: 16 MiB. A real reply is a few
+/// KiB to a few hundred (a long completion with tool calls); past this, a misbehaving or
+/// hostile server is trying to fill the host's memory, and the call fails at once without a
+/// retry, since asking again would get the same flood.
+pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
 /// What replaces the API key wherever it would have appeared.
 const REDACTED: &str = "[redacted]";
@@ -112,7 +118,11 @@ impl HttpClient {
         if let Some(secret) = &self.secret {
             message = message.replace(secret.as_str(), REDACTED);
         }
-        BackendError::Failed { message, retryable }
+        BackendError::Failed {
+            message,
+            retryable,
+            usage: Usage::default(),
+        }
     }
 
     /// POSTs `body` as JSON to `url`, retrying as the policy says, and reads the 2xx reply as
@@ -174,16 +184,7 @@ impl HttpClient {
             .map_err(|e| self.transport_failure(e))?;
         let status = response.status();
         let retry_after = retry_after(response.headers(), SystemTime::now());
-        let bytes = response.bytes().await.map_err(|e| {
-            if e.is_timeout() {
-                self.timeout_failure()
-            } else {
-                Failure::new(
-                    format!("HTTP {status}, but the body was cut short: {}", chain(e)),
-                    true,
-                )
-            }
-        })?;
+        let bytes = self.read_body(response).await?;
         if status.is_success() {
             return serde_json::from_slice(&bytes).map_err(|e| {
                 // A 200 the client cannot read means the URL is not this kind of API (or the
@@ -206,6 +207,48 @@ impl HttpClient {
             retryable: retryable_status(status),
             retry_after,
         })
+    }
+
+    /// The body, read chunk by chunk so that one larger than [`MAX_RESPONSE_BYTES`] is refused
+    /// before it is held in memory.
+    async fn read_body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, Failure> {
+        let status = response.status();
+        let too_large = || {
+            Failure::new(
+                format!(
+                    "HTTP {status}, but the body is larger than the {} MiB a provider reply \
+                     may be",
+                    MAX_RESPONSE_BYTES >> 20
+                ),
+                false,
+            )
+        };
+        if response
+            .content_length()
+            .is_some_and(|length| length > MAX_RESPONSE_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        loop {
+            let chunk = response.chunk().await.map_err(|e| {
+                if e.is_timeout() {
+                    self.timeout_failure()
+                } else {
+                    Failure::new(
+                        format!("HTTP {status}, but the body was cut short: {}", chain(e)),
+                        true,
+                    )
+                }
+            })?;
+            let Some(chunk) = chunk else {
+                return Ok(body);
+            };
+            if body.len().saturating_add(chunk.len()) > MAX_RESPONSE_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
     }
 
     fn transport_failure(&self, error: reqwest::Error) -> Failure {

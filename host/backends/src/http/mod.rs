@@ -3,8 +3,9 @@
 //!
 //! Each turns one [`ChatRequest`](crate::ChatRequest) into one POST and its reply into a
 //! [`ChatResponse`](crate::ChatResponse); the shared client underneath retries by a
-//! [`RetryPolicy`] and keeps API keys out of every error. The agent loop above them knows no
-//! provider. Built only with the crate's `http` feature.
+//! [`RetryPolicy`], reads no body larger than [`MAX_RESPONSE_BYTES`] and keeps API keys out of
+//! every error. The agent loop above them knows no provider. Built only with the crate's `http`
+//! feature.
 
 mod anthropic;
 mod client;
@@ -14,6 +15,7 @@ mod retry;
 use reqwest::header::{HeaderName, HeaderValue};
 
 pub use anthropic::AnthropicChat;
+pub use client::MAX_RESPONSE_BYTES;
 pub use openai::OpenAiChat;
 pub use retry::RetryPolicy;
 

@@ -28,13 +28,13 @@ pub struct RetryPolicy {
     /// Retries after the first attempt; 0 sends each call once.
     pub max_retries: u32,
     /// The wait before the first retry, doubled for each one after it.
-    #[serde(with = "duration_secs")]
+    #[serde(with = "crate::serde_secs")]
     pub initial_backoff: Duration,
     /// The longest wait between two attempts, and the longest `Retry-After` obeyed.
-    #[serde(with = "duration_secs")]
+    #[serde(with = "crate::serde_secs")]
     pub max_backoff: Duration,
     /// The longest one attempt may take, from connecting to the last byte of the body.
-    #[serde(with = "duration_secs")]
+    #[serde(with = "crate::serde_secs")]
     pub request_timeout: Duration,
 }
 
@@ -112,23 +112,21 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// Parses `Sun, 06 Nov 1994 08:49:37 GMT`.
+/// Parses `Sun, 06 Nov 1994 08:49:37 GMT`. Fields must have the widths RFC 9110 gives them
+/// (a four-digit year), and the arithmetic is checked besides: a hostile header is no date,
+/// never an overflow.
 fn parse_imf_fixdate(text: &str) -> Option<SystemTime> {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let (_weekday, rest) = text.split_once(", ")?;
     let mut fields = rest.split(' ');
-    let day: i64 = fields.next()?.parse().ok()?;
+    let day = digits(fields.next()?, 2)?;
     let month_name = fields.next()?;
     let month = MONTHS.iter().position(|name| *name == month_name)? as i64 + 1;
-    let year: i64 = fields.next()?.parse().ok()?;
-    let mut clock = fields.next()?.split(':').map(str::parse::<i64>);
-    let (hour, minute, second) = (
-        clock.next()?.ok()?,
-        clock.next()?.ok()?,
-        clock.next()?.ok()?,
-    );
+    let year = digits(fields.next()?, 4)?;
+    let mut clock = fields.next()?.split(':').map(|field| digits(field, 2));
+    let (hour, minute, second) = (clock.next()??, clock.next()??, clock.next()??);
     if fields.next()? != "GMT"
         || fields.next().is_some()
         || clock.next().is_some()
@@ -139,35 +137,36 @@ fn parse_imf_fixdate(text: &str) -> Option<SystemTime> {
     {
         return None;
     }
-    let secs = days_since_epoch(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
-    Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
+    let secs = days_since_epoch(year, month, day)?
+        .checked_mul(86_400)?
+        .checked_add(hour * 3600 + minute * 60 + second)?;
+    UNIX_EPOCH.checked_add(Duration::from_secs(u64::try_from(secs).ok()?))
 }
 
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_since_epoch(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
+/// A field of exactly `width` ASCII digits (`str::parse` alone would take `+7` or any length).
+fn digits(field: &str, width: usize) -> Option<i64> {
+    if field.len() != width || !field.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    field.parse().ok()
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `days_from_civil`);
+/// `None` when the date is too far out for `i64`.
+fn days_since_epoch(year: i64, month: i64, day: i64) -> Option<i64> {
+    let year = if month <= 2 {
+        year.checked_sub(1)?
+    } else {
+        year
+    };
     let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
+    let year_of_era = year.rem_euclid(400);
     let month_from_march = (month + 9) % 12;
     let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
     let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// Durations as (fractional) seconds in configuration files, as in `flowbox::Limits`.
-mod duration_secs {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_f64(value.as_secs_f64())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-        let secs = f64::deserialize(deserializer)?;
-        Duration::try_from_secs_f64(secs).map_err(|e| D::Error::custom(format!("duration: {e}")))
-    }
+    era.checked_mul(146_097)?
+        .checked_add(day_of_era)?
+        .checked_sub(719_468)
 }
 
 #[cfg(test)]
@@ -247,9 +246,34 @@ mod tests {
             "Sun, 06 Nov 1994 08:49 GMT",
             "Sun, 06 Nov 1994 08:49:37:01 GMT",
             "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov +994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 8:49:37 GMT",
         ] {
             assert_eq!(retry_after(&headers(bad), now), None, "{bad}");
         }
         assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn retry_after_with_a_huge_year_is_no_date_and_no_overflow() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_770);
+        for year in [
+            "9999999999999",
+            "99999999999999999",
+            "9223372036854775807",
+            "99999999999999999999",
+        ] {
+            let date = format!("Sun, 06 Nov {year} 08:49:37 GMT");
+            assert_eq!(parse_imf_fixdate(&date), None, "{date}");
+            assert_eq!(retry_after(&headers(&date), now), None, "{date}");
+        }
+        assert_eq!(days_since_epoch(i64::MAX, 11, 6), None);
+        assert_eq!(days_since_epoch(i64::MIN, 1, 6), None);
+        assert_eq!(days_since_epoch(1970, 1, 1), Some(0));
+        assert_eq!(
+            parse_imf_fixdate("Fri, 31 Dec 9999 23:59:59 GMT"),
+            Some(UNIX_EPOCH + Duration::from_secs(253_402_300_799))
+        );
     }
 }

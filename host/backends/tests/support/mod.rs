@@ -25,6 +25,9 @@ pub enum Reply {
     Hang,
     /// Headers announcing more body than is sent, part of the body, then the connection closes.
     Truncated { status: u16, body: String },
+    /// A response without `Content-Length`, its body sent in 64 KiB chunks
+    /// (`Transfer-Encoding: chunked`), so the client learns its size only by reading it.
+    Chunked { status: u16, body: String },
 }
 
 impl Reply {
@@ -159,6 +162,27 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
                 let written = async {
                     stream.write_all(head.as_bytes()).await?;
                     stream.write_all(body.as_bytes()).await?;
+                    stream.flush().await
+                };
+                if written.await.is_err() {
+                    return;
+                }
+            }
+            Reply::Chunked { status, body } => {
+                let written = async {
+                    let head = format!(
+                        "{}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+                        status_line(status)
+                    );
+                    stream.write_all(head.as_bytes()).await?;
+                    for chunk in body.as_bytes().chunks(64 << 10) {
+                        stream
+                            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                            .await?;
+                        stream.write_all(chunk).await?;
+                        stream.write_all(b"\r\n").await?;
+                    }
+                    stream.write_all(b"0\r\n\r\n").await?;
                     stream.flush().await
                 };
                 if written.await.is_err() {
