@@ -124,6 +124,6 @@ impl LeafBackend for CountingBackend {
         let _guard = InFlight(&self.in_flight);
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(self.delay).await;
-        Ok(FakeBackend::reply(request))
+        FakeBackend::reply(request)
     }
 }

@@ -236,3 +236,76 @@ async fn resuming_needs_a_known_thread_and_a_journal() {
     let error = plain.resume("ghost", None).await.result.unwrap_err();
     assert!(matches!(error, RunError::Journal(_)), "{error}");
 }
+
+#[tokio::test]
+async fn failures_of_the_machinery_leave_the_thread_open() {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(Arc::new(FakeBackend::new()), store.clone());
+    let script = "a = await agent('first')\nb = await agent('second')\nreturn [a, b]";
+    rt.run_request(RunRequest::new(script).thread_id("open"))
+        .await;
+    let run = store.load("open").await.unwrap().unwrap();
+    let mut entries = run.entries.clone();
+    entries[1].fingerprint = "0".repeat(64);
+    let copy = Arc::new(MemoryStore::new());
+    copy.begin(&run.header).await.unwrap();
+    copy.append("open", &entries).await.unwrap();
+    let outcome = runtime(Arc::new(Unreachable), copy.clone())
+        .resume("open", None)
+        .await;
+    assert!(matches!(outcome.result, Err(RunError::Divergence(_))));
+    // The divergence did not close the thread: it can still be resumed once fixed.
+    assert_eq!(
+        copy.load("open").await.unwrap().unwrap().status(),
+        RunStatus::Running
+    );
+}
+
+#[tokio::test]
+async fn a_resumed_thread_keeps_its_guard_and_limits() {
+    let store = Arc::new(MemoryStore::new());
+    let backend = Arc::new(CountingBackend::new(Duration::from_millis(150)));
+    let rt = runtime(backend.clone(), store.clone());
+    // Unguarded (it imports os) and with a budget that stops it after a few leaves.
+    let script = "import os\nout = []\nfor i in range(6):\n    try:\n        out.append(await agent(f'step {i}'))\n    except BudgetExceeded:\n        break\nreturn [os.sep, len(out)]";
+    let limits = flowbox::Limits::default().with_budget_tokens(Some(20));
+    let expected = rt
+        .run_request(
+            RunRequest::new(script)
+                .thread_id("kept-reference")
+                .guard(false)
+                .limits(limits.clone()),
+        )
+        .await
+        .result
+        .unwrap();
+    assert!(expected[1].as_u64().unwrap() < 6, "{expected}");
+    let interrupted = tokio::time::timeout(
+        Duration::from_millis(200),
+        rt.run_request(
+            RunRequest::new(script)
+                .thread_id("kept")
+                .guard(false)
+                .limits(limits),
+        ),
+    )
+    .await;
+    assert!(interrupted.is_err());
+    let header = store.load("kept").await.unwrap().unwrap().header;
+    assert!(!header.guard);
+    let outcome = rt.resume("kept", None).await;
+    assert_eq!(outcome.result.unwrap(), expected);
+}
+
+#[tokio::test]
+async fn thread_ids_are_checked_before_anything_runs() {
+    let rt = runtime(Arc::new(Unreachable), Arc::new(MemoryStore::new()));
+    for bad in ["a b", "../x", ""] {
+        let outcome = rt
+            .run_request(RunRequest::new("return 1").thread_id(bad))
+            .await;
+        let error = outcome.result.unwrap_err();
+        assert_eq!(error.kind(), "invalid_thread_id", "{bad:?}");
+        assert_eq!(error.exit_code(), 2);
+    }
+}

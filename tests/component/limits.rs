@@ -357,3 +357,26 @@ async fn a_hundred_hostile_runs_at_once_leave_good_runs_correct() {
         );
     }
 }
+
+#[tokio::test]
+async fn long_log_lines_are_cut_and_empty_ones_still_count() {
+    let rt = runtime();
+    let limits = Limits::default()
+        .with_max_message_bytes(100)
+        .with_max_output_bytes(1000);
+    let outcome = rt
+        .run_request(
+            RunRequest::new("log('x' * 500)\nphase('p' * 300)\nreturn 1").limits(limits.clone()),
+        )
+        .await;
+    assert_eq!(outcome.result.unwrap(), json!(1));
+    assert_eq!(
+        outcome.summary.logs[0],
+        format!("{}… [400 more bytes cut]", "x".repeat(100))
+    );
+    assert!(outcome.summary.phases[0].ends_with("[200 more bytes cut]"));
+    let flood = run_with(&rt, "while True:\n    log('')\nreturn 1\n", limits)
+        .await
+        .unwrap_err();
+    assert_eq!(flood, RunError::OutputTooLarge { limit: 1000 });
+}

@@ -165,6 +165,7 @@ async fn a_rejected_script_comes_back_as_an_actionable_error_and_the_fix_succeed
     assert!(fixed["summary"]["thread_id"].is_string());
 
     assert_eq!(answer.workflows.len(), 2);
+    assert!(fixed["summary"]["thread_id"].as_str().unwrap().len() > 8);
     let recorded = store.workflows(Some("conv-1")).await.unwrap();
     assert_eq!(
         WorkflowTotals::of(&recorded),
@@ -294,4 +295,26 @@ async fn the_root_agent_is_bounded_in_turns() {
     let err = orchestrator.ask("loop").await.unwrap_err();
     assert!(err.to_string().contains("all 3 of its turns"), "{err}");
     assert_eq!(model.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn thread_names_the_model_chooses_stay_inside_its_conversation() {
+    let named = ChatResponse {
+        tool_calls: vec![ToolCall {
+            id: "c".into(),
+            name: RUN_WORKFLOW.into(),
+            arguments: json!({"script": "return 7", "thread_id": "step-1"}),
+        }],
+        ..ChatResponse::default()
+    };
+    let model = RootModel::new(vec![named, say("done")]);
+    let store = Arc::new(MemoryStore::new());
+    orchestrator(model.clone(), store.clone())
+        .ask_in("conv-a", "go")
+        .await
+        .unwrap();
+    let output = tool_output(&model.requests()[1]);
+    assert_eq!(output["summary"]["thread_id"], "conv-a.step-1");
+    assert!(store.load("conv-a.step-1").await.unwrap().is_some());
+    assert!(store.load("step-1").await.unwrap().is_none());
 }

@@ -132,3 +132,65 @@ async fn tool_calls_are_journaled_and_replayed_like_leaves() {
     assert_eq!(again.result.unwrap(), first.result.unwrap());
     assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
 }
+
+/// A tool that counts how many calls run at once.
+#[derive(Debug, Default)]
+struct Slow {
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl flowbox::Tool for Slow {
+    fn spec(&self) -> flowbox::ToolSpec {
+        flowbox::ToolSpec {
+            name: "slow".into(),
+            description: "Waits a little.".into(),
+            parameters: json!({"type": "object"}),
+        }
+    }
+
+    async fn call(&self, _: serde_json::Value) -> Result<serde_json::Value, flowbox::ToolError> {
+        use std::sync::atomic::Ordering;
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(json!("done"))
+    }
+}
+
+#[tokio::test]
+async fn tool_calls_share_the_concurrency_slots_and_have_a_lifetime_cap() {
+    let slow = Arc::new(Slow::default());
+    let mut tools = ToolSet::new();
+    tools.insert(slow.clone()).unwrap();
+    let rt = Runtime::builder()
+        .code_tools(tools)
+        .limits(
+            flowbox::Limits::default()
+                .with_max_concurrency(3)
+                .with_max_tool_calls(10),
+        )
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap();
+    let outcome = rt
+        .run(
+            "r = await parallel([lambda: call_tool('slow') for _ in range(12)])\nreturn [x for x in r if x is None]",
+            json!({}),
+        )
+        .await;
+    assert_eq!(outcome.result.unwrap(), json!([null, null]));
+    assert_eq!(outcome.summary.tools_called, 10);
+    assert_eq!(slow.most.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert!(
+        outcome
+            .summary
+            .logs
+            .iter()
+            .any(|l| l.contains("at most 10 tool calls")),
+        "{:?}",
+        outcome.summary.logs
+    );
+}

@@ -371,6 +371,12 @@ impl<'a> Conversation<'a> {
 
     /// A reply that validates against `schema`, with one repair turn.
     async fn structured(&mut self, tools: &ToolSet, schema: &Value) -> Result<Value, BackendError> {
+        // The schema comes from an untrusted script, and the validator has no limits of its own.
+        crate::schema_cost::check(schema, &Value::Null).map_err(|e| {
+            BackendError::terminal(format!(
+                "the schema is too costly to check replies against: {e}"
+            ))
+        })?;
         let validator = jsonschema::validator_for(schema)
             .map_err(|e| BackendError::terminal(format!("the schema is not valid: {e}")))?;
         let output = StructuredOutput {
@@ -392,7 +398,7 @@ impl<'a> Conversation<'a> {
             self.chat.tools.clear();
             self.run_tools(&ToolSet::new(), Some(&output)).await?
         };
-        let problems = match validated(&validator, &response) {
+        let problems = match validated(schema, &validator, &response) {
             Ok(value) => return Ok(value),
             Err(problems) => problems,
         };
@@ -408,7 +414,7 @@ impl<'a> Conversation<'a> {
             ),
         });
         let repaired = self.run_tools(&ToolSet::new(), Some(&output)).await?;
-        validated(&validator, &repaired).map_err(|problems| {
+        validated(schema, &validator, &repaired).map_err(|problems| {
             BackendError::terminal(format!(
                 "the leaf's reply does not match the schema, even after a repair turn: {problems}"
             ))
@@ -417,10 +423,16 @@ impl<'a> Conversation<'a> {
 }
 
 /// The response's value if it is JSON that satisfies the schema, else what is wrong with it.
-fn validated(validator: &jsonschema::Validator, response: &ChatResponse) -> Result<Value, String> {
+fn validated(
+    schema: &Value,
+    validator: &jsonschema::Validator,
+    response: &ChatResponse,
+) -> Result<Value, String> {
     let Some(value) = parsed(response) else {
         return Err("the reply is not JSON".into());
     };
+    crate::schema_cost::check(schema, &value)
+        .map_err(|e| format!("the reply is too costly to check against the schema: {e}"))?;
     match schema_errors(validator, &value) {
         None => Ok(value),
         Some(problems) => Err(problems),

@@ -214,6 +214,12 @@ pub trait LeafBackend: Send + Sync + fmt::Debug {
     }
 }
 
+/// Refuses a JSON Schema whose validator would be too costly to build (memory, stack) — the
+/// `jsonschema` crate has no limits of its own, and schemas come from untrusted scripts.
+pub fn check_schema_cost(schema: &Value) -> Result<(), String> {
+    schema_cost::check(schema, &Value::Null)
+}
+
 /// The first `max_chars` characters of `text`, followed by `…` when it was cut: a bounded
 /// quote of a prompt or reply for error messages, logs and events.
 pub fn preview(text: &str, max_chars: usize) -> String {

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::options::{JournalOptions, RunOptions};
 use crate::run::runtime_builder;
+use crate::text::terminal_safe;
 use crate::{Failure, events};
 
 /// Arguments of `flowbox ask`.
@@ -81,7 +82,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
         );
         return Ok(0);
     }
-    println!("{}", answer.text);
+    println!("{}", terminal_safe(&answer.text));
     let totals = match orchestrator.runtime().store() {
         Some(store) => WorkflowTotals::of(
             &store

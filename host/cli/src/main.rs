@@ -9,6 +9,7 @@ mod progress;
 mod resume;
 mod run;
 mod show;
+mod text;
 mod threads;
 
 use std::process::ExitCode;
@@ -105,7 +106,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("error: {:#}", failure.error);
+            eprintln!(
+                "error: {}",
+                text::terminal_safe(&format!("{:#}", failure.error))
+            );
             ExitCode::from(failure.code)
         }
     }

@@ -113,6 +113,9 @@ pub(crate) struct RunOptions {
     /// Most leaves one run may start [default: 1000].
     #[arg(long, value_name = "N")]
     pub max_agents: Option<u32>,
+    /// Most host tool calls (`call_tool`) one run may make [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_tool_calls: Option<u32>,
     /// Token budget for the run [default: none].
     #[arg(long, value_name = "TOKENS")]
     pub budget: Option<u64>,
@@ -152,6 +155,7 @@ impl RunOptions {
         self.limits.is_some()
             || self.max_concurrency.is_some()
             || self.max_agents.is_some()
+            || self.max_tool_calls.is_some()
             || self.budget.is_some()
             || self.fuel.is_some()
             || self.memory_mib.is_some()
@@ -166,6 +170,11 @@ impl RunOptions {
 
     /// The limits: defaults, then the `--limits` file, then the flags.
     pub(crate) fn limits(&self) -> anyhow::Result<Limits> {
+        self.limits_over(Limits::default())
+    }
+
+    /// The limits: `base` (or the `--limits` file), then the flags.
+    pub(crate) fn limits_over(&self, base: Limits) -> anyhow::Result<Limits> {
         let mut limits = match &self.limits {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -173,13 +182,16 @@ impl RunOptions {
                 serde_json::from_str(&text)
                     .with_context(|| format!("invalid limits file {}", path.display()))?
             }
-            None => Limits::default(),
+            None => base,
         };
         if let Some(n) = self.max_concurrency {
             limits = limits.with_max_concurrency(n);
         }
         if let Some(n) = self.max_agents {
             limits = limits.with_max_agents(n);
+        }
+        if let Some(n) = self.max_tool_calls {
+            limits = limits.with_max_tool_calls(n);
         }
         if let Some(n) = self.budget {
             limits = limits.with_budget_tokens(Some(n));

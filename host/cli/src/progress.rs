@@ -6,6 +6,8 @@
 use std::io::Write;
 
 use flowbox::{EventKind, EventStream};
+
+use crate::text::terminal_safe;
 use tokio::task::JoinHandle;
 
 /// A running progress display.
@@ -54,7 +56,7 @@ impl State {
             EventKind::Phase { title } => self.phase = Some(title),
             EventKind::Log { message } => {
                 self.clear();
-                eprintln!("  {message}");
+                eprintln!("  {}", terminal_safe(&message));
             }
             EventKind::LeafStarted { .. } => self.running += 1,
             EventKind::LeafFinished { ok, tokens, .. } => {
@@ -88,7 +90,11 @@ impl State {
             line.push_str(&format!(" · {} events missed", self.missed));
         }
         let mut stderr = std::io::stderr().lock();
-        let _ = write!(stderr, "\r\x1b[2K{line}");
+        let _ = write!(
+            stderr,
+            "\r\x1b[2K{}",
+            terminal_safe(&line).replace('\n', " ")
+        );
         let _ = stderr.flush();
     }
 

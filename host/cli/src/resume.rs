@@ -24,10 +24,21 @@ pub(crate) struct ResumeArgs {
 
 pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
     let runtime = build_runtime(&args.options, Some(&args.journal))?;
-    let limits = if args.options.sets_limits() {
-        Some(args.options.limits().map_err(Failure::input)?)
-    } else {
-        None
+    // Flags adjust the thread's own limits; without flags the runtime applies them as they are.
+    let limits = match runtime.store() {
+        Some(store) if args.options.sets_limits() => {
+            let run = store
+                .load(&args.thread)
+                .await
+                .map_err(|e| Failure::input(anyhow::Error::new(e)))?
+                .ok_or_else(|| {
+                    Failure::input(anyhow::anyhow!("no thread {} in the journal", args.thread))
+                })?;
+            let recorded = serde_json::from_value(run.header.limits)
+                .map_err(|e| Failure::input(anyhow::anyhow!("unreadable thread limits: {e}")))?;
+            Some(args.options.limits_over(recorded).map_err(Failure::input)?)
+        }
+        _ => None,
     };
     let outcome = with_progress(&runtime, runtime.resume(&args.thread, limits)).await;
     report(outcome, args.json)

@@ -58,8 +58,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     }
     let mut request = RunRequest::new(script)
         .args(script_args)
-        .thread_id(thread_id)
-        .limits(args.options.limits().map_err(Failure::input)?);
+        .thread_id(thread_id);
+    // Without limit flags, a new thread gets the defaults and an existing one its own.
+    if args.options.sets_limits() {
+        request = request.limits(args.options.limits().map_err(Failure::input)?);
+    }
     if let Some(from) = &args.reuse_leaves {
         request = request.reuse_leaves_from(from);
     }

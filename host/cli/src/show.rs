@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::Failure;
 use crate::options::JournalOptions;
+use crate::text::terminal_safe;
 
 /// Arguments of `flowbox show`.
 #[derive(Debug, Args)]
@@ -41,7 +42,10 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
     }
     let header = &run.header;
     println!("thread   {}", header.thread_id);
-    println!("name     {}", run.name.as_deref().unwrap_or("-"));
+    println!(
+        "name     {}",
+        terminal_safe(run.name.as_deref().unwrap_or("-"))
+    );
     println!("status   {:?}", run.status());
     println!(
         "started  {}",
@@ -78,14 +82,16 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
             entry.handle,
             status,
             entry.input_tokens + entry.output_tokens,
-            clip(&what, 40),
-            clip(&detail, 60)
+            terminal_safe(&flowbox::preview(&what, 40)),
+            terminal_safe(&flowbox::preview(&detail, 60))
         );
     }
     match &run.end {
         Some(end) => println!(
             "outcome  {}",
-            serde_json::to_string_pretty(&end.outcome).expect("JSON values serialise")
+            terminal_safe(
+                &serde_json::to_string_pretty(&end.outcome).expect("JSON values serialise")
+            )
         ),
         None => println!(
             "outcome  (not finished: `flowbox resume {}` continues it)",
@@ -93,12 +99,4 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
         ),
     }
     Ok(0)
-}
-
-fn clip(text: &str, max: usize) -> String {
-    let mut out: String = text.chars().take(max).collect();
-    if text.chars().count() > max {
-        out.push('…');
-    }
-    out
 }

@@ -5,6 +5,7 @@ use flowbox::{CheckpointStore, RunStatus, UtcTime};
 
 use crate::Failure;
 use crate::options::JournalOptions;
+use crate::text::terminal_safe;
 
 /// Arguments of `flowbox threads`.
 #[derive(Debug, Args)]
@@ -42,7 +43,7 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
         println!(
             "{:<24} {:<24} {:<10} {:>7} {:>9}  {}",
             run.thread_id,
-            run.name.as_deref().unwrap_or("-"),
+            terminal_safe(run.name.as_deref().unwrap_or("-")),
             status,
             run.leaves,
             run.tokens,

@@ -29,6 +29,11 @@ use crate::request::{CallFailure, DecodedAgent};
 /// Characters of a prompt shown in `leaf_started` events.
 const PROMPT_PREVIEW_CHARS: usize = 120;
 
+/// How many times the message limit one `await-next` may hand the guest at once; the rest
+/// waits for the next call, so a burst of large replies never lands in the guest (or the
+/// journal) as one giant batch.
+const BATCH_MESSAGES: usize = 4;
+
 /// One finished call, as the guest will receive it.
 #[derive(Debug)]
 pub(crate) struct Completion {
@@ -89,6 +94,7 @@ pub(crate) struct Calls {
     agents_started: u32,
     tools_called: u32,
     max_agents: u32,
+    max_tool_calls: u32,
     max_reply_bytes: usize,
     budget: Option<u64>,
     /// Tokens of the completions delivered to the guest.
@@ -103,6 +109,7 @@ pub(crate) struct Calls {
 pub(crate) struct CallSettings {
     pub thread_id: String,
     pub max_agents: u32,
+    pub max_tool_calls: u32,
     pub max_concurrency: usize,
     pub max_reply_bytes: usize,
     pub budget: Option<u64>,
@@ -131,6 +138,7 @@ impl Calls {
             agents_started: 0,
             tools_called: 0,
             max_agents: settings.max_agents,
+            max_tool_calls: settings.max_tool_calls,
             max_reply_bytes: settings.max_reply_bytes,
             budget: settings.budget,
             spent: Usage::default(),
@@ -260,6 +268,15 @@ impl Calls {
                 error.to_string(),
             )));
         }
+        if self.tools_called >= self.max_tool_calls {
+            return Ok(Err(CallFailure::new(
+                ErrorKind::ToolFailed,
+                format!(
+                    "this run may make at most {} tool calls and has made them all",
+                    self.max_tool_calls
+                ),
+            )));
+        }
         let handle = self.next_handle;
         let record = self.keeps_records().then(|| {
             CallRecord::new(
@@ -292,8 +309,11 @@ impl Calls {
         }
         let tools = self.tools.clone();
         let events = Arc::clone(&self.events);
+        let slots = Arc::clone(&self.slots);
         let sender = self.sender.clone();
         self.tasks.spawn(async move {
+            // Tools share the run's concurrency slots with leaves.
+            let _slot = slots.acquire_owned().await;
             let started = Instant::now();
             let result = AssertUnwindSafe(tools.call(&name, arguments))
                 .catch_unwind()
@@ -381,26 +401,23 @@ impl Calls {
             .recv()
             .await
             .expect("the run holds a sender, so the channel stays open");
-        let mut finished = vec![first];
-        while finished.len() < self.in_flight.len() {
-            match self.receiver.try_recv() {
-                Ok(next) => finished.push(next),
-                Err(_) => break,
-            }
-        }
-        let mut completions = Vec::with_capacity(finished.len());
+        let mut completions = Vec::new();
         let mut entries = Vec::new();
+        let mut batch_bytes = 0;
         let position = self
             .durability
             .journal
             .as_ref()
             .map(JournalWriter::position);
-        for (offset, done) in finished.into_iter().enumerate() {
+        let mut next = Some(first);
+        while let Some(done) = next.take() {
+            let offset = completions.len();
             let call = self
                 .in_flight
                 .remove(&done.handle)
                 .expect("only started calls finish");
             let (completion, usage) = self.deliverable(done.handle, call.kind, done.result);
+            batch_bytes += completion.outcome.as_ref().map_or(0, String::len);
             if let (Some((seq, batch)), Some(record)) = (position, call.record) {
                 entries.push(journal_entry(
                     seq + offset as u64,
@@ -413,6 +430,9 @@ impl Calls {
             }
             self.count(usage);
             completions.push(completion);
+            if batch_bytes < BATCH_MESSAGES.saturating_mul(self.max_reply_bytes) {
+                next = self.receiver.try_recv().ok();
+            }
         }
         if let Some(journal) = &mut self.durability.journal {
             journal.append(entries).await?;
@@ -498,9 +518,10 @@ impl Calls {
                 };
                 (outcome, reply.usage)
             }
+            // A failed leaf may still have used tokens (turns before it failed): they count.
             Err(error) => (
                 Err(CallFailure::new(failed, error.to_string())),
-                Usage::default(),
+                error.usage(),
             ),
         };
         (Completion { handle, outcome }, usage)
@@ -617,7 +638,7 @@ fn leaf_started(leaf: &LeafRequest, path: Vec<Position>) -> EventKind {
         call_id: leaf.call_id,
         label: leaf.label.clone(),
         agent_type: leaf.agent_type.clone(),
-        prompt_preview: preview(&leaf.prompt_text()),
+        prompt_preview: flowbox_backends::preview(&leaf.prompt_text(), PROMPT_PREVIEW_CHARS),
         path,
     }
 }
@@ -640,14 +661,6 @@ fn leaf_finished(
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn preview(text: &str) -> String {
-    let mut out: String = text.chars().take(PROMPT_PREVIEW_CHARS).collect();
-    if text.chars().nth(PROMPT_PREVIEW_CHARS).is_some() {
-        out.push('…');
-    }
-    out
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -681,6 +694,7 @@ mod tests {
         let mut s = CallSettings {
             thread_id: "t".into(),
             max_agents: 1000,
+            max_tool_calls: 1000,
             max_concurrency: 16,
             max_reply_bytes: 1 << 20,
             budget: None,
@@ -790,6 +804,32 @@ mod tests {
         assert!(err.message.contains("backend bug"), "{}", err.message);
     }
 
+    #[derive(Debug)]
+    struct FailsAfterWork;
+
+    #[async_trait::async_trait]
+    impl LeafBackend for FailsAfterWork {
+        async fn call(&self, _: &LeafRequest) -> Result<LeafReply, BackendError> {
+            Err(BackendError::terminal("gave up").with_usage(Usage {
+                input_tokens: 30,
+                output_tokens: 5,
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_tokens_of_a_failed_leaf_count_against_the_budget() {
+        let mut calls = calls(Arc::new(FailsAfterWork), |s| s.budget = Some(50));
+        start(&mut calls, "a").unwrap();
+        let done = next(&mut calls).await.unwrap();
+        assert!(done[0].outcome.is_err());
+        assert_eq!(calls.spent().total(), 35);
+        start(&mut calls, "b").unwrap();
+        next(&mut calls).await.unwrap();
+        let err = start(&mut calls, "c").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::BudgetExceeded);
+    }
+
     #[tokio::test]
     async fn oversized_replies_become_agent_errors() {
         let mut calls = calls(Arc::new(FakeBackend::new()), |s| s.max_reply_bytes = 8);
@@ -831,6 +871,7 @@ mod tests {
             start_unix_nanos: 0,
             seed: thread_id.into(),
             limits: Value::Null,
+            guard: true,
             created_unix_ms: 0,
         }
     }

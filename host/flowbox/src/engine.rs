@@ -227,7 +227,7 @@ impl Runtime {
 
     /// Resumes a journaled thread: a finished one returns its recorded outcome; an interrupted
     /// one replays its journal — same steps, same fuel, no backend calls — and continues live.
-    /// The script, args and (unless `limits` is given) the limits come from the journal.
+    /// The script, args, guard and (unless `limits` is given) the limits come from the journal.
     pub async fn resume(&self, thread_id: &str, limits: Option<Limits>) -> RunOutcome {
         let header = match &self.shared.store {
             None => Err(RunError::Journal(
@@ -243,13 +243,13 @@ impl Runtime {
             Ok(header) => header,
             Err(error) => return run::rejected(thread_id, error),
         };
-        let limits = limits
-            .or_else(|| serde_json::from_value(header.limits.clone()).ok())
-            .unwrap_or_else(|| self.shared.limits.clone());
-        let request = RunRequest::new(header.script)
+        let mut request = RunRequest::new(header.script)
             .args(header.args)
-            .thread_id(thread_id)
-            .limits(limits);
+            .thread_id(thread_id);
+        // Without limits of its own, the run takes the thread's recorded ones (and its guard).
+        if let Some(limits) = limits {
+            request = request.limits(limits);
+        }
         self.run_request(request).await
     }
 

@@ -22,6 +22,10 @@ pub enum RunError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The thread id is not usable (empty, too long, or with characters outside
+    /// letters, digits and `-_.:`).
+    #[error("invalid thread id {0}")]
+    InvalidThreadId(String),
     /// The args are not a JSON value within [`crate::Limits::max_message_bytes`].
     #[error("invalid args: {0}")]
     InvalidArgs(String),
@@ -96,10 +100,11 @@ fn detail(line: &Option<u32>) -> String {
 
 impl RunError {
     /// A stable, snake_case name for this kind of error (used in JSON output and events).
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &str {
         match self {
             Self::ScriptTooLarge { .. } => "script_too_large",
             Self::InvalidArgs(_) => "invalid_args",
+            Self::InvalidThreadId(_) => "invalid_thread_id",
             Self::Rejected(e) | Self::Script(e) => e.kind.as_str(),
             Self::OutOfFuel { .. } => "out_of_fuel",
             Self::OutOfMemory { .. } => "out_of_memory",
@@ -110,7 +115,7 @@ impl RunError {
             Self::Divergence(_) => "divergence",
             Self::Journal(_) => "journal_failure",
             Self::UnknownThread(_) => "unknown_thread",
-            Self::Recorded(info) => kind_name(&info.kind),
+            Self::Recorded(info) => &info.kind,
             Self::Guest(_) => "guest_failure",
             Self::Host(_) => "host_failure",
         }
@@ -149,6 +154,7 @@ impl RunError {
 const REJECTED_KINDS: &[&str] = &[
     "script_too_large",
     "invalid_args",
+    "invalid_thread_id",
     "syntax",
     "invalid_meta",
     "forbidden",
@@ -165,36 +171,6 @@ const LIMIT_KINDS: &[&str] = &[
     "output_too_large",
     "result_too_large",
 ];
-
-/// The static name of a recorded error's kind (kinds are a closed set; unknown ones from a
-/// newer journal read as a script failure).
-fn kind_name(kind: &str) -> &'static str {
-    const ALL: &[&str] = &[
-        "script_too_large",
-        "invalid_args",
-        "syntax",
-        "invalid_meta",
-        "forbidden",
-        "no_entry_point",
-        "uncaught",
-        "invalid_result",
-        "out_of_fuel",
-        "out_of_memory",
-        "timeout",
-        "stack_overflow",
-        "output_too_large",
-        "result_too_large",
-        "divergence",
-        "journal_failure",
-        "unknown_thread",
-        "guest_failure",
-        "host_failure",
-    ];
-    ALL.iter()
-        .find(|k| **k == kind)
-        .copied()
-        .unwrap_or("uncaught")
-}
 
 /// A script error reported by the guest, with the script's own line numbers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -94,6 +94,7 @@ impl host::Host for RunCtx {
     }
 
     fn phase(&mut self, title: String) -> wasmtime::Result<()> {
+        let title = self.clip(title);
         self.count_output(title.len())?;
         self.record.phases.push(title.clone());
         self.events.emit(|| EventKind::Phase { title });
@@ -101,6 +102,7 @@ impl host::Host for RunCtx {
     }
 
     fn log(&mut self, message: String) -> wasmtime::Result<()> {
+        let message = self.clip(message);
         self.count_output(message.len())?;
         self.record.logs.push(message.clone());
         self.events.emit(|| EventKind::Log { message });
@@ -121,9 +123,27 @@ impl host::Host for RunCtx {
 }
 
 impl RunCtx {
-    /// Counts log and phase text against the output limit; past it, the run ends.
+    /// A log line or phase title within the message limit: a longer one is cut, with a
+    /// marker saying how much was left out.
+    fn clip(&self, mut text: String) -> String {
+        let limit = self.limits.max_message_bytes;
+        if text.len() <= limit {
+            return text;
+        }
+        let total = text.len();
+        let mut cut = limit;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str(&format!("… [{} more bytes cut]", total - cut));
+        text
+    }
+
+    /// Counts log and phase text against the output limit; past it, the run ends. Every
+    /// line costs at least one byte, so a flood of empty lines is bounded too.
     fn count_output(&mut self, bytes: usize) -> wasmtime::Result<()> {
-        self.record.output_bytes = self.record.output_bytes.saturating_add(bytes);
+        self.record.output_bytes = self.record.output_bytes.saturating_add(bytes.max(1));
         if self.record.output_bytes > self.limits.max_output_bytes {
             return Err(wasmtime::Error::new(RunError::OutputTooLarge {
                 limit: self.limits.max_output_bytes,

@@ -178,10 +178,11 @@ impl LeafCache {
     }
 
     /// Takes a cached result for `record`, if one is left.
+    /// (The fingerprint covers the request's kind, so an entry found is of the same kind.)
     pub(crate) fn take(&mut self, record: &CallRecord) -> Option<Entry> {
-        let queue = self.by_fingerprint.get_mut(&record.fingerprint)?;
-        let entry = queue.pop_front()?;
-        (entry.kind == record.kind).then_some(entry)
+        self.by_fingerprint
+            .get_mut(&record.fingerprint)?
+            .pop_front()
     }
 }
 
@@ -198,11 +199,7 @@ pub(crate) fn describe(request: &Value) -> String {
         .get("prompt")
         .or_else(|| request.get("name"))
         .map_or_else(|| request.to_string(), Value::to_string);
-    let mut out: String = text.chars().take(80).collect();
-    if text.chars().count() > 80 {
-        out.push('…');
-    }
-    out
+    flowbox_backends::preview(&text, 80)
 }
 
 #[cfg(test)]

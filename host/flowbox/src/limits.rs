@@ -19,11 +19,13 @@ pub struct Limits {
     /// The most linear memory the guest may hold, in bytes.
     pub memory_bytes: u64,
     /// Wall-clock deadline for the whole run, leaves included.
-    #[serde(with = "duration_secs")]
+    #[serde(with = "flowbox_backends::serde_secs")]
     pub timeout: Duration,
     /// The most leaf agents one run may start over its lifetime.
     pub max_agents: u32,
-    /// The most leaves of one run in flight at once.
+    /// The most host tool calls (`call_tool`) one run may make over its lifetime.
+    pub max_tool_calls: u32,
+    /// The most leaves (and tool calls) of one run in flight at once.
     pub max_concurrency: usize,
     /// The run's token ceiling; `None` for no ceiling.
     pub budget_tokens: Option<u64>,
@@ -51,6 +53,7 @@ impl Default for Limits {
     /// | `memory_bytes` | 128 MiB | the interpreter needs ≈ 17 MiB; the rest holds plenty of leaf replies, while 100 runs at once still fit a small machine |
     /// | `timeout` | 600 s | long enough for several rounds of slow hosted models, short enough that a stuck run is noticed |
     /// | `max_agents` | 1000 | a generous fan-out; a runaway loop of `agent` calls stops long before it costs real money |
+    /// | `max_tool_calls` | 1000 | tools are cheap but not free (a read is up to 256 KiB); a loop of them is a bug |
     /// | `max_concurrency` | 16 | leaves are I/O-bound, so this does not follow the CPU count; it follows what providers tolerate |
     /// | `budget_tokens` | none | token ceilings are the embedder's policy; flowbox enforces one when given |
     /// | `max_script_bytes` | 64 KiB | orchestration scripts are short; a model writing more is writing the work itself |
@@ -65,6 +68,7 @@ impl Default for Limits {
             memory_bytes: 128 << 20,
             timeout: Duration::from_secs(600),
             max_agents: 1000,
+            max_tool_calls: 1000,
             max_concurrency: 16,
             budget_tokens: None,
             max_script_bytes: 64 << 10,
@@ -99,6 +103,12 @@ impl Limits {
     /// Sets the lifetime cap on leaf agents.
     pub fn with_max_agents(mut self, max_agents: u32) -> Self {
         self.max_agents = max_agents;
+        self
+    }
+
+    /// Sets the lifetime cap on host tool calls.
+    pub fn with_max_tool_calls(mut self, max_tool_calls: u32) -> Self {
+        self.max_tool_calls = max_tool_calls;
         self
     }
 
@@ -151,22 +161,6 @@ impl Limits {
     }
 }
 
-/// Durations as (fractional) seconds in configuration files.
-mod duration_secs {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_f64(value.as_secs_f64())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
-        let secs = f64::deserialize(deserializer)?;
-        Duration::try_from_secs_f64(secs).map_err(|e| D::Error::custom(format!("timeout: {e}")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,7 +176,7 @@ mod tests {
         let err = serde_json::from_str::<Limits>(r#"{"fuel_limit": 5}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
         let err = serde_json::from_str::<Limits>(r#"{"timeout": -1}"#).unwrap_err();
-        assert!(err.to_string().contains("timeout"), "{err}");
+        assert!(err.to_string().contains("invalid duration -1"), "{err}");
     }
 
     #[test]

@@ -208,7 +208,8 @@ impl WorkflowTool {
         self
     }
 
-    /// Records every run in the runtime's journal under this conversation.
+    /// Records every run in the runtime's journal under this conversation, and scopes the
+    /// thread ids the model chooses to it (`{conversation}.{name}`).
     pub fn conversation(mut self, conversation_id: impl Into<String>) -> Self {
         self.conversation_id = Some(conversation_id.into());
         self
@@ -227,7 +228,12 @@ impl WorkflowTool {
             request = request.args(args);
         }
         if let Some(thread_id) = input.thread_id {
-            request = request.thread_id(thread_id);
+            // Within a conversation, a model's thread names are its own: it can resume its
+            // threads but cannot reach another conversation's.
+            request = request.thread_id(match &self.conversation_id {
+                Some(conversation) => format!("{conversation}.{thread_id}"),
+                None => thread_id,
+            });
         }
         let outcome = self.runtime.run_request(request).await;
         let summary = &outcome.summary;
@@ -362,7 +368,7 @@ impl Tool for WorkflowTool {
                 "properties": {
                     "script": {"type": "string", "description": "The workflow script (Python)."},
                     "args": {"description": "JSON the script reads as `args`."},
-                    "thread_id": {"type": "string", "description": "Resume or name this run's thread."}
+                    "thread_id": {"type": "string", "description": "A name for this run (letters, digits, -_.:); naming an earlier run of this conversation resumes it or returns its result."}
                 },
                 "required": ["script"],
                 "additionalProperties": false

@@ -149,6 +149,11 @@ fn check_schema(schema: Value) -> Result<Value, CallFailure> {
             "schema is not a valid JSON Schema: {error}"
         )));
     }
+    if let Err(error) = flowbox_backends::check_schema_cost(&schema) {
+        return Err(CallFailure::invalid(format!(
+            "schema is too costly to use: {error}"
+        )));
+    }
     Ok(schema)
 }
 
@@ -254,6 +259,33 @@ mod tests {
         let mut r = request("\"x\"");
         r.options.schema = Some(format!(r#"{{"description": "{}"}}"#, "d".repeat(70_000)));
         assert!(failure(r).contains("schema is"));
+    }
+
+    #[test]
+    fn schemas_that_would_exhaust_the_validator_are_refused() {
+        for schema in [
+            r##"{"anyOf": [{"$ref": "#"}, {"type": "string"}]}"##.to_owned(),
+            format!(
+                r##"{{"$defs": {{{}}}, "$ref": "#/$defs/d0"}}"##,
+                (0..600)
+                    .map(|i| format!(r##""d{i}": {{"$ref": "#/$defs/d{}"}}"##, i + 1))
+                    .chain(std::iter::once(r#""d600": {"type": "string"}"#.to_owned()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ] {
+            let mut r = request("\"x\"");
+            r.options.schema = Some(schema);
+            let message = failure(r);
+            assert!(message.contains("too costly"), "{message}");
+        }
+        let deep = (0..120).fold(r#"{"type": "string"}"#.to_owned(), |inner, _| {
+            format!(r#"{{"type": "object", "properties": {{"x": {inner}}}}}"#)
+        });
+        let mut r = request("\"x\"");
+        r.options.schema = Some(deep);
+        // Deep but honest: accepted, or refused with a message — never a crash.
+        let _ = decode(r, &Limits::default());
     }
 
     #[test]

@@ -214,6 +214,7 @@ impl RunCtx {
             CallSettings {
                 thread_id: thread_id.to_owned(),
                 max_agents: limits.max_agents,
+                max_tool_calls: limits.max_tool_calls,
                 max_concurrency: limits.max_concurrency,
                 max_reply_bytes: limits.max_message_bytes,
                 budget: limits.budget_tokens,
@@ -279,28 +280,20 @@ fn new_store(shared: &Shared, plan: Plan) -> Result<Store<RunCtx>, RunError> {
 /// Runs one request to its outcome. Never panics on guest behaviour.
 pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome {
     let started = Instant::now();
-    let thread_id = request
-        .thread_id
-        .clone()
-        .unwrap_or_else(crate::thread::new_thread_id);
-    let limits = request
-        .limits
-        .clone()
-        .unwrap_or_else(|| shared.limits.clone());
+    let (thread_id, generated) = match &request.thread_id {
+        Some(id) => (id.clone(), false),
+        None => (crate::thread::new_thread_id(), true),
+    };
     let mut summary = Summary {
         thread_id: thread_id.clone(),
         ..Summary::default()
     };
     let events = Arc::new(RunEvents::new(thread_id.clone(), shared.events.clone()));
 
-    let prepared = prepare(
-        shared,
-        &request,
-        thread_id,
-        Arc::clone(&events),
-        limits.clone(),
-    )
-    .await;
+    let prepared = match crate::thread::check_thread_id(&thread_id) {
+        Ok(()) => prepare(shared, &request, thread_id, generated, Arc::clone(&events)).await,
+        Err(error) => Err(error),
+    };
     let (plan, args_text) = match prepared {
         Ok(Prepared::Run(plan, args_text)) => (plan, args_text),
         Ok(Prepared::Finished(outcome)) => {
@@ -316,6 +309,13 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         }
     };
     let journaled = plan.durability.journal.is_some();
+    let limits = plan.limits.clone();
+    // Whatever happens below — even if the caller drops this future — the backend hears
+    // that the run ended, so it can let go of what it kept for it.
+    let _ended = RunEnded {
+        backend: shared.backend.as_ref(),
+        thread_id: &summary.thread_id.clone(),
+    };
     let mut result = match new_store(shared, plan) {
         Err(error) => Err(error),
         Ok(mut store) => {
@@ -330,13 +330,15 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             fill_summary(&mut summary, &mut store, &limits);
             // Dropping the store drops the run's calls, cancelling leaves still running.
             drop(store);
-            shared.backend.run_finished(&summary.thread_id);
             result
         }
     };
     summary.ok = result.is_ok();
     summary.duration_ms = duration_ms(started.elapsed());
-    if journaled && let Some(store) = &shared.store {
+    if journaled
+        && ends_thread(&result)
+        && let Some(store) = &shared.store
+    {
         let outcome = RunOutcome {
             result: result.clone(),
             summary: summary.clone(),
@@ -359,6 +361,32 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     RunOutcome { result, summary }
 }
 
+/// Tells the backend a run ended when dropped.
+struct RunEnded<'a> {
+    backend: &'a dyn flowbox_backends::LeafBackend,
+    thread_id: &'a str,
+}
+
+impl Drop for RunEnded<'_> {
+    fn drop(&mut self) {
+        self.backend.run_finished(self.thread_id);
+    }
+}
+
+/// Whether a run's result is its thread's outcome. A result or an error of the script (a
+/// breached limit included) is final; a failure of the machinery — the journal, a
+/// divergence, a crash of the guest or the host — is not: the thread stays open to resume.
+fn ends_thread(result: &Result<Value, RunError>) -> bool {
+    !matches!(
+        result,
+        Err(RunError::Divergence(_)
+            | RunError::Journal(_)
+            | RunError::Guest(_)
+            | RunError::Host(_)
+            | RunError::UnknownThread(_))
+    )
+}
+
 /// What `prepare` decided.
 enum Prepared {
     /// Run the guest with this plan and these args.
@@ -367,20 +395,24 @@ enum Prepared {
     Finished(RunOutcome),
 }
 
-/// Checks the input and, with a journal, starts the thread or picks up where it stopped.
+/// Checks the input and, with a journal, starts the thread or picks up where it stopped. A
+/// resumed thread runs with the limits and guard it started with, unless the request sets
+/// limits of its own.
 async fn prepare(
     shared: &Shared,
     request: &RunRequest,
     thread_id: String,
+    generated: bool,
     events: Arc<RunEvents>,
-    limits: Limits,
 ) -> Result<Prepared, RunError> {
-    let args_text = check_input(&request.script, &request.args, &limits)?;
     let now = unix_nanos();
     let mut plan = Plan {
         thread_id,
         events,
-        limits,
+        limits: request
+            .limits
+            .clone()
+            .unwrap_or_else(|| shared.limits.clone()),
         guard: request.guard,
         start_unix_nanos: now,
         durability: Durability::default(),
@@ -391,6 +423,7 @@ async fn prepare(
                 "reusing leaves needs a journal; configure a store".into(),
             ));
         }
+        let args_text = check_input(&request.script, &request.args, &plan.limits)?;
         return Ok(Prepared::Run(plan, args_text));
     };
     if let Some(from) = &request.reuse_leaves_from {
@@ -401,19 +434,25 @@ async fn prepare(
             .ok_or_else(|| RunError::UnknownThread(from.clone()))?;
         plan.durability.cache = Some(LeafCache::new(earlier.entries));
     }
-    let script_sha256 = sha256_hex(request.script.as_bytes());
-    let args_sha256 = sha256_hex(args_text.as_bytes());
-    match store.load(&plan.thread_id).await.map_err(journal_error)? {
+    let mut existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
+    if existing.is_some() && generated {
+        // A generated id names a new thread; on the (astronomically rare) collision, draw again.
+        plan.thread_id = crate::thread::new_thread_id();
+        existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
+    }
+    match existing {
         None => {
+            let args_text = check_input(&request.script, &request.args, &plan.limits)?;
             let header = RunHeader {
                 thread_id: plan.thread_id.clone(),
                 script: request.script.clone(),
-                script_sha256,
+                script_sha256: sha256_hex(request.script.as_bytes()),
                 args: request.args.clone(),
-                args_sha256,
+                args_sha256: sha256_hex(args_text.as_bytes()),
                 start_unix_nanos: now,
                 seed: plan.thread_id.clone(),
                 limits: serde_json::to_value(&plan.limits).unwrap_or(Value::Null),
+                guard: plan.guard,
                 created_unix_ms: unix_millis(),
             };
             store.begin(&header).await.map_err(journal_error)?;
@@ -422,16 +461,27 @@ async fn prepare(
                 plan.thread_id.clone(),
                 &[],
             ));
+            Ok(Prepared::Run(plan, args_text))
         }
         Some(run) => {
             let header = &run.header;
-            if header.script_sha256 != script_sha256 {
+            if request.limits.is_none() {
+                plan.limits = serde_json::from_value(header.limits.clone()).map_err(|e| {
+                    RunError::Journal(format!(
+                        "the limits thread {} started with are unreadable: {e}",
+                        plan.thread_id
+                    ))
+                })?;
+            }
+            plan.guard = header.guard;
+            let args_text = check_input(&request.script, &request.args, &plan.limits)?;
+            if header.script_sha256 != sha256_hex(request.script.as_bytes()) {
                 return Err(RunError::Divergence(format!(
                     "the script is not the one thread {} started with",
                     plan.thread_id
                 )));
             }
-            if header.args_sha256 != args_sha256 {
+            if header.args_sha256 != sha256_hex(args_text.as_bytes()) {
                 return Err(RunError::Divergence(format!(
                     "the args are not the ones thread {} started with",
                     plan.thread_id
@@ -450,9 +500,9 @@ async fn prepare(
                 &run.entries,
             ));
             plan.durability.replay = Some(Replay::new(run.entries));
+            Ok(Prepared::Run(plan, args_text))
         }
     }
-    Ok(Prepared::Run(plan, args_text))
 }
 
 /// The outcome of a run refused before it started.

@@ -6,8 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use flowbox_store::UtcTime;
 use sha2::{Digest, Sha256};
 
-/// A new thread id such as `20261130-034521-9f2c1a`: the UTC start time, so ids sort by age,
-/// and six hex digits that differ between runs started in the same second.
+/// A new thread id such as `20261130-034521-9f2c1a0b3e7d4c58`: the UTC start time, so ids
+/// sort by age, and 64 random bits, so ids of runs started together never meet.
 pub fn new_thread_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let now = SystemTime::now()
@@ -19,10 +19,31 @@ pub fn new_thread_id() -> String {
         .chain_update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes())
         .finalize();
     let t = UtcTime::from_unix_secs(now.as_secs());
+    let random: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!(
-        "{:04}{:02}{:02}-{:02}{:02}{:02}-{:02x}{:02x}{:02x}",
-        t.year, t.month, t.day, t.hour, t.minute, t.second, digest[0], digest[1], digest[2]
+        "{:04}{:02}{:02}-{:02}{:02}{:02}-{random}",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
+}
+
+/// The longest thread id accepted.
+const MAX_THREAD_ID: usize = 128;
+
+/// Thread ids travel in journals, file listings and HTTP headers (idempotency keys), so they
+/// are restricted to letters, digits and `-_.:`.
+pub(crate) fn check_thread_id(id: &str) -> Result<(), crate::RunError> {
+    let fine = !id.is_empty()
+        && id.len() <= MAX_THREAD_ID
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+    if fine {
+        Ok(())
+    } else {
+        Err(crate::RunError::InvalidThreadId(format!(
+            "{id:?}: thread ids are 1 to {MAX_THREAD_ID} letters, digits, '-', '_', '.' or ':'"
+        )))
+    }
 }
 
 #[cfg(test)]
@@ -34,7 +55,18 @@ mod tests {
         let a = new_thread_id();
         let b = new_thread_id();
         assert_ne!(a, b);
-        assert_eq!(a.len(), "20261130-034521-9f2c1a".len());
+        assert_eq!(a.len(), "20261130-034521-9f2c1a0b3e7d4c58".len());
         assert!(a.starts_with("20"), "{a}");
+        assert!(check_thread_id(&a).is_ok());
+    }
+
+    #[test]
+    fn thread_ids_are_checked() {
+        for good in ["a", "conv-1.run_2", "x:y", &"t".repeat(128)] {
+            assert!(check_thread_id(good).is_ok(), "{good}");
+        }
+        for bad in ["", "a b", "a/b", "ü", "a\n", &"t".repeat(129)] {
+            assert!(check_thread_id(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -46,8 +46,16 @@ pub struct RunHeader {
     pub seed: String,
     /// The limits the run started with, as JSON.
     pub limits: Value,
+    /// Whether the in-guest guard was on.
+    #[serde(default = "guard_on")]
+    pub guard: bool,
     /// When the thread was created, in milliseconds since the Unix epoch (real time).
     pub created_unix_ms: u64,
+}
+
+/// Journals written before the guard was recorded ran with it on.
+fn guard_on() -> bool {
+    true
 }
 
 /// Which kind of call a journal entry records.
@@ -284,6 +292,10 @@ pub enum StoreError {
     /// No thread has this id.
     #[error("no thread {0} in the journal")]
     UnknownThread(String),
+    /// The thread already ended; its journal takes no more entries (another process may have
+    /// finished it).
+    #[error("thread {0} has already finished; its journal is closed")]
+    Finished(String),
     /// An append does not continue the thread's journal (a second writer, or a bug).
     #[error("journal of thread {thread_id} expected entry {expected} next, got {got}")]
     OutOfOrder {
@@ -312,10 +324,11 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
     async fn set_name(&self, thread_id: &str, name: &str) -> Result<(), StoreError>;
 
     /// Appends one batch of completions, atomically, in order. `entries[0].seq` must be the
-    /// number of entries already journaled for the thread.
+    /// number of entries already journaled for the thread, and the thread must not have
+    /// finished ([`StoreError::Finished`]).
     async fn append(&self, thread_id: &str, entries: &[Entry]) -> Result<(), StoreError>;
 
-    /// Records how the thread ended.
+    /// Records how the thread ended; a thread ends once ([`StoreError::Finished`]).
     async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError>;
 
     /// Everything journaled about a thread, or `None`.
@@ -352,6 +365,7 @@ pub(crate) mod contract {
             start_unix_nanos: 1_700_000_000_000_000_000,
             seed: thread_id.into(),
             limits: json!({"fuel": 5}),
+            guard: true,
             created_unix_ms: 1_700_000_000_000,
         }
     }
@@ -416,7 +430,22 @@ pub(crate) mod contract {
             finished_unix_ms: 1_700_000_000_500,
         };
         store.finish("t1", &end).await.unwrap();
-        assert_eq!(store.load("t1").await.unwrap().unwrap().end, Some(end));
+        assert_eq!(
+            store.load("t1").await.unwrap().unwrap().end,
+            Some(end.clone())
+        );
+        assert!(matches!(
+            store.append("t1", &[entry(3, 2)]).await,
+            Err(StoreError::Finished(_))
+        ));
+        assert!(matches!(
+            store.finish("t1", &end).await,
+            Err(StoreError::Finished(_))
+        ));
+        assert!(matches!(
+            store.finish("nope", &end).await,
+            Err(StoreError::UnknownThread(_))
+        ));
         assert!(store.load("nope").await.unwrap().is_none());
         assert!(matches!(
             store.append("nope", &[entry(0, 0)]).await,

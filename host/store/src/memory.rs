@@ -61,6 +61,9 @@ impl CheckpointStore for MemoryStore {
 
     async fn append(&self, thread_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
         self.with_run(thread_id, |run| {
+            if run.end.is_some() {
+                return Err(StoreError::Finished(thread_id.to_owned()));
+            }
             let expected = run.entries.len() as u64;
             for (offset, entry) in entries.iter().enumerate() {
                 if entry.seq != expected + offset as u64 {
@@ -78,6 +81,9 @@ impl CheckpointStore for MemoryStore {
 
     async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
         self.with_run(thread_id, |run| {
+            if run.end.is_some() {
+                return Err(StoreError::Finished(thread_id.to_owned()));
+            }
             run.end = Some(end.clone());
             Ok(())
         })

@@ -20,7 +20,8 @@ use crate::{
     SCHEMA_VERSION, StoreError, StoredRun, WorkflowRecord,
 };
 
-/// How long a writer waits for another to finish before reporting the file as locked.
+/// How long a writer waits by default for another to finish before reporting the file as
+/// locked.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How durable a committed batch is.
@@ -39,6 +40,7 @@ pub struct SqliteStore {
     path: PathBuf,
     connection: Arc<Mutex<Connection>>,
     durability: Durability,
+    busy_timeout: Duration,
 }
 
 /// The schema, one migration per version; `migrations[i]` takes a journal from version `i` to
@@ -121,7 +123,15 @@ impl SqliteStore {
             path,
             connection: Arc::new(Mutex::new(connection)),
             durability,
+            busy_timeout: BUSY_TIMEOUT,
         })
+    }
+
+    /// Waits at most `timeout` (default 10 s) for another process's write before failing
+    /// with [`StoreError::Locked`].
+    pub fn with_busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
     }
 
     /// The database file.
@@ -129,26 +139,45 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Runs `action` on the connection. Without fsyncs a journal write is a few
-    /// microseconds of page-cache I/O, cheaper done in place than handing it to a blocking
-    /// thread (a hand-off costs ~100 µs here); with fsyncs it may take milliseconds, so it
-    /// moves off the async threads.
+    /// Runs `action` on the connection. Without fsyncs a journal write is a few microseconds
+    /// of page-cache I/O, cheaper done in place than handed to a blocking thread (a hand-off
+    /// costs ~100 µs here) — but only when nothing has to wait: if the connection is in use
+    /// or another process holds the file, or every write fsyncs, the call moves to a blocking
+    /// thread, so an async worker never stalls on the journal.
     async fn with<T: Send + 'static>(
         &self,
-        action: impl FnOnce(&mut Connection, &Path) -> Result<T, StoreError> + Send + 'static,
+        action: impl Fn(&mut Connection, &Path) -> Result<T, StoreError> + Send + Sync + 'static,
     ) -> Result<T, StoreError> {
+        if self.durability == Durability::Process
+            && let Ok(mut connection) = self.connection.try_lock()
+        {
+            // A failed transaction rolls back, so a busy attempt is safe to make again below.
+            let attempt = connection
+                .busy_timeout(Duration::ZERO)
+                .map_err(|e| classify(&self.path, e))
+                .and_then(|()| action(&mut connection, &self.path));
+            if !matches!(attempt, Err(StoreError::Locked { .. })) {
+                return attempt;
+            }
+        }
         let connection = Arc::clone(&self.connection);
         let path = self.path.clone();
-        let run = move || {
+        let timeout = self.busy_timeout;
+        tokio::task::spawn_blocking(move || {
             let mut connection = connection.lock().unwrap_or_else(|p| p.into_inner());
-            action(&mut connection, &path)
-        };
-        match self.durability {
-            Durability::Process => run(),
-            Durability::PowerLoss => tokio::task::spawn_blocking(run)
-                .await
-                .map_err(|e| StoreError::Io(format!("the journal task failed: {e}")))?,
-        }
+            connection
+                .busy_timeout(timeout)
+                .map_err(|e| classify(&path, e))?;
+            action(&mut connection, &path).map_err(|error| match error {
+                StoreError::Locked { path, .. } => StoreError::Locked {
+                    path,
+                    waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                },
+                other => other,
+            })
+        })
+        .await
+        .map_err(|e| StoreError::Io(format!("the journal task failed: {e}")))?
     }
 }
 
@@ -163,8 +192,9 @@ fn migrate(path: &Path, connection: &Connection) -> Result<(), StoreError> {
             supported: SCHEMA_VERSION,
         });
     }
-    if version > 0 {
-        // An existing journal: make sure it is what it claims before trusting it.
+    if version > 0 && version < SCHEMA_VERSION {
+        // An existing journal about to be migrated: make sure it is sound first. (Checking on
+        // every open would read the whole file; damage elsewhere surfaces as `Corrupt` on use.)
         let check: String = connection
             .query_row("PRAGMA quick_check", [], |row| row.get(0))
             .map_err(|e| classify(path, e))?;
@@ -191,7 +221,7 @@ fn classify(path: &Path, error: rusqlite::Error) -> StoreError {
     match error.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Locked {
             path: path.to_owned(),
-            waited_ms: BUSY_TIMEOUT.as_millis() as u64,
+            waited_ms: 0,
         },
         Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => StoreError::Corrupt {
             path: path.to_owned(),
@@ -212,16 +242,37 @@ fn from_json<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<
     })
 }
 
-fn thread_exists(
+/// Where a thread stands: `None` when there is no such thread.
+fn thread_status(
     connection: &Connection,
     path: &Path,
     thread_id: &str,
-) -> Result<bool, StoreError> {
-    connection
-        .prepare_cached("SELECT 1 FROM runs WHERE thread_id = ?1")
-        .and_then(|mut statement| statement.query_row([thread_id], |_| Ok(())).optional())
-        .map(|found| found.is_some())
-        .map_err(|e| classify(path, e))
+) -> Result<Option<RunStatus>, StoreError> {
+    let status: Option<String> = connection
+        .prepare_cached("SELECT status FROM runs WHERE thread_id = ?1")
+        .and_then(|mut statement| {
+            statement
+                .query_row([thread_id], |row| row.get(0))
+                .optional()
+        })
+        .map_err(|e| classify(path, e))?;
+    status
+        .map(|status| {
+            RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt {
+                path: path.to_owned(),
+                detail: format!("unknown run status {status:?}"),
+            })
+        })
+        .transpose()
+}
+
+/// Fails unless the thread exists and has not finished.
+fn check_running(connection: &Connection, path: &Path, thread_id: &str) -> Result<(), StoreError> {
+    match thread_status(connection, path, thread_id)? {
+        None => Err(StoreError::UnknownThread(thread_id.to_owned())),
+        Some(RunStatus::Running) => Ok(()),
+        Some(_) => Err(StoreError::Finished(thread_id.to_owned())),
+    }
 }
 
 #[async_trait::async_trait]
@@ -242,7 +293,7 @@ impl CheckpointStore for SqliteStore {
                 )
                 .map_err(|e| classify(path, e))?;
             if inserted == 0 {
-                return Err(StoreError::ThreadExists(header.thread_id));
+                return Err(StoreError::ThreadExists(header.thread_id.clone()));
             }
             Ok(())
         })
@@ -259,7 +310,7 @@ impl CheckpointStore for SqliteStore {
                 )
                 .map_err(|e| classify(path, e))?;
             if updated == 0 {
-                return Err(StoreError::UnknownThread(thread_id));
+                return Err(StoreError::UnknownThread(thread_id.clone()));
             }
             Ok(())
         })
@@ -272,9 +323,7 @@ impl CheckpointStore for SqliteStore {
             let transaction = connection
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .map_err(|e| classify(path, e))?;
-            if !thread_exists(&transaction, path, &thread_id)? {
-                return Err(StoreError::UnknownThread(thread_id));
-            }
+            check_running(&transaction, path, &thread_id)?;
             // The primary key's index answers MAX in one lookup.
             let next: u64 = transaction
                 .prepare_cached("SELECT MAX(seq) FROM entries WHERE thread_id = ?1")
@@ -295,7 +344,7 @@ impl CheckpointStore for SqliteStore {
                     let expected = next + offset as u64;
                     if entry.seq != expected {
                         return Err(StoreError::OutOfOrder {
-                            thread_id,
+                            thread_id: thread_id.clone(),
                             expected,
                             got: entry.seq,
                         });
@@ -325,7 +374,11 @@ impl CheckpointStore for SqliteStore {
     async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
         let (thread_id, end) = (thread_id.to_owned(), end.clone());
         self.with(move |connection, path| {
-            let updated = connection
+            let transaction = connection
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .map_err(|e| classify(path, e))?;
+            check_running(&transaction, path, &thread_id)?;
+            transaction
                 .execute(
                     "UPDATE runs SET status = ?2, outcome = ?3, finished_unix_ms = ?4
                      WHERE thread_id = ?1",
@@ -337,10 +390,7 @@ impl CheckpointStore for SqliteStore {
                     ],
                 )
                 .map_err(|e| classify(path, e))?;
-            if updated == 0 {
-                return Err(StoreError::UnknownThread(thread_id));
-            }
-            Ok(())
+            transaction.commit().map_err(|e| classify(path, e))
         })
         .await
     }
@@ -684,14 +734,12 @@ mod tests {
         let holder = Connection::open(&path).unwrap();
         holder.execute_batch("BEGIN EXCLUSIVE;").unwrap();
         // Shorten the wait for the test; the error is the same after the real timeout.
-        store
-            .connection
-            .lock()
-            .unwrap()
-            .busy_timeout(Duration::from_millis(50))
-            .unwrap();
+        let store = store.with_busy_timeout(Duration::from_millis(50));
         let err = store.append("t", &[entry(0, 0)]).await.unwrap_err();
-        assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+        assert!(
+            matches!(err, StoreError::Locked { waited_ms: 50, .. }),
+            "{err}"
+        );
         holder.execute_batch("ROLLBACK;").unwrap();
         store.append("t", &[entry(0, 0)]).await.unwrap();
     }
