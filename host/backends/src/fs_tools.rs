@@ -65,9 +65,13 @@ impl ReadRoots {
         self.roots.is_empty()
     }
 
-    /// `read_file` and `list_dir` over these roots.
+    /// `read_file` and `list_dir` over these roots; no tools when nothing is granted, so a
+    /// model is never offered tools that can only fail.
     pub fn tools(&self) -> ToolSet {
         let mut set = ToolSet::new();
+        if self.is_empty() {
+            return set;
+        }
         for tool in [
             Arc::new(ReadFile(self.clone())) as Arc<dyn Tool>,
             Arc::new(ListDir(self.clone())),
@@ -280,6 +284,13 @@ mod tests {
             .with_max_file_bytes(40)
             .tools();
         (base, tools)
+    }
+
+    #[test]
+    fn nothing_granted_means_no_tools() {
+        let roots = ReadRoots::open(&[]).unwrap();
+        assert!(roots.is_empty());
+        assert!(roots.tools().is_empty());
     }
 
     async fn read(tools: &ToolSet, path: &str) -> Result<Value, ToolError> {

@@ -285,6 +285,7 @@ async fn openai_tool_arguments_that_are_not_json_fail_clearly() {
     );
     // A new sample may be valid JSON, so the caller may try again; the client itself did not.
     assert!(error.is_retryable());
+    assert!(message.ends_with("(retryable)"), "{message}");
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -383,6 +384,7 @@ async fn anthropic_version_header_can_be_changed() {
         .with_version("bad\nversion")
         .unwrap_err();
     assert!(!error.is_retryable());
+    assert!(message_of(&error).ends_with("(not retryable)"), "{error}");
     let error = AnthropicChat::new(server.url(), String::new(), policy()).unwrap_err();
     assert!(message_of(&error).contains("API key is empty"), "{error}");
 }

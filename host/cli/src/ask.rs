@@ -38,6 +38,12 @@ pub(crate) struct AskArgs {
     journal: JournalOptions,
 }
 
+impl AskArgs {
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+}
+
 pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     let limits = args.options.limits().map_err(Failure::input)?;
     let backends = args.options.backends().map_err(Failure::input)?;
@@ -57,7 +63,8 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
         .unwrap_or_else(flowbox::new_thread_id);
     let log = match &args.events {
         Some(target) => Some(
-            events::spawn(target, orchestrator.runtime().subscribe()).map_err(Failure::input)?,
+            events::spawn(target, orchestrator.runtime().subscribe(), args.json)
+                .map_err(Failure::input)?,
         ),
         None => None,
     };
@@ -67,6 +74,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     }
     let answer = answer.map_err(|e| Failure {
         code: 1,
+        kind: "root_agent".into(),
         error: anyhow::Error::new(e).context("the root agent failed"),
     })?;
     if args.json {

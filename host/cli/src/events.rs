@@ -15,9 +15,17 @@ pub(crate) struct EventLog {
     task: JoinHandle<std::io::Result<()>>,
 }
 
-/// Starts writing `events` to `target`: a file path, or `-` for stdout.
-pub(crate) fn spawn(target: &PathBuf, mut events: EventStream) -> anyhow::Result<EventLog> {
+/// Starts writing `events` to `target`: a file path, or `-` for stdout unless `json` (one
+/// object) already owns stdout.
+pub(crate) fn spawn(
+    target: &PathBuf,
+    mut events: EventStream,
+    json: bool,
+) -> anyhow::Result<EventLog> {
     let mut out: Box<dyn Write + Send> = if target.as_os_str() == "-" {
+        if json {
+            anyhow::bail!("--json prints one object on stdout; write --events to a file with it");
+        }
         Box::new(std::io::stdout())
     } else {
         Box::new(std::io::BufWriter::new(

@@ -20,9 +20,11 @@ use clap::{Parser, Subcommand};
 const AFTER_HELP: &str = "\
 Exit codes:
   0  success
-  1  the script failed (an uncaught exception, a result that is not JSON)
-  2  the input was rejected before running (usage, size, syntax, meta, forbidden construct)
-  3  a limit was breached (fuel, memory, time, output size)";
+  1  the script failed (an uncaught exception, a result that is not JSON), or the run could
+     not finish (a journal error, a divergence from the journal: resume once fixed)
+  2  the input was rejected before running (usage, size, syntax, meta, forbidden construct,
+     unknown thread, a journal that cannot be opened)
+  3  a limit was breached (fuel, memory, time, stack, output or result size)";
 
 /// Run LLM-written workflow scripts in a bounded, isolated Python sandbox.
 #[derive(Debug, Parser)]
@@ -35,10 +37,12 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a workflow script and print its result.
+    #[command(after_help = AFTER_HELP)]
     Run(run::RunArgs),
     /// Ask a root agent, which answers directly or writes and runs workflows.
     Ask(ask::AskArgs),
     /// Resume an interrupted thread from its journal (a finished one prints its outcome).
+    #[command(after_help = AFTER_HELP)]
     Resume(resume::ResumeArgs),
     /// List the journaled threads, newest first.
     Threads(threads::ThreadsArgs),
@@ -48,10 +52,24 @@ enum Command {
     Check(check::CheckArgs),
 }
 
+impl Command {
+    /// Whether the command was asked for exactly one JSON object on stdout.
+    fn json(&self) -> bool {
+        match self {
+            Self::Run(args) => args.json(),
+            Self::Resume(args) => args.json(),
+            Self::Ask(args) => args.json(),
+            Self::Threads(_) | Self::Show(_) | Self::Check(_) => false,
+        }
+    }
+}
+
 /// A failure with the exit code it maps to.
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub code: u8,
+    /// The error kind `--json` reports: a run error's own, else `input` or `setup`.
+    pub kind: String,
     pub error: anyhow::Error,
 }
 
@@ -60,6 +78,7 @@ impl Failure {
     pub(crate) fn input(error: impl Into<anyhow::Error>) -> Self {
         Self {
             code: 2,
+            kind: "input".into(),
             error: error.into(),
         }
     }
@@ -68,6 +87,7 @@ impl Failure {
     pub(crate) fn setup(error: flowbox::SetupError) -> Self {
         Self {
             code: 1,
+            kind: "setup".into(),
             error: error.into(),
         }
     }
@@ -76,13 +96,28 @@ impl Failure {
     pub(crate) fn run(error: flowbox::RunError) -> Self {
         Self {
             code: u8::try_from(error.exit_code()).unwrap_or(1),
+            kind: error.kind().to_owned(),
             error: error.into(),
         }
+    }
+
+    /// The failure as the one object `--json` promises, shaped like a run's outcome.
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ok": false,
+            "result": null,
+            "error": {"kind": self.kind, "message": format!("{:#}", self.error)},
+            "summary": null,
+        })
     }
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(error),
+    };
+    let json = cli.command.json();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -106,6 +141,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
+            if json {
+                println!("{}", failure.to_json());
+            }
             eprintln!(
                 "error: {}",
                 text::terminal_safe(&format!("{:#}", failure.error))
@@ -113,4 +151,24 @@ fn main() -> ExitCode {
             ExitCode::from(failure.code)
         }
     }
+}
+
+/// Reports a command line clap refused (or prints help and the version). With `--json` among
+/// the arguments the refusal is also the one JSON object on stdout.
+fn usage_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let refused = !matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if refused && std::env::args_os().any(|arg| arg == "--json") {
+        let message = error.render().to_string();
+        let message = message.trim().trim_start_matches("error: ");
+        println!("{}", Failure::input(anyhow::anyhow!("{message}")).to_json());
+    }
+    // clap prints help and version on stdout and refusals on stderr, with exit codes 0 and 2.
+    let _ = error.print();
+    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
 }

@@ -87,7 +87,8 @@ pub(crate) struct RunOptions {
     /// (OPENAI_BASE_URL, OPENAI_API_KEY) or `anthropic` (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY).
     #[arg(long, default_value = "fake", value_name = "BACKEND")]
     pub backend: BackendChoice,
-    /// The provider model leaves use by default (openai and anthropic backends).
+    /// The provider model leaves use by default, and the root agent of `ask` (openai and
+    /// anthropic backends).
     #[arg(long, value_name = "MODEL", env = "FLOWBOX_MODEL")]
     pub model: Option<String>,
     /// A model profile scripts may name with `model=NAME` (repeatable). Scripts can only name

@@ -22,6 +22,12 @@ pub(crate) struct ResumeArgs {
     journal: JournalOptions,
 }
 
+impl ResumeArgs {
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+}
+
 pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
     let runtime = build_runtime(&args.options, Some(&args.journal))?;
     // Flags adjust the thread's own limits; without flags the runtime applies them as they are.

@@ -45,6 +45,12 @@ pub(crate) struct RunArgs {
     journal: JournalOptions,
 }
 
+impl RunArgs {
+    pub(crate) fn json(&self) -> bool {
+        self.json
+    }
+}
+
 pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let script = std::fs::read_to_string(&args.script)
         .with_context(|| format!("cannot read {}", args.script.display()))
@@ -67,7 +73,9 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         request = request.reuse_leaves_from(from);
     }
     let log = match &args.events {
-        Some(target) => Some(events::spawn(target, runtime.subscribe()).map_err(Failure::input)?),
+        Some(target) => {
+            Some(events::spawn(target, runtime.subscribe(), args.json).map_err(Failure::input)?)
+        }
         None => None,
     };
     let outcome = with_progress(&runtime, runtime.run_request(request)).await;

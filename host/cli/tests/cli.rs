@@ -117,6 +117,28 @@ fn a_failing_script_exits_1_with_the_error() {
 }
 
 #[test]
+fn json_mode_prints_one_object_even_when_nothing_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = script(&dir, "ok.py", "return 1\n");
+    for args in [
+        vec!["run", "/nonexistent/x.py", "--json"],
+        vec!["run", &ok, "--json", "--args", "{nope"],
+        vec!["run", &ok, "--json", "--backend", "openai2"],
+        vec!["run", &ok, "--json", "--events", "-"],
+        vec!["resume", "no-such-thread", "--json"],
+    ] {
+        let output = flowbox(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let object = stdout_json(&output);
+        assert_eq!(object["ok"], false, "{args:?}");
+        assert_eq!(object["result"], Value::Null, "{args:?}");
+        let message = object["error"]["message"].as_str().unwrap_or_default();
+        assert!(!message.is_empty(), "{args:?}: {object}");
+        assert!(object["error"]["kind"].is_string(), "{args:?}: {object}");
+    }
+}
+
+#[test]
 fn rejected_input_exits_2() {
     let dir = tempfile::tempdir().unwrap();
     let syntax = script(&dir, "syntax.py", "return (\n");
@@ -245,6 +267,14 @@ fn help_documents_the_exit_codes() {
     let help = String::from_utf8_lossy(&output.stdout);
     for needle in ["Exit codes", "3  a limit was breached", "run", "check"] {
         assert!(help.contains(needle), "{needle} missing from --help");
+    }
+    for command in ["run", "resume"] {
+        let output = flowbox(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            help.contains("3  a limit was breached"),
+            "{command} --help: {help}"
+        );
     }
 }
 

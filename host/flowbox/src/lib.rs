@@ -22,7 +22,7 @@
 //! ```
 //!
 //! A run gets a fresh WebAssembly store; the compiled guest is shared and cached on disk, so
-//! a [`Runtime`] is built once per process and each run costs about a millisecond plus its
+//! a [`Runtime`] is built once per process and each run costs a few milliseconds plus its
 //! leaves. Every run is held to [`Limits`]; what ends a run is a [`RunError`], and what a script
 //! can handle (a failed leaf, an exhausted budget) reaches it as a Python exception instead.
 //! Runs publish [`Event`]s to [`Runtime::subscribe`]rs as they happen.

@@ -112,9 +112,14 @@ impl HttpClient {
         Ok(header)
     }
 
-    /// An error about this provider, with the key removed.
+    /// An error about this provider that says whether it is retryable, with the key removed.
     pub(crate) fn error(&self, message: impl fmt::Display, retryable: bool) -> BackendError {
-        let mut message = format!("{}: {message}", self.label);
+        let kind = if retryable {
+            "retryable"
+        } else {
+            "not retryable"
+        };
+        let mut message = format!("{}: {message} ({kind})", self.label);
         if let Some(secret) = &self.secret {
             message = message.replace(secret.as_str(), REDACTED);
         }

@@ -45,13 +45,13 @@ impl Default for RetryPolicy {
     /// |---|---|---|
     /// | `max_retries` | 3 | rides out a rate-limit window or a brief outage; a provider that fails four times in a row is down, and the leaf should say so |
     /// | `initial_backoff` | 0.5 s | long enough not to hammer a struggling server, short enough that a one-off 500 costs little |
-    /// | `max_backoff` | 20 s | rate-limit windows are per minute; waiting longer than this belongs to the caller, not to one HTTP call |
+    /// | `max_backoff` | 60 s | rate-limit windows are per minute, so a `Retry-After` within one window is obeyed; a longer pause (a spent quota) belongs to the caller, not to one HTTP call |
     /// | `request_timeout` | 120 s | a long completion from a slow hosted model takes a minute or more; a stalled connection should not hold a leaf forever |
     fn default() -> Self {
         Self {
             max_retries: 3,
             initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(20),
+            max_backoff: Duration::from_secs(60),
             request_timeout: Duration::from_secs(120),
         }
     }
@@ -187,7 +187,7 @@ mod tests {
             serde_json::from_str(r#"{"max_retries": 1, "request_timeout": 2.5}"#).unwrap();
         assert_eq!(policy.max_retries, 1);
         assert_eq!(policy.request_timeout, Duration::from_millis(2500));
-        assert_eq!(policy.max_backoff, Duration::from_secs(20));
+        assert_eq!(policy.max_backoff, Duration::from_secs(60));
         assert_eq!(policy.initial_backoff, Duration::from_millis(500));
         let err = serde_json::from_str::<RetryPolicy>(r#"{"retries": 1}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
@@ -207,8 +207,8 @@ mod tests {
                 assert!(wait >= ceiling / 2 && wait <= ceiling, "{retry}: {wait:?}");
             }
         }
-        assert!(policy.backoff(40) <= Duration::from_secs(20));
-        assert!(policy.backoff(u32::MAX) >= Duration::from_secs(10));
+        assert!(policy.backoff(40) <= Duration::from_secs(60));
+        assert!(policy.backoff(u32::MAX) >= Duration::from_secs(30));
         let waits: Vec<_> = (0..20).map(|_| policy.backoff(3)).collect();
         assert!(waits.iter().any(|wait| *wait != waits[0]), "no jitter");
     }
