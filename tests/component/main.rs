@@ -4,6 +4,7 @@
 mod cases;
 mod durable;
 mod events;
+mod faults;
 mod limits;
 mod orchestrator;
 mod patterns;

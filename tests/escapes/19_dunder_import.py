@@ -1,3 +1,3 @@
 # expect: forbidden — __import__ by name
 os = __import__("os")
-return os.listdir("/")
+return os.getenv(args["secret_env"])

@@ -1,2 +1,2 @@
 # expect: forbidden — the builtins mapping
-return str(__builtins__["open"])
+return __builtins__["open"](args["secret_path"]).read()

@@ -1,2 +1,2 @@
-# expect: forbidden — open() a host file
-return open("/etc/passwd").read()
+# expect: forbidden — open() the host's secret file
+return open(args["secret_path"]).read()

@@ -1,3 +1,3 @@
 # expect: forbidden — import os
 import os
-return dict(os.environ)
+return os.environ.get(args["secret_env"])

@@ -1,3 +1,3 @@
 # expect: forbidden — from-import of a module outside the allowlist
 from os import environ
-return dict(environ)
+return environ.get(args["secret_env"])

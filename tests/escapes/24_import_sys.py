@@ -1,3 +1,3 @@
 # expect: forbidden — sys.modules is a way to everything
 import sys
-return list(sys.modules)
+return sys.modules["os"].environ.get(args["secret_env"])

@@ -1,3 +1,3 @@
 # expect: forbidden — importlib
 import importlib
-return str(importlib.import_module("os"))
+return importlib.import_module("os").getenv(args["secret_env"])

@@ -1,6 +1,6 @@
 # expect: harmless — statistics imports sys internally; its view does not expose it
 import statistics
 try:
-    return str(statistics.sys.modules)
+    return statistics.sys.modules["os"].environ.get(args["secret_env"])
 except AttributeError as error:
     return "blocked: " + str(error)

@@ -1,3 +1,3 @@
 # expect: forbidden — random's private reference to os
 import random
-return str(random._os.environ)
+return random._os.environ.get(args["secret_env"])

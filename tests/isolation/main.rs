@@ -3,21 +3,28 @@
 //!
 //! 1. scripts run **without the guard**, with the interpreter's `os`, `sys`, `io`,
 //!    `builtins.open` and the raw host bindings in hand, try to read, list, connect and call
-//!    outside the WIT interface;
-//! 2. the escape corpus (`tests/escapes/*.py`, guard on) tries every known way out.
+//!    outside the WIT interface; the interpreter's raw ABI bridge is called with garbage, one
+//!    run per call, since a trap ends its run;
+//! 2. the escape corpus (`tests/escapes/*.py`) tries every known way out, told where the
+//!    secrets are; the guard is on except for the few attempts on the wasm boundary itself
+//!    (raw host calls, forged handles, two runs in flight reaching for each other).
 //!
 //! Nothing may reveal the secret — not the results, errors, logs or events — nothing may
 //! connect, and the runtime must keep serving good runs. This binary has its own `main`
 //! (`harness = false`) so the environment variable is planted before any thread exists.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use flowbox::{Limits, RunRequest, Runtime};
-use flowbox_tests::{root, runtime};
+use flowbox::{
+    BackendError, FakeBackend, LeafBackend, LeafReply, LeafRequest, Limits, RunOutcome, RunRequest,
+    Runtime,
+};
+use flowbox_tests::{root, runtime_with};
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 const SECRET: &str = "flowbox-isolation-secret-5f3a9c1e";
 const SECRET_VAR: &str = "FLOWBOX_ISOLATION_SECRET";
@@ -47,10 +54,11 @@ fn main() {
         .expect("tokio");
     let failures = tokio.block_on(async {
         let mut failures = Vec::new();
-        let runtime = runtime();
+        let backend = Arc::new(HoldingBackend::default());
+        let runtime = runtime_with(backend.clone(), Limits::default());
         let seen = collect_events(&runtime);
         unguarded_scripts(&runtime, &secret_file, port, &mut failures).await;
-        escape_corpus(&runtime, &mut failures).await;
+        escape_corpus(&runtime, &backend, &secret_file, &mut failures).await;
         healthy_afterwards(&runtime, &mut failures).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let events = seen.lock().expect("not poisoned").join("\n");
@@ -156,16 +164,62 @@ attempt("import subprocess", lambda: __import__("subprocess").run(["cat", path])
 from wit_world.imports import host
 attempt("raw await_next with nothing pending", lambda: host.await_next())
 attempt("raw log", lambda: host.log("raw binding log line"))
-import componentize_py_runtime as runtime
-for name in dir(runtime):
-    if not name.startswith("_"):
-        attempt("runtime." + name, lambda name=name: getattr(runtime, name)(2**31, 0, 0))
 return seen
 "#;
 
+/// What an unguarded attempt must have ended with (its `repr`, or `refused: <exception>`).
+#[derive(Debug, Clone, Copy)]
+enum Expected {
+    /// An exception.
+    Refused,
+    /// Exactly this value: nothing of the host shows.
+    Is(&'static str),
+    /// An exception or exactly this value (an empty listing, the guest's own root).
+    RefusedOr(&'static str),
+}
+
+/// Every attempt of [`UNGUARDED`] and how it must end; an attempt missing here fails the test.
+const UNGUARDED_EXPECTED: &[(&str, Expected)] = &[
+    ("open", Expected::Refused),
+    ("builtins.open", Expected::Refused),
+    ("io.open", Expected::Refused),
+    ("os.open", Expected::Refused),
+    ("stat", Expected::Refused),
+    ("listdir /", Expected::RefusedOr("[]")),
+    ("listdir parent", Expected::Refused),
+    ("getcwd", Expected::RefusedOr("'/'")),
+    ("walk /", Expected::RefusedOr("[]")),
+    ("write", Expected::Refused),
+    ("environ", Expected::Is("{}")),
+    ("getenv", Expected::Is("None")),
+    ("argv", Expected::Is("[]")),
+    ("stdin", Expected::RefusedOr("''")),
+    ("system", Expected::Refused),
+    ("fork", Expected::Refused),
+    ("import socket", Expected::Refused),
+    ("tcp connect", Expected::Refused),
+    ("tcp listen", Expected::Refused),
+    ("udp send", Expected::Refused),
+    ("name lookup", Expected::Refused),
+    ("import ssl", Expected::Refused),
+    ("import ctypes", Expected::Refused),
+    ("import subprocess", Expected::Refused),
+    ("raw await_next with nothing pending", Expected::Refused),
+    ("raw log", Expected::Is("None")),
+];
+
+fn meets(got: &str, expected: Expected) -> bool {
+    let refused = got.starts_with("refused: ");
+    match expected {
+        Expected::Refused => refused,
+        Expected::Is(value) => got == value,
+        Expected::RefusedOr(value) => refused || got == value,
+    }
+}
+
 async fn unguarded_scripts(
     runtime: &Runtime,
-    secret_file: &std::path::Path,
+    secret_file: &Path,
     port: u16,
     failures: &mut Vec<String>,
 ) {
@@ -182,47 +236,34 @@ async fn unguarded_scripts(
     if text.contains(SECRET) {
         failures.push(format!("an unguarded script read the secret: {text}"));
     }
+    // Every attempt catches its own exception, so the run itself must succeed; anything
+    // else would skip every check below.
     match &outcome.result {
-        Ok(seen) => {
-            for (name, expectation) in [
-                ("open", "refused"),
-                ("builtins.open", "refused"),
-                ("io.open", "refused"),
-                ("os.open", "refused"),
-                ("stat", "refused"),
-                ("write", "refused"),
-                ("system", "refused"),
-                ("tcp connect", "refused"),
-                ("tcp listen", "refused"),
-                ("udp send", "refused"),
-                ("name lookup", "refused"),
-                ("import ctypes", "refused"),
-                ("import subprocess", "refused"),
-                ("raw await_next with nothing pending", "refused"),
-            ] {
-                let got = seen[name].as_str().unwrap_or("");
-                if !got.starts_with(expectation) {
-                    failures.push(format!(
-                        "unguarded {name}: expected {expectation}, got {got}"
-                    ));
-                }
-            }
-            for (name, empty) in [("environ", "{}"), ("getenv", "None"), ("argv", "[]")] {
-                if seen[name] != json!(empty) {
-                    failures.push(format!(
-                        "unguarded {name}: expected {empty}, got {}",
-                        seen[name]
-                    ));
-                }
-            }
+        Ok(Value::Object(seen)) => {
             println!(
                 "unguarded attempts: {}",
                 serde_json::to_string_pretty(seen).unwrap_or_default()
             );
+            for (name, expected) in UNGUARDED_EXPECTED {
+                match seen.get(*name).and_then(Value::as_str) {
+                    Some(got) if meets(got, *expected) => {}
+                    got => failures.push(format!(
+                        "unguarded {name}: expected {expected:?}, got {got:?}"
+                    )),
+                }
+            }
+            for name in seen.keys() {
+                if !UNGUARDED_EXPECTED.iter().any(|(known, _)| known == name) {
+                    failures.push(format!("unguarded {name}: recorded but never checked"));
+                }
+            }
         }
-        // Calling the raw runtime with garbage may end the run; it must not end the host.
-        Err(error) => println!("unguarded script ended with {error}"),
+        other => failures.push(format!(
+            "the unguarded proof did not run to its result: {other:?}; logs: {:?}",
+            outcome.summary.logs
+        )),
     }
+    raw_runtime_probes(runtime, failures).await;
     // Files under the host's working directory are just as unreachable.
     let cwd_file = root().join("Cargo.toml");
     let outcome = runtime
@@ -237,19 +278,254 @@ async fn unguarded_scripts(
     }
 }
 
-/// How an escape attempt is expected to end, from its first line.
-fn expectation(script: &str) -> &'static str {
-    let first = script.lines().next().unwrap_or("");
-    if first.starts_with("# expect: forbidden") {
-        "forbidden"
-    } else if first.starts_with("# expect: harmless") {
-        "harmless"
-    } else {
-        "unspecified"
+/// Argument lists, as Python literals, the raw runtime's functions are called with.
+const GARBAGE_ARGUMENTS: &[&str] = &[
+    "()",
+    "(2**31,)",
+    "(2**31, 0)",
+    "(2**31, [])",
+    "(0, [])",
+    "(-1, [1, 2, 3])",
+    "(0, None)",
+    "(2**64, 'x')",
+    "(2**31, 0, 0)",
+];
+
+/// The interpreter's own bridge to the component ABI (`componentize_py_runtime`), called with
+/// garbage. A call may raise, or trap and end its run — so each call gets a run of its own —
+/// but it must never end in a host failure or reveal anything.
+async fn raw_runtime_probes(runtime: &Runtime, failures: &mut Vec<String>) {
+    let names = runtime
+        .run_request(
+            RunRequest::new(
+                "import componentize_py_runtime as runtime\n\
+                 return [name for name in dir(runtime) if not name.startswith('_')]\n",
+            )
+            .guard(false),
+        )
+        .await
+        .result;
+    let names: Vec<String> = match names {
+        Ok(Value::Array(names)) if !names.is_empty() => names
+            .iter()
+            .filter_map(|name| name.as_str().map(str::to_owned))
+            .collect(),
+        other => {
+            failures.push(format!(
+                "the raw runtime's functions were not listed: {other:?}"
+            ));
+            return;
+        }
+    };
+    for name in &names {
+        for arguments in GARBAGE_ARGUMENTS {
+            let script = format!(
+                "import componentize_py_runtime as runtime\n\
+                 try:\n    \
+                     return 'returned: ' + repr(getattr(runtime, args['name'])(*{arguments}))[:300]\n\
+                 except Exception as error:\n    \
+                     return 'refused: ' + type(error).__name__ + ': ' + str(error)[:200]\n"
+            );
+            let outcome = runtime
+                .run_request(
+                    RunRequest::new(script)
+                        .args(json!({"name": name}))
+                        .guard(false)
+                        .limits(corpus_limits()),
+                )
+                .await;
+            let text = everything(&outcome);
+            if text.contains(SECRET) {
+                failures.push(format!(
+                    "runtime.{name}{arguments}: the secret leaked: {text}"
+                ));
+            }
+            let probe = format!("runtime.{name}{arguments}");
+            match &outcome.result {
+                // A trap ends the guest (guest_failure); an exception the bridge raises past
+                // the `except` ends the script (uncaught). Either way the host stands.
+                Ok(_) => {}
+                Err(error) if matches!(error.kind(), "guest_failure" | "uncaught") => {}
+                Err(error) => failures.push(format!("{probe}: ended with {error:?}")),
+            }
+            println!("{probe:<40} {}", summary(&outcome));
+        }
     }
 }
 
-async fn escape_corpus(runtime: &Runtime, failures: &mut Vec<String>) {
+/// One script of the escape corpus and what its header says about it.
+///
+/// The header is the script's leading comment lines: `# expect: forbidden|harmless — why`
+/// first, then any of `# guard: off` (run without the guard: the attempt is against the wasm
+/// boundary itself), `# result: <JSON>` (the exact result), `# error: <kind>: <text>` (the
+/// error kind and text in its message), and `# while-running: <file>` (run while that other
+/// script is in flight, held at `await agent(args["hold"])`; then once more after it ended).
+#[derive(Debug)]
+struct Attempt {
+    file: String,
+    name: String,
+    script: String,
+    expect: String,
+    guard: bool,
+    result: Option<Value>,
+    error: Option<(String, String)>,
+    while_running: Option<String>,
+}
+
+impl Attempt {
+    fn load(path: &Path) -> Result<Self, String> {
+        let file = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let name = file.trim_end_matches(".py").to_owned();
+        let script = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
+        let mut attempt = Self {
+            file,
+            name,
+            script: script.clone(),
+            expect: String::new(),
+            guard: true,
+            result: None,
+            error: None,
+            while_running: None,
+        };
+        for line in script.lines().map_while(|line| line.strip_prefix("# ")) {
+            let Some((key, value)) = line.split_once(": ") else {
+                continue;
+            };
+            match key {
+                "expect" => {
+                    attempt.expect = value.split_whitespace().next().unwrap_or("").to_owned();
+                }
+                "guard" => attempt.guard = value != "off",
+                "result" => {
+                    let value = serde_json::from_str(value).map_err(|e| {
+                        format!("{}: the result header is not JSON: {e}", attempt.name)
+                    })?;
+                    attempt.result = Some(value);
+                }
+                "error" => {
+                    let (kind, text) = value.split_once(": ").unwrap_or((value, ""));
+                    attempt.error = Some((kind.to_owned(), text.to_owned()));
+                }
+                "while-running" => attempt.while_running = Some(value.to_owned()),
+                _ => {}
+            }
+        }
+        if !matches!(attempt.expect.as_str(), "forbidden" | "harmless") {
+            return Err(format!(
+                "{}: the first line must be `# expect: forbidden` or `# expect: harmless`",
+                attempt.name
+            ));
+        }
+        Ok(attempt)
+    }
+
+    async fn run(&self, runtime: &Runtime, args: &Value) -> RunOutcome {
+        runtime
+            .run_request(
+                RunRequest::new(self.script.clone())
+                    .args(args.clone())
+                    .guard(self.guard)
+                    .limits(corpus_limits()),
+            )
+            .await
+    }
+
+    /// Checks `outcome` against the header; returns whether the guard rejected the attempt.
+    /// `when` tells a repeated run apart in messages.
+    fn judge(&self, outcome: &RunOutcome, when: &str, failures: &mut Vec<String>) -> bool {
+        let name = format!("{}{when}", self.name);
+        let text = everything(outcome);
+        if text.contains(SECRET) {
+            failures.push(format!("{name}: the secret leaked: {text}"));
+        }
+        println!("{name:<40} {}", summary(outcome));
+        let kind = outcome.result.as_ref().err().map(|e| e.kind());
+        match (self.expect.as_str(), kind) {
+            ("forbidden", Some("forbidden")) => {
+                if outcome
+                    .result
+                    .as_ref()
+                    .err()
+                    .and_then(|e| e.line())
+                    .is_none()
+                {
+                    failures.push(format!("{name}: rejected without a line"));
+                }
+                return true;
+            }
+            ("forbidden", _) => failures.push(format!("{name}: expected forbidden, got {text}")),
+            // Harmless: a result, a script error, or a breached limit — never a crash.
+            (_, Some("guest_failure" | "host_failure" | "forbidden")) => {
+                failures.push(format!("{name}: expected to run harmlessly, got {text}"));
+            }
+            _ => {}
+        }
+        if let Some(expected) = &self.result
+            && outcome.result.as_ref().ok() != Some(expected)
+        {
+            failures.push(format!(
+                "{name}: expected the result {expected}, got {text}"
+            ));
+        }
+        if let Some((kind, message)) = &self.error {
+            let matched = outcome
+                .result
+                .as_ref()
+                .err()
+                .is_some_and(|e| e.kind() == kind && e.to_string().contains(message.as_str()));
+            if !matched {
+                failures.push(format!(
+                    "{name}: expected {kind} with {message:?}, got {text}"
+                ));
+            }
+        }
+        false
+    }
+}
+
+/// The prompt a `while-running` companion holds at until the other script has run.
+const HOLD_PROMPT: &str = "hold until the other run has looked";
+
+/// The fake backend, except that a call with [`HOLD_PROMPT`] waits for [`Self::release`].
+#[derive(Debug, Default)]
+struct HoldingBackend {
+    arrived: Notify,
+    released: Notify,
+}
+
+impl HoldingBackend {
+    /// Waits until a call is being held (or was, since the last wait).
+    async fn holding(&self) {
+        self.arrived.notified().await;
+    }
+
+    /// Lets the held call (or the next one) answer.
+    fn release(&self) {
+        self.released.notify_one();
+    }
+}
+
+#[async_trait::async_trait]
+impl LeafBackend for HoldingBackend {
+    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+        if request.prompt_text() == HOLD_PROMPT {
+            self.arrived.notify_one();
+            self.released.notified().await;
+        }
+        FakeBackend::reply(request)
+    }
+}
+
+async fn escape_corpus(
+    runtime: &Runtime,
+    backend: &HoldingBackend,
+    secret_file: &Path,
+    failures: &mut Vec<String>,
+) {
     let dir = root().join("tests").join("escapes");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/escapes exists")
@@ -263,49 +539,57 @@ async fn escape_corpus(runtime: &Runtime, failures: &mut Vec<String>) {
             paths.len()
         ));
     }
-    let (mut forbidden, mut harmless) = (0, 0);
+    let mut attempts = Vec::new();
     for path in &paths {
-        let name = path
-            .file_stem()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        let script = std::fs::read_to_string(path).expect("readable");
-        let outcome = runtime
-            .run_request(RunRequest::new(script.clone()).limits(corpus_limits()))
-            .await;
-        let text = everything(&outcome);
-        if text.contains(SECRET) {
-            failures.push(format!("{name}: the secret leaked: {text}"));
+        match Attempt::load(path) {
+            Ok(attempt) => attempts.push(attempt),
+            Err(error) => failures.push(error),
         }
-        let kind = outcome.result.as_ref().err().map(|e| e.kind());
-        match (expectation(&script), kind) {
-            ("forbidden", Some("forbidden")) => {
-                forbidden += 1;
-                if outcome
-                    .result
-                    .as_ref()
-                    .err()
-                    .and_then(|e| e.line())
-                    .is_none()
-                {
-                    failures.push(format!("{name}: rejected without a line"));
-                }
-            }
-            // Harmless: a result, a script error, or a breached limit — never a crash.
-            ("harmless", Some("guest_failure" | "host_failure" | "forbidden")) => {
-                failures.push(format!("{name}: expected to run harmlessly, got {text}"));
-            }
-            ("harmless", _) => harmless += 1,
-            (expected, _) => failures.push(format!("{name}: expected {expected}, got {text}")),
+    }
+    // Where the secrets are, so every attempt aims at them — never the secret itself.
+    let args = json!({"secret_path": secret_file, "secret_env": SECRET_VAR, "hold": HOLD_PROMPT});
+    let companions: Vec<&str> = attempts
+        .iter()
+        .filter_map(|attempt| attempt.while_running.as_deref())
+        .collect();
+    let (mut forbidden, mut harmless) = (0, 0);
+    let mut tally = |rejected: bool| {
+        if rejected {
+            forbidden += 1;
+        } else {
+            harmless += 1;
         }
-        println!(
-            "{name:<36} {}",
-            match &outcome.result {
-                Ok(value) => format!("ran: {}", truncate(&value.to_string(), 70)),
-                Err(error) => format!("{}: {}", error.kind(), truncate(&error.to_string(), 70)),
-            }
-        );
+    };
+    for attempt in &attempts {
+        if companions.contains(&attempt.file.as_str()) {
+            continue; // runs alongside the attempt that names it
+        }
+        let Some(companion) = &attempt.while_running else {
+            let outcome = attempt.run(runtime, &args).await;
+            tally(attempt.judge(&outcome, "", failures));
+            continue;
+        };
+        let Some(companion) = attempts.iter().find(|other| &other.file == companion) else {
+            failures.push(format!("{}: no companion {companion}", attempt.name));
+            continue;
+        };
+        let (companion_outcome, during) = tokio::join!(companion.run(runtime, &args), async {
+            let held = tokio::time::timeout(Duration::from_secs(30), backend.holding()).await;
+            let outcome = attempt.run(runtime, &args).await;
+            backend.release();
+            (held.is_ok(), outcome)
+        });
+        let (held, during) = during;
+        if !held {
+            failures.push(format!(
+                "{}: {} never reached its hold, so the two were not in flight together",
+                attempt.name, companion.name
+            ));
+        }
+        tally(companion.judge(&companion_outcome, "", failures));
+        tally(attempt.judge(&during, " (during)", failures));
+        let after = attempt.run(runtime, &args).await;
+        attempt.judge(&after, " (after)", failures);
     }
     println!(
         "escape corpus: {} attempts, {forbidden} rejected by the guard, {harmless} ran harmlessly",
@@ -322,6 +606,18 @@ async fn healthy_afterwards(runtime: &Runtime, failures: &mut Vec<String>) {
             "the runtime is unhealthy after the corpus: {:?}",
             outcome.result
         ));
+    }
+}
+
+/// How a run ended, in one line.
+fn summary(outcome: &RunOutcome) -> String {
+    match &outcome.result {
+        Ok(value) => format!("ran: {}", truncate(&value.to_string(), 70)),
+        Err(error) => {
+            let message = error.to_string();
+            let first_line = message.lines().next().unwrap_or("");
+            format!("{}: {}", error.kind(), truncate(first_line, 70))
+        }
     }
 }
 

@@ -1,0 +1,17 @@
+# expect: harmless — the raw await-next binding with nothing pending is refused, before and after a real call
+# guard: off
+# result: ["refused: await-next was called with no call pending", [[1, "[fake leaf] mine"]], "refused: await-next was called with no call pending"]
+import json
+from wit_world.imports import host
+
+def await_raw():
+    try:
+        return [[handle, json.loads(outcome.value)] for handle, outcome in host.await_next()]
+    except Exception as error:
+        return "refused: " + error.value.message
+
+nothing_started = await_raw()
+host.start_agent(json.dumps("mine"), None, [])
+own_call = await_raw()
+all_delivered = await_raw()
+return [nothing_started, own_call, all_delivered]
