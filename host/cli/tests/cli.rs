@@ -201,6 +201,35 @@ fn breached_limits_exit_3() {
 }
 
 #[test]
+fn a_memory_cap_below_the_interpreters_start_is_refused_and_the_thread_stays_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = script(&dir, "ok.py", "return 1\n");
+    let thread = "memory-cap-too-small";
+    let output = flowbox(&[
+        "run",
+        &ok,
+        "--memory-mib",
+        "8",
+        "--thread",
+        thread,
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let object = stdout_json(&output);
+    assert_eq!(object["error"]["kind"], "memory_cap_too_small", "{object}");
+    assert!(
+        object["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the interpreter starts with"),
+        "{object}"
+    );
+    let output = flowbox(&["resume", thread, "--memory-mib", "64", "--json"]);
+    assert_eq!(stdout_json(&output)["result"], 1);
+    assert!(output.status.success());
+}
+
+#[test]
 fn limits_load_from_a_file_and_flags_override_it() {
     let dir = tempfile::tempdir().unwrap();
     let fan = script(

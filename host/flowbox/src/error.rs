@@ -50,6 +50,17 @@ pub enum RunError {
         /// The script line, when the guest could tell.
         line: Option<u32>,
     },
+    /// The memory cap is below what the interpreter needs to start, so nothing ran.
+    #[error(
+        "the memory cap of {limit_bytes} bytes is below the {needed_bytes} bytes the \
+         interpreter starts with; raise it"
+    )]
+    MemoryCapTooSmall {
+        /// The memory cap in bytes.
+        limit_bytes: u64,
+        /// The guest's initial linear memory in bytes.
+        needed_bytes: u64,
+    },
     /// The run passed its wall-clock deadline; leaves still in flight were cancelled.
     #[error("the run did not finish within {after:?} (wall-time limit)")]
     Timeout {
@@ -108,6 +119,7 @@ impl RunError {
             Self::Rejected(e) | Self::Script(e) => e.kind.as_str(),
             Self::OutOfFuel { .. } => "out_of_fuel",
             Self::OutOfMemory { .. } => "out_of_memory",
+            Self::MemoryCapTooSmall { .. } => "memory_cap_too_small",
             Self::Timeout { .. } => "timeout",
             Self::StackOverflow => "stack_overflow",
             Self::OutputTooLarge { .. } => "output_too_large",
@@ -160,6 +172,7 @@ const REJECTED_KINDS: &[&str] = &[
     "forbidden",
     "no_entry_point",
     "unknown_thread",
+    "memory_cap_too_small",
 ];
 
 /// Kinds of breached limits (exit code 3).
@@ -262,6 +275,8 @@ pub(crate) struct TrapContext {
     pub fuel_limit: u64,
     pub memory_limit: u64,
     pub memory_denied: bool,
+    /// The initial memory the guest asked for, when the cap refused it.
+    pub memory_refused_at_start: Option<usize>,
     pub timeout: Duration,
     pub guest_stderr: String,
 }
@@ -271,6 +286,12 @@ pub(crate) struct TrapContext {
 pub(crate) fn classify(error: wasmtime::Error, context: &TrapContext) -> RunError {
     if let Some(run_error) = error.downcast_ref::<RunError>() {
         return run_error.clone();
+    }
+    if let Some(needed) = context.memory_refused_at_start {
+        return RunError::MemoryCapTooSmall {
+            limit_bytes: context.memory_limit,
+            needed_bytes: needed as u64,
+        };
     }
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::OutOfFuel) => RunError::OutOfFuel {
@@ -326,6 +347,7 @@ mod tests {
             fuel_limit: 10,
             memory_limit: 20,
             memory_denied: false,
+            memory_refused_at_start: None,
             timeout: Duration::from_secs(1),
             guest_stderr: "boom".into(),
         }

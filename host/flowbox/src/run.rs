@@ -141,12 +141,14 @@ impl WasiView for RunCtx {
 pub(crate) struct MemoryLimiter {
     limit: u64,
     pub(crate) denied: bool,
+    /// The initial size the guest's memory was refused, when the cap is below it.
+    refused_at_start: Option<usize>,
 }
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -154,6 +156,10 @@ impl ResourceLimiter for MemoryLimiter {
         // script may catch.
         let allowed = desired as u64 <= self.limit;
         self.denied |= !allowed;
+        if !allowed && current == 0 {
+            // The memory is being created: the cap is below the guest's initial size.
+            self.refused_at_start = Some(desired);
+        }
         Ok(allowed)
     }
 
@@ -227,6 +233,7 @@ impl RunCtx {
             memory: MemoryLimiter {
                 limit: limits.memory_bytes,
                 denied: false,
+                refused_at_start: None,
             },
             calls,
             limits,
@@ -248,6 +255,7 @@ impl RunCtx {
             fuel_limit: self.limits.fuel,
             memory_limit: self.limits.memory_bytes,
             memory_denied: self.memory.denied,
+            memory_refused_at_start: self.memory.refused_at_start,
             timeout: self.limits.timeout,
             guest_stderr: guest_output,
         }
@@ -380,6 +388,7 @@ fn ends_thread(result: &Result<Value, RunError>) -> bool {
     !matches!(
         result,
         Err(RunError::Divergence(_)
+            | RunError::MemoryCapTooSmall { .. }
             | RunError::Journal(_)
             | RunError::Guest(_)
             | RunError::Host(_)
