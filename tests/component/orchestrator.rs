@@ -234,8 +234,10 @@ async fn guidance_can_be_replaced_or_turned_off() {
 
 #[tokio::test]
 async fn the_tool_stands_alone_and_truncates_large_results() {
+    let store = Arc::new(MemoryStore::new());
     let runtime = Runtime::builder()
         .cache_dir(root().join("target").join("flowbox-cache"))
+        .shared_store(store.clone())
         .build()
         .unwrap();
     let tool = WorkflowTool::new(runtime).max_result_bytes(100);
@@ -280,6 +282,11 @@ async fn the_tool_stands_alone_and_truncates_large_results() {
             .unwrap()
             .contains("orchestration glue")
     );
+    // Outside a conversation every finished run is still recorded, under the empty id.
+    let recorded = store.workflows(Some("")).await.unwrap();
+    assert_eq!(recorded.len(), 3, "{recorded:?}");
+    assert_eq!(WorkflowTotals::of(&recorded).failed, 1);
+    assert_eq!(recorded[1].thread_id, "standalone");
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use flowbox::{Orchestrator, WorkflowTotals};
 use serde_json::json;
 
 use crate::options::{JournalOptions, RunOptions};
-use crate::run::runtime_builder;
+use crate::run::{runtime_builder, with_progress};
 use crate::text::terminal_safe;
 use crate::{Failure, events};
 
@@ -68,7 +68,11 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
         ),
         None => None,
     };
-    let answer = orchestrator.ask_in(&conversation, &args.question).await;
+    let answer = with_progress(
+        orchestrator.runtime(),
+        orchestrator.ask_in(&conversation, &args.question),
+    )
+    .await;
     if let Some(log) = log {
         log.finish().await.map_err(Failure::input)?;
     }

@@ -8,32 +8,44 @@ use std::io::Write;
 use flowbox::{EventKind, EventStream};
 
 use crate::text::terminal_safe;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// A running progress display.
 pub(crate) struct Display {
+    stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
 
-/// Starts drawing progress from `events` on stderr.
+/// Starts drawing progress from `events` on stderr, one run after another.
 pub(crate) fn spawn(mut events: EventStream) -> Display {
+    let (stop, mut stopped) = oneshot::channel();
     let task = tokio::spawn(async move {
         let mut state = State::default();
-        while let Some(event) = events.recv().await {
-            let finished = matches!(event.kind, EventKind::RunFinished { .. });
-            state.apply(event.kind);
-            if finished {
-                break;
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(event) => state.apply(event.kind),
+                    None => break,
+                },
+                _ = &mut stopped => {
+                    // What was published before the stop (the last log lines) still shows.
+                    while let Some(event) = events.try_recv() {
+                        state.apply(event.kind);
+                    }
+                    break;
+                }
             }
         }
         state.clear();
     });
-    Display { task }
+    Display { stop, task }
 }
 
 impl Display {
-    /// Waits until the display has drawn the end of the run and cleared its line.
+    /// Draws what is left of the events published so far, clears the line and stops.
     pub(crate) async fn finish(self) {
+        let _ = self.stop.send(());
         let _ = self.task.await;
     }
 }
@@ -66,6 +78,12 @@ impl State {
                 self.tokens += tokens;
             }
             EventKind::Gap { missed } => self.missed += missed,
+            EventKind::RunFinished { .. } => {
+                // A root agent may run several workflows; each starts from a clean line.
+                *self = Self::default();
+                self.clear();
+                return;
+            }
             _ => {}
         }
         self.draw();

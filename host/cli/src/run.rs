@@ -111,15 +111,13 @@ pub(crate) fn runtime_builder(
     Ok(builder)
 }
 
-/// Runs `run` with the live progress display on stderr when it is a terminal.
-pub(crate) async fn with_progress(
-    runtime: &Runtime,
-    run: impl Future<Output = RunOutcome>,
-) -> RunOutcome {
+/// Awaits `work` (runs, or a root agent's turns) with the live progress display of the
+/// runtime's runs on stderr when it is a terminal.
+pub(crate) async fn with_progress<T>(runtime: &Runtime, work: impl Future<Output = T>) -> T {
     let display = std::io::stderr()
         .is_terminal()
         .then(|| progress::spawn(runtime.subscribe()));
-    let outcome = run.await;
+    let outcome = work.await;
     if let Some(display) = display {
         display.finish().await;
     }

@@ -208,8 +208,9 @@ impl WorkflowTool {
         self
     }
 
-    /// Records every run in the runtime's journal under this conversation, and scopes the
-    /// thread ids the model chooses to it (`{conversation}.{name}`).
+    /// Records every run in the runtime's journal under this conversation (without one, runs
+    /// are recorded under the empty conversation id), and scopes the thread ids the model
+    /// chooses to it (`{conversation}.{name}`).
     pub fn conversation(mut self, conversation_id: impl Into<String>) -> Self {
         self.conversation_id = Some(conversation_id.into());
         self
@@ -272,7 +273,7 @@ impl WorkflowTool {
                 });
             }
         }
-        if let (Some(_), Some(store)) = (&self.conversation_id, self.runtime.store()) {
+        if let Some(store) = self.runtime.store() {
             // The answer matters more than the bookkeeping: a failed record is reported in
             // the output rather than failing the tool.
             if let Err(error) = store.record_workflow(&record).await {
