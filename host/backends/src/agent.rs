@@ -97,46 +97,8 @@ impl AgentBackend {
         }
     }
 
-    /// The template, model id and tools a request resolves to; errors name what is unknown.
     fn resolve(&self, request: &LeafRequest) -> Result<Resolved<'_>, String> {
-        let template = match &request.agent_type {
-            Some(name) => Some(self.config.templates.get(name).ok_or_else(|| {
-                format!(
-                    "unknown agent_type {name:?}; registered: {}",
-                    list(self.config.templates.keys())
-                )
-            })?),
-            None => None,
-        };
-        let model = match (&request.model, template.and_then(|t| t.model.as_ref())) {
-            (Some(profile), _) => self.config.profiles.get(profile).cloned().ok_or_else(|| {
-                format!(
-                    "unknown model profile {profile:?}; profiles: {}",
-                    list(self.config.profiles.keys())
-                )
-            })?,
-            // A template is the host's own configuration, so it may name a model id directly.
-            (None, Some(model)) => self
-                .config
-                .profiles
-                .get(model)
-                .cloned()
-                .unwrap_or_else(|| model.clone()),
-            (None, None) => self.config.model.clone(),
-        };
-        let names = request
-            .tools
-            .as_ref()
-            .or(template.and_then(|t| t.tools.as_ref()));
-        let tools = match names {
-            Some(names) => self.tools.select(names).map_err(|e| e.to_string())?,
-            None => self.tools.clone(),
-        };
-        Ok(Resolved {
-            template,
-            model,
-            tools,
-        })
+        resolve(&self.config, &self.tools, request)
     }
 
     fn history(&self, request: &LeafRequest) -> Option<History> {
@@ -180,6 +142,94 @@ fn list<'a>(names: impl Iterator<Item = &'a String>) -> String {
         "none".into()
     } else {
         names.join(", ")
+    }
+}
+
+/// The template, model id and tools a request resolves to under `config` and `tools`; errors
+/// name what is unknown.
+fn resolve<'a>(
+    config: &'a AgentConfig,
+    tools: &ToolSet,
+    request: &LeafRequest,
+) -> Result<Resolved<'a>, String> {
+    let template = match &request.agent_type {
+        Some(name) => Some(config.templates.get(name).ok_or_else(|| {
+            format!(
+                "unknown agent_type {name:?}; registered: {}",
+                list(config.templates.keys())
+            )
+        })?),
+        None => None,
+    };
+    let model = match (&request.model, template.and_then(|t| t.model.as_ref())) {
+        (Some(profile), _) => config.profiles.get(profile).cloned().ok_or_else(|| {
+            format!(
+                "unknown model profile {profile:?}; profiles: {}",
+                list(config.profiles.keys())
+            )
+        })?,
+        // A template is the host's own configuration, so it may name a model id directly.
+        (None, Some(model)) => config
+            .profiles
+            .get(model)
+            .cloned()
+            .unwrap_or_else(|| model.clone()),
+        (None, None) => config.model.clone(),
+    };
+    let names = request
+        .tools
+        .as_ref()
+        .or(template.and_then(|t| t.tools.as_ref()));
+    let tools = match names {
+        Some(names) => tools.select(names).map_err(|e| e.to_string())?,
+        None => tools.clone(),
+    };
+    Ok(Resolved {
+        template,
+        model,
+        tools,
+    })
+}
+
+/// An offline backend ([`crate::FakeBackend`], [`crate::ScriptedBackend`]) held to the rules
+/// of real leaf agents: a request's `model` must name a profile, its `agent_type` a template
+/// and its `tools` registered tools, exactly as an [`AgentBackend`] with this configuration
+/// would check them — so a script refused by a real backend is refused offline too.
+#[derive(Debug)]
+pub struct CheckedBackend {
+    inner: Arc<dyn LeafBackend>,
+    config: AgentConfig,
+    tools: ToolSet,
+}
+
+impl CheckedBackend {
+    /// `inner`, refusing what an `AgentBackend` with `config` and `tools` would refuse.
+    pub fn new(inner: Arc<dyn LeafBackend>, config: AgentConfig, tools: ToolSet) -> Self {
+        Self {
+            inner,
+            config,
+            tools,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl LeafBackend for CheckedBackend {
+    fn check(&self, request: &LeafRequest) -> Result<(), String> {
+        resolve(&self.config, &self.tools, request)?;
+        self.inner.check(request)
+    }
+
+    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+        self.inner.call(request).await
+    }
+
+    fn replayed(&self, request: &LeafRequest, reply: &LeafReply) {
+        self.inner.replayed(request, reply);
+    }
+
+    fn run_finished(&self, thread_id: &str) {
+        self.inner.run_finished(thread_id);
     }
 }
 
@@ -854,6 +904,29 @@ mod tests {
         let sent = model.requests();
         assert!(sent[0].structured.is_none() && !sent[0].tools.is_empty());
         assert!(sent[2].structured.is_some() && sent[2].tools.is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_offline_backend_is_held_to_the_same_allowlists() {
+        let backend = CheckedBackend::new(Arc::new(crate::FakeBackend::new()), config(), tools());
+        let mut leaf = request(json!("x"));
+        leaf.model = Some("gpt-5".into());
+        assert_eq!(
+            backend.check(&leaf).unwrap_err(),
+            "unknown model profile \"gpt-5\"; profiles: fast"
+        );
+        leaf.model = None;
+        leaf.tools = Some(vec!["rm".into()]);
+        assert!(backend.check(&leaf).unwrap_err().contains("\"rm\""));
+        leaf.tools = None;
+        leaf.agent_type = Some("poet".into());
+        assert!(backend.check(&leaf).is_err());
+        leaf.agent_type = Some("critic".into());
+        leaf.model = Some("fast".into());
+        leaf.tools = Some(vec!["upper".into()]);
+        backend.check(&leaf).unwrap();
+        let reply = backend.call(&leaf).await.unwrap();
+        assert_eq!(reply, crate::FakeBackend::new().call(&leaf).await.unwrap());
     }
 
     #[tokio::test]

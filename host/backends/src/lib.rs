@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use agent::{
-    AgentBackend, AgentConfig, AgentTemplate, Conversation, DEFAULT_BASE_PROMPT, LEAF_ADDENDUM,
-    render_prompt,
+    AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, Conversation, DEFAULT_BASE_PROMPT,
+    LEAF_ADDENDUM, render_prompt,
 };
 pub use chat::{
     ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, ToolSpec,

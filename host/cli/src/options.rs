@@ -1,5 +1,6 @@
 //! Flags shared by the subcommands that run scripts: the backend, its tools, and the limits.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use anyhow::Context;
 use clap::Args;
 use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
 use flowbox::{
-    AgentBackend, AgentConfig, ChatModel, FakeBackend, FakeChat, LeafBackend, Limits, ReadRoots,
-    ScriptedBackend, SqliteStore, ToolSet,
+    AgentBackend, AgentConfig, ChatModel, CheckedBackend, FakeBackend, FakeChat, LeafBackend,
+    Limits, ReadRoots, ScriptedBackend, SqliteStore, ToolSet,
 };
 
 /// Which backend answers leaf calls.
@@ -237,14 +238,18 @@ impl RunOptions {
         let (leaf, root, root_model_id): (Arc<dyn LeafBackend>, Arc<dyn ChatModel>, String) =
             match &self.backend {
                 BackendChoice::Fake => (
-                    Arc::new(FakeBackend::new()),
+                    self.offline(Arc::new(FakeBackend::new()), &tools),
                     Arc::new(FakeChat::new()),
                     "fake".into(),
                 ),
                 BackendChoice::Scripted(path) => {
                     let scripted = ScriptedBackend::from_file(path)?;
                     let root = Arc::new(scripted.root_model());
-                    (Arc::new(scripted), root, "scripted".into())
+                    (
+                        self.offline(Arc::new(scripted), &tools),
+                        root,
+                        "scripted".into(),
+                    )
                 }
                 BackendChoice::OpenAi | BackendChoice::Anthropic => {
                     let model = self.chat_model()?;
@@ -260,6 +265,24 @@ impl RunOptions {
             root,
             root_model_id,
         })
+    }
+
+    /// An offline leaf backend that refuses what a real one would: profiles not given with
+    /// `--profile`, tools not granted, any `agent_type` (the CLI registers no templates).
+    fn offline(&self, backend: Arc<dyn LeafBackend>, tools: &ToolSet) -> Arc<dyn LeafBackend> {
+        let config = AgentConfig {
+            profiles: self.profile_map(),
+            ..AgentConfig::default()
+        };
+        Arc::new(CheckedBackend::new(backend, config, tools.clone()))
+    }
+
+    /// The `--profile` flags as profile name → provider model id.
+    fn profile_map(&self) -> BTreeMap<String, String> {
+        self.profiles
+            .iter()
+            .map(|profile| (profile.name.clone(), profile.model.clone()))
+            .collect()
     }
 
     /// The provider's chat model, from the environment.
@@ -284,16 +307,11 @@ impl RunOptions {
         let model = self.model.clone().ok_or_else(|| {
             anyhow::anyhow!("the openai and anthropic backends need --model (or FLOWBOX_MODEL)")
         })?;
-        let mut config = AgentConfig {
+        Ok(AgentConfig {
             model,
+            profiles: self.profile_map(),
             ..AgentConfig::default()
-        };
-        for profile in &self.profiles {
-            config
-                .profiles
-                .insert(profile.name.clone(), profile.model.clone());
-        }
-        Ok(config)
+        })
     }
 }
 
