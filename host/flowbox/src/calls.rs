@@ -1,12 +1,14 @@
 //! A run's calls in flight: caps, budget, concurrency, the journal, and the completions the
 //! guest awaits.
 //!
-//! `start_agent` checks the lifetime cap and the token budget, then spawns a task that waits
-//! for a concurrency slot and calls the backend — unless a resumed run's journal or a leaf cache
-//! already holds the answer. Finished calls queue up in a channel; `await_next` hands the guest
-//! every finished call at once, in the order they finished, journals them first, and only then
-//! counts their tokens, so the budget a script sees depends on nothing but the completions it
-//! received (which is what makes replay exact).
+//! `start_agent` checks the lifetime cap and the token budget, then adds a call that waits for
+//! a concurrency slot and calls the backend — unless a resumed run's journal or a leaf cache
+//! already holds the answer. The calls are futures the run itself polls while the guest waits
+//! in `await_next` (the guest is glue: it waits almost all of the time), not tasks of their
+//! own: a leaf that answers at once then costs no task, no channel and no wake-up of another
+//! worker thread. `await_next` hands the guest every finished call at once, in the order they
+//! finished, journals them first, and only then counts their tokens, so the budget a script
+//! sees depends on nothing but the completions it received (which is what makes replay exact).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -15,10 +17,11 @@ use std::time::{Duration, Instant};
 
 use flowbox_backends::{BackendError, LeafBackend, LeafReply, LeafRequest, ToolSet, Usage};
 use flowbox_store::{CallKind, Entry, EntryOutcome};
-use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, mpsc};
-use tokio::task::JoinSet;
+use tokio::sync::Semaphore;
 
 use crate::RunError;
 use crate::bindings::host::ErrorKind;
@@ -42,7 +45,7 @@ pub(crate) struct Completion {
     pub outcome: Result<String, CallFailure>,
 }
 
-/// What a call task reports when its backend or tool returns. A tool's output travels as a
+/// What a call reports when its backend or tool returns. A tool's output travels as a
 /// reply without tokens.
 #[derive(Debug)]
 struct Finished {
@@ -83,11 +86,9 @@ pub(crate) struct Calls {
     tools: ToolSet,
     events: Arc<RunEvents>,
     slots: Arc<Semaphore>,
-    sender: mpsc::UnboundedSender<Finished>,
-    receiver: mpsc::UnboundedReceiver<Finished>,
-    /// Dropping the set aborts every call still running: a run that ends (or times out)
-    /// cancels its leaves.
-    tasks: JoinSet<()>,
+    /// Every call not yet finished. Dropping them cancels them: a run that ends (or times
+    /// out) cancels its leaves.
+    pending: FuturesUnordered<BoxFuture<'static, Finished>>,
     thread_id: String,
     next_handle: u64,
     in_flight: HashMap<u64, InFlight>,
@@ -123,15 +124,12 @@ impl Calls {
         settings: CallSettings,
         durability: Durability,
     ) -> Self {
-        let (sender, receiver) = mpsc::unbounded_channel();
         Self {
             backend,
             tools,
             events,
             slots: Arc::new(Semaphore::new(settings.max_concurrency.max(1))),
-            sender,
-            receiver,
-            tasks: JoinSet::new(),
+            pending: FuturesUnordered::new(),
             thread_id: settings.thread_id,
             next_handle: 1,
             in_flight: HashMap::new(),
@@ -236,7 +234,7 @@ impl Calls {
             },
         );
         if !replayed && cached.is_none() {
-            self.spawn(leaf, path);
+            self.add_leaf(leaf, path);
             return Ok(Ok(handle));
         }
         // Answered from a journal: no backend, but the same events as a live leaf.
@@ -244,12 +242,11 @@ impl Calls {
         if let Some(entry) = cached {
             self.events
                 .emit(|| leaf_finished(handle, Ok(entry_usage(&entry)), Duration::ZERO, true));
-            // The channel lives as long as the run, so the send cannot fail.
-            let _ = self.sender.send(Finished {
+            self.pending.push(Box::pin(std::future::ready(Finished {
                 handle,
                 result: entry_reply(&entry),
                 duration: Duration::ZERO,
-            });
+            })));
         }
         Ok(Ok(handle))
     }
@@ -310,8 +307,7 @@ impl Calls {
         let tools = self.tools.clone();
         let events = Arc::clone(&self.events);
         let slots = Arc::clone(&self.slots);
-        let sender = self.sender.clone();
-        self.tasks.spawn(async move {
+        self.pending.push(Box::pin(async move {
             // Tools share the run's concurrency slots with leaves.
             let _slot = slots.acquire_owned().await;
             let started = Instant::now();
@@ -332,7 +328,7 @@ impl Calls {
                 replayed: false,
                 error: result.as_ref().err().map(ToString::to_string),
             });
-            let _ = sender.send(Finished {
+            Finished {
                 handle,
                 result: result
                     .map(|value| LeafReply {
@@ -341,17 +337,17 @@ impl Calls {
                     })
                     .map_err(|error| BackendError::terminal(error.to_string())),
                 duration,
-            });
-        });
+            }
+        }));
         Ok(Ok(handle))
     }
 
-    fn spawn(&mut self, leaf: LeafRequest, path: Vec<Position>) {
+    /// Adds a live leaf: it waits for a slot, then calls the backend.
+    fn add_leaf(&mut self, leaf: LeafRequest, path: Vec<Position>) {
         let backend = Arc::clone(&self.backend);
         let events = Arc::clone(&self.events);
         let slots = Arc::clone(&self.slots);
-        let sender = self.sender.clone();
-        self.tasks.spawn(async move {
+        self.pending.push(Box::pin(async move {
             // The semaphore lives as long as the run; it is never closed.
             let _slot = slots.acquire_owned().await;
             events.emit(|| leaf_started(&leaf, path));
@@ -368,13 +364,12 @@ impl Calls {
                     .map_err(ToString::to_string);
                 leaf_finished(leaf.call_id, usage, duration, false)
             });
-            // The receiver lives in the run; if the run is gone nobody needs the result.
-            let _ = sender.send(Finished {
+            Finished {
                 handle: leaf.call_id,
                 result,
                 duration,
-            });
-        });
+            }
+        }));
     }
 
     /// Waits for at least one pending call and returns every finished one: the next journaled
@@ -396,11 +391,12 @@ impl Calls {
                 "the journal ran out while the script waits for a call it recorded".into(),
             ));
         }
+        // Every call in flight that the journal does not answer has its future here.
         let first = self
-            .receiver
-            .recv()
+            .pending
+            .next()
             .await
-            .expect("the run holds a sender, so the channel stays open");
+            .expect("a call in flight is pending");
         let mut completions = Vec::new();
         let mut entries = Vec::new();
         let mut batch_bytes = 0;
@@ -431,7 +427,7 @@ impl Calls {
             self.count(usage);
             completions.push(completion);
             if batch_bytes < BATCH_MESSAGES.saturating_mul(self.max_reply_bytes) {
-                next = self.receiver.try_recv().ok();
+                next = self.pending.next().now_or_never().flatten();
             }
         }
         if let Some(journal) = &mut self.durability.journal {
