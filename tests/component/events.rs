@@ -1,10 +1,17 @@
 //! The live event stream of a real run: order, completeness and the group tree.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use flowbox::{Event, EventKind, Position, RunRequest, Runtime};
-use flowbox_tests::runtime;
+use flowbox::{
+    BackendError, CheckpointStore, Event, EventKind, EventStream, FakeBackend, LeafBackend,
+    LeafReply, LeafRequest, MemoryStore, Position, RunRequest, Runtime,
+};
+use flowbox_tests::{CountingBackend, root, runtime};
 use serde_json::json;
+use tokio::sync::Notify;
 
 /// Runs `script` under `thread` and returns every event it published, in order.
 async fn events_of(runtime: &Runtime, thread: &str, script: &str) -> Vec<Event> {
@@ -228,4 +235,176 @@ async fn budget_warnings_come_at_80_percent_and_when_spent() {
         }
     }
     assert_eq!(warnings, vec![(90, 100), (120, 100)]);
+}
+
+/// A backend that holds every call whose prompt is `gated` until the test releases it (or
+/// forever), telling the test when such a call arrives; other prompts get fake replies.
+#[derive(Debug)]
+struct GatedBackend {
+    gated: &'static str,
+    entered: Notify,
+    release: Notify,
+}
+
+impl GatedBackend {
+    fn new(gated: &'static str) -> Self {
+        Self {
+            gated,
+            entered: Notify::new(),
+            release: Notify::new(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl LeafBackend for GatedBackend {
+    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+        if request.prompt_text() == self.gated {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        FakeBackend::reply(request)
+    }
+}
+
+/// The next event of `thread`, failing the test after 30 s of silence.
+async fn next_of(stream: &mut EventStream, thread: &str) -> EventKind {
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), stream.recv())
+            .await
+            .expect("an event within 30 s")
+            .expect("the runtime is alive");
+        assert!(!matches!(event.kind, EventKind::Gap { .. }), "lost events");
+        if event.thread_id == thread {
+            return event.kind;
+        }
+    }
+}
+
+#[tokio::test]
+async fn leaf_events_arrive_while_the_leaf_is_still_running() {
+    let backend = Arc::new(GatedBackend::new("slow"));
+    let rt = flowbox_tests::runtime_with(backend.clone(), flowbox::Limits::default());
+    let mut stream = rt.subscribe();
+    let done = AtomicBool::new(false);
+    let run = async {
+        let outcome = rt
+            .run_request(RunRequest::new("return await agent('slow')").thread_id("live"))
+            .await;
+        done.store(true, Ordering::SeqCst);
+        outcome
+    };
+    let watch = async {
+        let call = loop {
+            if let EventKind::LeafStarted {
+                call_id,
+                prompt_preview,
+                ..
+            } = next_of(&mut stream, "live").await
+            {
+                assert_eq!(prompt_preview, "slow");
+                break call_id;
+            }
+        };
+        // The leaf has not been released, so the run cannot have finished.
+        backend.entered.notified().await;
+        assert!(
+            !done.load(Ordering::SeqCst),
+            "the run ended before its leaf"
+        );
+        backend.release.notify_one();
+        let next = next_of(&mut stream, "live").await;
+        assert!(
+            matches!(next, EventKind::LeafFinished { call_id, ok: true, replayed: false, .. } if call_id == call),
+            "{next:?}"
+        );
+        assert!(matches!(
+            next_of(&mut stream, "live").await,
+            EventKind::RunFinished { ok: true, .. }
+        ));
+    };
+    let (outcome, ()) =
+        tokio::time::timeout(Duration::from_secs(60), async { tokio::join!(run, watch) })
+            .await
+            .expect("the run finishes once its leaf is released");
+    assert_eq!(outcome.result.unwrap(), json!("[fake leaf] slow"));
+}
+
+#[tokio::test]
+async fn a_resumed_run_marks_journaled_leaves_as_replayed() {
+    let store = Arc::new(MemoryStore::new());
+    let with = |backend: Arc<dyn LeafBackend>| {
+        Runtime::builder()
+            .shared_backend(backend)
+            .shared_store(store.clone())
+            .cache_dir(root().join("target").join("flowbox-cache"))
+            .build()
+            .expect("the guest loads")
+    };
+    let script = "pair = await parallel([lambda: agent('one'), lambda: agent('two')])\n\
+                  rest = [await agent('hang'), await agent('three')]\n\
+                  return pair + rest";
+    // The third leaf never answers: stop the run once it is in flight, as a crash would.
+    let hanging = Arc::new(GatedBackend::new("hang"));
+    let first = with(hanging.clone());
+    tokio::select! {
+        outcome = first.run_request(RunRequest::new(script).thread_id("replayed")) => {
+            panic!("the run ended while a leaf hangs: {:?}", outcome.result)
+        }
+        () = hanging.entered.notified() => {}
+    }
+    let journaled = store.load("replayed").await.unwrap().unwrap().entries;
+    assert_eq!(journaled.len(), 2);
+
+    let backend = Arc::new(CountingBackend::new(Duration::ZERO));
+    let rt = with(backend.clone());
+    let mut stream = rt.subscribe();
+    let outcome = rt.resume("replayed", None).await;
+    assert_eq!(
+        outcome.result.unwrap(),
+        json!([
+            "[fake leaf] one",
+            "[fake leaf] two",
+            "[fake leaf] hang",
+            "[fake leaf] three"
+        ])
+    );
+    assert_eq!(backend.calls(), 2);
+    let mut prompts = HashMap::new();
+    let mut replayed = Vec::new();
+    loop {
+        match next_of(&mut stream, "replayed").await {
+            EventKind::LeafStarted {
+                call_id,
+                prompt_preview,
+                ..
+            } => {
+                prompts.insert(call_id, prompt_preview);
+            }
+            EventKind::LeafFinished {
+                call_id,
+                ok,
+                replayed: from_journal,
+                ..
+            } => {
+                assert!(ok);
+                replayed.push((prompts[&call_id].clone(), from_journal));
+            }
+            EventKind::RunFinished { ok, .. } => {
+                assert!(ok);
+                break;
+            }
+            _ => {}
+        }
+    }
+    replayed.sort();
+    assert_eq!(
+        replayed,
+        vec![
+            ("hang".to_owned(), false),
+            ("one".to_owned(), true),
+            ("three".to_owned(), false),
+            ("two".to_owned(), true),
+        ]
+    );
 }

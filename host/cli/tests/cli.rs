@@ -307,16 +307,40 @@ fn help_documents_the_exit_codes() {
     }
 }
 
+/// The scripted backend's call log: one JSON object per call, in the order calls started.
+fn call_log(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("call log lines are JSON"))
+        .collect()
+}
+
 /// How many times each prompt was sent to the scripted backend, from its call log.
 fn calls_by_prompt(log: &Path) -> std::collections::BTreeMap<String, usize> {
     let mut counts = std::collections::BTreeMap::new();
-    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
-        let call: Value = serde_json::from_str(line).expect("call log lines are JSON");
+    for call in call_log(log) {
         *counts
             .entry(call["prompt"].as_str().unwrap().to_owned())
             .or_default() += 1;
     }
     counts
+}
+
+/// The prompts of a thread's journaled completions, with their handles.
+fn journaled_prompts(shown: &Value) -> Vec<(String, u64)> {
+    shown["entries"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            (
+                e["request"]["prompt"].as_str().unwrap().to_owned(),
+                e["handle"].as_u64().unwrap(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -325,13 +349,17 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
     let db = dir.path().join("journal.db");
     let db = db.to_str().unwrap();
     let log = dir.path().join("calls.jsonl");
+    // `right` is slow, so the kill lands while it is in flight and `left` is journaled.
     let backend = script(
         &dir,
         "slow.json",
-        &format!(
-            r#"{{"latency_ms": 250, "fallback": "fake", "call_log": {:?}}}"#,
-            log
-        ),
+        &json!({
+            "latency_ms": 150,
+            "fallback": "fake",
+            "call_log": log,
+            "rules": [{"prompt": "^right$", "text": "[fake leaf] {prompt}", "latency_ms": 4000}]
+        })
+        .to_string(),
     );
     let backend = format!("scripted:{backend}");
     let workflow = script(
@@ -355,35 +383,62 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
         "--json",
     ])
     .stdout(Stdio::null())
-    .stderr(Stdio::null())
+    .stderr(std::fs::File::create(dir.path().join("stderr.txt")).unwrap())
     .spawn()
     .unwrap();
-    // Wait until some leaves are journaled, then kill the process outright.
+    // Wait until the backend has been called more often than the journal holds completions
+    // (with `right` among the calls and `left` journaled), then kill the process outright.
     let deadline = Instant::now() + Duration::from_secs(60);
-    let journaled = loop {
+    loop {
+        let called = calls_by_prompt(&log);
         let shown = flowbox(&["show", "killed", "--db", db, "--json"]);
-        let entries = serde_json::from_slice::<Value>(&shown.stdout)
-            .map(|v| v["entries"].as_array().map_or(0, Vec::len))
-            .unwrap_or(0);
-        if entries >= 3 {
-            break entries;
+        let journaled = serde_json::from_slice::<Value>(&shown.stdout)
+            .map(|v| journaled_prompts(&v))
+            .unwrap_or_default();
+        let journaled: Vec<&str> = journaled.iter().map(|(p, _)| p.as_str()).collect();
+        if called.contains_key("right") && journaled.contains(&"left") {
+            break;
         }
-        assert!(Instant::now() < deadline, "no leaves were journaled");
+        assert!(
+            Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "the run never reached the pair: {:?}, calls {called:?}, journal {journaled:?}, {}",
+            child.try_wait(),
+            std::fs::read_to_string(dir.path().join("stderr.txt")).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
     child.kill().unwrap();
     child.wait().unwrap();
-    let before = calls_by_prompt(&log);
+    let before = call_log(&log);
     let shown: Value =
         serde_json::from_slice(&flowbox(&["show", "killed", "--db", db, "--json"]).stdout).unwrap();
     assert_eq!(shown["status"], "running");
-    let finished: Vec<String> = shown["entries"]
-        .as_array()
-        .unwrap()
+    let finished = journaled_prompts(&shown);
+    let finished_prompts: Vec<&str> = finished.iter().map(|(p, _)| p.as_str()).collect();
+    // Called before the kill but never journaled: in flight when the process died.
+    let in_flight: Vec<&Value> = before
         .iter()
-        .map(|e| e["request"]["prompt"].as_str().unwrap().to_owned())
+        .filter(|call| !finished_prompts.contains(&call["prompt"].as_str().unwrap()))
         .collect();
-    assert!(finished.len() >= journaled);
+    assert_eq!(
+        in_flight.len(),
+        1,
+        "exactly `right` was in flight at the kill: {before:?}"
+    );
+    assert_eq!(in_flight[0]["prompt"], "right");
+    assert_eq!(before.len(), finished.len() + 1);
+    // A journaled leaf was called with its thread's key for its handle.
+    for (prompt, handle) in &finished {
+        let call = before
+            .iter()
+            .find(|c| c["prompt"] == prompt.as_str())
+            .unwrap();
+        assert_eq!(
+            call["idempotency_key"],
+            format!("killed/{handle}"),
+            "{call}"
+        );
+    }
 
     let resumed = flowbox(&[
         "resume",
@@ -405,22 +460,26 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
     let uninterrupted = flowbox(&["run", &workflow, "--no-journal", "--json"]);
     assert_eq!(resumed["result"], stdout_json(&uninterrupted)["result"]);
 
-    // Every leaf journaled before the kill was called exactly once; every other leaf once
-    // more after the resume (at least once overall for the ones in flight at the kill).
-    let after = calls_by_prompt(&log);
-    for prompt in &finished {
-        assert_eq!(after[prompt], 1, "{prompt} was called again: {after:?}");
+    // Every leaf journaled before the kill was called exactly once; the one in flight at the
+    // kill was called once more after the resume, with the same idempotency key; every other
+    // leaf was called once, after the resume.
+    let after = call_log(&log);
+    let counts = calls_by_prompt(&log);
+    for prompt in &finished_prompts {
+        assert_eq!(counts[*prompt], 1, "{prompt} was called again: {counts:?}");
     }
-    for (prompt, count) in &after {
-        if !finished.contains(prompt) {
-            assert_eq!(
-                *count,
-                before.get(prompt).copied().unwrap_or(0) + 1,
-                "{prompt}: {after:?}"
-            );
-        }
-    }
-    assert_eq!(after.len(), 9);
+    let retried: Vec<&Value> = after[before.len()..]
+        .iter()
+        .filter(|call| call["prompt"] == "right")
+        .collect();
+    assert_eq!(retried.len(), 1, "{after:?}");
+    assert_eq!(
+        retried[0]["idempotency_key"],
+        in_flight[0]["idempotency_key"]
+    );
+    assert_eq!(retried[0]["call_id"], in_flight[0]["call_id"]);
+    assert_eq!(counts.values().sum::<usize>(), 9 + 1);
+    assert_eq!(counts.len(), 9);
 
     // Resuming a finished thread returns its outcome and calls nothing.
     let again = flowbox(&[
@@ -433,7 +492,7 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
         "--json",
     ]);
     assert_eq!(stdout_json(&again)["result"], resumed["result"]);
-    assert_eq!(calls_by_prompt(&log), after);
+    assert_eq!(call_log(&log).len(), after.len());
 
     let listing = flowbox(&["threads", "--db", db, "--json"]);
     let listing: Value = serde_json::from_slice(&listing.stdout).unwrap();
@@ -445,6 +504,91 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
     let text =
         String::from_utf8_lossy(&flowbox(&["show", "killed", "--db", db]).stdout).into_owned();
     assert!(text.contains("journal  9 completions"), "{text}");
+}
+
+#[test]
+fn reuse_leaves_calls_the_backend_only_for_changed_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let db = db.to_str().unwrap();
+    let log = dir.path().join("calls.jsonl");
+    let backend = script(
+        &dir,
+        "answers.json",
+        &json!({"rules": [{"prompt": ".", "text": "answer to {prompt}"}], "call_log": log})
+            .to_string(),
+    );
+    let backend = format!("scripted:{backend}");
+    let workflow = |beta: &str| {
+        format!(
+            "pair = await parallel([lambda: agent('alpha'), lambda: agent('{beta}')])\n\
+             last = await agent('gamma')\n\
+             return pair + [last]\n"
+        )
+    };
+    let v1 = script(&dir, "v1.py", &workflow("beta"));
+    let run = |path: &str, thread: &str, reuse: Option<&str>| {
+        let mut args = vec![
+            "run",
+            path,
+            "--thread",
+            thread,
+            "--db",
+            db,
+            "--backend",
+            &backend,
+            "--json",
+        ];
+        args.extend(
+            reuse
+                .map(|from| ["--reuse-leaves", from])
+                .into_iter()
+                .flatten(),
+        );
+        let output = flowbox(&args);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout_json(&output)
+    };
+    let first = run(&v1, "reuse-a", None);
+    assert_eq!(
+        first["result"],
+        json!(["answer to alpha", "answer to beta", "answer to gamma"])
+    );
+    assert_eq!(call_log(&log).len(), 3);
+
+    // The edited script may not resume thread A, but it may reuse A's identical leaves.
+    let v2 = script(&dir, "v2.py", &workflow("beta, revised"));
+    let second = run(&v2, "reuse-b", Some("reuse-a"));
+    assert_eq!(
+        second["result"],
+        json!([
+            "answer to alpha",
+            "answer to beta, revised",
+            "answer to gamma"
+        ])
+    );
+    let calls = call_log(&log);
+    let new: Vec<&Value> = calls[3..].iter().collect();
+    assert_eq!(new.len(), 1, "{calls:?}");
+    assert_eq!(new[0]["prompt"], "beta, revised");
+    assert!(
+        new[0]["idempotency_key"]
+            .as_str()
+            .unwrap()
+            .starts_with("reuse-b/"),
+        "{}",
+        new[0]
+    );
+    assert_eq!(second["summary"]["agents_spawned"], 3);
+    // Thread B journals all three leaves, reused or not, so it resumes without the backend.
+    let shown = stdout_json(&flowbox(&["show", "reuse-b", "--db", db, "--json"]));
+    assert_eq!(shown["status"], "succeeded");
+    assert_eq!(shown["entries"].as_array().unwrap().len(), 3);
 }
 
 #[test]
