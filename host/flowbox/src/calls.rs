@@ -242,9 +242,14 @@ impl Calls {
         if let Some(entry) = cached {
             self.events
                 .emit(|| leaf_finished(handle, Ok(entry_usage(&entry)), Duration::ZERO, true));
+            let result = entry_reply(&entry);
+            if let Ok(reply) = &result {
+                // As on resume: a backend keeping conversations learns of the reply.
+                self.backend.replayed(&leaf, reply);
+            }
             self.pending.push(Box::pin(std::future::ready(Finished {
                 handle,
-                result: entry_reply(&entry),
+                result,
                 duration: Duration::ZERO,
             })));
         }
@@ -928,16 +933,35 @@ mod tests {
         assert!(matches!(error, RunError::Divergence(_)), "{error}");
     }
 
+    /// Answers "live" and remembers the prompts it learnt of without being called.
+    #[derive(Debug, Default)]
+    struct Learning {
+        learnt: std::sync::Mutex<Vec<Value>>,
+    }
+
+    #[async_trait::async_trait]
+    impl LeafBackend for Learning {
+        async fn call(&self, _: &LeafRequest) -> Result<LeafReply, BackendError> {
+            Ok(LeafReply {
+                value: json!("live"),
+                usage: Usage::default(),
+            })
+        }
+
+        fn replayed(&self, request: &LeafRequest, _: &LeafReply) {
+            self.learnt.lock().unwrap().push(request.prompt.clone());
+        }
+    }
+
     #[tokio::test]
     async fn the_leaf_cache_answers_identical_requests_only() {
         let entries = journaled_run(Arc::new(MemoryStore::new())).await;
-        let backend =
-            Arc::new(ScriptedBackend::from_json(r#"{"rules": [{"text": "live"}]}"#).unwrap());
+        let backend = Arc::new(Learning::default());
         let durability = Durability {
             cache: Some(LeafCache::new(entries)),
             ..Durability::default()
         };
-        let mut calls = calls_with(backend, |_| {}, durability);
+        let mut calls = calls_with(backend.clone(), |_| {}, durability);
         start(&mut calls, "b").unwrap();
         start(&mut calls, "new").unwrap();
         let mut delivered = vec![];
@@ -947,5 +971,7 @@ mod tests {
         delivered.sort_by_key(|c| c.handle);
         assert_eq!(reply_value(&delivered[0]).unwrap(), json!("[fake leaf] b"));
         assert_eq!(reply_value(&delivered[1]).unwrap(), json!("live"));
+        // The reused reply reaches the backend too, so instance histories stay whole.
+        assert_eq!(*backend.learnt.lock().unwrap(), vec![json!("b")]);
     }
 }
