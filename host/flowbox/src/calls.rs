@@ -3,14 +3,15 @@
 //!
 //! `start_agent` checks the lifetime cap and the token budget, then adds a call that waits for
 //! a concurrency slot and calls the backend — unless a resumed run's journal or a leaf cache
-//! already holds the answer. The calls are futures the run itself polls while the guest waits
-//! in `await_next` (the guest is glue: it waits almost all of the time), not tasks of their
-//! own: a leaf that answers at once then costs no task, no channel and no wake-up of another
-//! worker thread. `await_next` hands the guest every finished call at once, in the order they
+//! already holds the answer. The calls are futures the run itself polls — once when they
+//! start, so a leaf takes its slot and reaches its backend at once, then whenever the guest
+//! waits in `await_next` (the guest is glue: it waits almost all of the time) — not tasks of
+//! their own: a leaf that answers at once then costs no task, no channel and no wake-up of
+//! another worker thread. `await_next` hands the guest every finished call at once, in the order they
 //! finished, journals them first, and only then counts their tokens, so the budget a script
 //! sees depends on nothing but the completions it received (which is what makes replay exact).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,6 +90,8 @@ pub(crate) struct Calls {
     /// Every call not yet finished. Dropping them cancels them: a run that ends (or times
     /// out) cancels its leaves.
     pending: FuturesUnordered<BoxFuture<'static, Finished>>,
+    /// Calls that finished while the guest was busy, in finishing order.
+    finished: VecDeque<Finished>,
     thread_id: String,
     next_handle: u64,
     in_flight: HashMap<u64, InFlight>,
@@ -130,6 +133,7 @@ impl Calls {
             events,
             slots: Arc::new(Semaphore::new(settings.max_concurrency.max(1))),
             pending: FuturesUnordered::new(),
+            finished: VecDeque::new(),
             thread_id: settings.thread_id,
             next_handle: 1,
             in_flight: HashMap::new(),
@@ -247,11 +251,11 @@ impl Calls {
                 // As on resume: a backend keeping conversations learns of the reply.
                 self.backend.replayed(&leaf, reply);
             }
-            self.pending.push(Box::pin(std::future::ready(Finished {
+            self.finished.push_back(Finished {
                 handle,
                 result,
                 duration: Duration::ZERO,
-            })));
+            });
         }
         Ok(Ok(handle))
     }
@@ -344,6 +348,7 @@ impl Calls {
                 duration,
             }
         }));
+        self.progress();
         Ok(Ok(handle))
     }
 
@@ -375,6 +380,28 @@ impl Calls {
                 duration,
             }
         }));
+        self.progress();
+    }
+
+    /// Lets every call that can move do so now — a new call takes its slot and reaches its
+    /// backend without waiting for the guest to await; calls that finish wait in `finished`.
+    fn progress(&mut self) {
+        while let Some(Some(done)) = self.pending.next().now_or_never() {
+            self.finished.push_back(done);
+        }
+    }
+
+    /// The next call to finish: one that already has, else the first of those pending.
+    async fn next_finished(&mut self) -> Finished {
+        match self.finished.pop_front() {
+            Some(done) => done,
+            // Every call in flight that the journal does not answer is in one of the two.
+            None => self
+                .pending
+                .next()
+                .await
+                .expect("a call in flight is pending"),
+        }
     }
 
     /// Waits for at least one pending call and returns every finished one: the next journaled
@@ -396,12 +423,7 @@ impl Calls {
                 "the journal ran out while the script waits for a call it recorded".into(),
             ));
         }
-        // Every call in flight that the journal does not answer has its future here.
-        let first = self
-            .pending
-            .next()
-            .await
-            .expect("a call in flight is pending");
+        let first = self.next_finished().await;
         let mut completions = Vec::new();
         let mut entries = Vec::new();
         let mut batch_bytes = 0;
@@ -432,7 +454,10 @@ impl Calls {
             self.count(usage);
             completions.push(completion);
             if batch_bytes < BATCH_MESSAGES.saturating_mul(self.max_reply_bytes) {
-                next = self.pending.next().now_or_never().flatten();
+                next = self
+                    .finished
+                    .pop_front()
+                    .or_else(|| self.pending.next().now_or_never().flatten());
             }
         }
         if let Some(journal) = &mut self.durability.journal {
