@@ -278,13 +278,84 @@ async fn the_host_stays_healthy_after_every_kind_of_breach() {
                 .with_fuel(u64::MAX / 2),
         ),
     ];
+    // Outside the limits: a native stack overflow, and a guest that traps (the interpreter's
+    // own bridge to the component ABI called with a function index that does not exist).
+    let stack = "def f(n):\n    return sum(map(f, [n + 1]))\nreturn f(0)\n";
+    let trap =
+        "import componentize_py_runtime as runtime\nruntime.call_import(2**31, [])\nreturn 1\n";
     for round in 0..3 {
         for (script, limits) in &hostile {
             assert!(run_with(&rt, script, limits.clone()).await.is_err());
             let good = result_of(&rt, &format!("return await agent('round {round}')")).await;
             assert_eq!(good, json!(format!("[fake leaf] round {round}")));
         }
+        let deep = Limits::default().with_recursion_limit(100_000);
+        assert!(run_with(&rt, stack, deep).await.is_err());
+        assert_eq!(
+            result_of(&rt, "return 'after the stack'").await,
+            json!("after the stack")
+        );
+        let trapped = rt.run_request(RunRequest::new(trap).guard(false)).await;
+        assert!(
+            matches!(trapped.result, Err(RunError::Guest(_))),
+            "{:?}",
+            trapped.result
+        );
+        assert_eq!(
+            result_of(&rt, "return 'after the trap'").await,
+            json!("after the trap")
+        );
     }
+}
+
+#[tokio::test]
+async fn args_larger_than_a_message_are_refused_before_running() {
+    let rt = runtime();
+    let limits = Limits::default().with_max_message_bytes(1000);
+    let small = rt
+        .run_request(
+            RunRequest::new("return len(args['s'])")
+                .args(json!({"s": "a".repeat(900)}))
+                .limits(limits.clone()),
+        )
+        .await;
+    assert_eq!(small.result.unwrap(), json!(900));
+    let big = rt
+        .run_request(
+            RunRequest::new("return len(args['s'])")
+                .args(json!({"s": "a".repeat(2000)}))
+                .limits(limits),
+        )
+        .await;
+    let error = big.result.unwrap_err();
+    assert!(matches!(error, RunError::InvalidArgs(_)), "{error:?}");
+    assert!(
+        error.to_string().contains("the limit is 1000 bytes"),
+        "{error}"
+    );
+    assert_eq!(error.exit_code(), 2);
+    assert_eq!(big.summary.fuel_used, 0, "nothing ran");
+}
+
+#[tokio::test]
+async fn a_reply_larger_than_a_message_is_an_agent_error_the_script_catches() {
+    let rt = flowbox_tests::scripted(
+        r#"{"rules": [{"prompt": "small", "text": "ok"}], "fallback": "fake"}"#,
+        Limits::default().with_max_message_bytes(1000),
+    );
+    let script = r#"
+out = [await agent("small")]
+try:
+    await agent("big " + "x" * 990)
+    out.append("no error")
+except AgentError as e:
+    out.append(str(e))
+return out
+"#;
+    let out = result_of(&rt, script).await;
+    assert_eq!(out[0], "ok");
+    // The fake fallback quotes the prompt, so the reply is a few bytes over the limit.
+    assert!(out[1].as_str().unwrap().contains("1000"), "{out}");
 }
 
 /// Resident memory of this process in bytes (Linux), to see that runs give memory back.
