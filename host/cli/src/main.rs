@@ -11,6 +11,7 @@ mod run;
 mod show;
 mod text;
 mod threads;
+mod workflows;
 
 use std::process::ExitCode;
 
@@ -50,6 +51,8 @@ enum Command {
     Show(show::ShowArgs),
     /// Check a script (syntax, meta, guard) without running it, and print its meta.
     Check(check::CheckArgs),
+    /// List the workflow runs root agents started, per conversation or in total.
+    Workflows(workflows::WorkflowsArgs),
 }
 
 impl Command {
@@ -59,7 +62,7 @@ impl Command {
             Self::Run(args) => args.json(),
             Self::Resume(args) => args.json(),
             Self::Ask(args) => args.json(),
-            Self::Threads(_) | Self::Show(_) | Self::Check(_) => false,
+            Self::Threads(_) | Self::Show(_) | Self::Check(_) | Self::Workflows(_) => false,
         }
     }
 }
@@ -136,6 +139,7 @@ fn main() -> ExitCode {
             Command::Threads(args) => threads::threads(args).await,
             Command::Show(args) => show::show(args).await,
             Command::Check(args) => check::check(args).await,
+            Command::Workflows(args) => workflows::workflows(args).await,
         }
     });
     match result {

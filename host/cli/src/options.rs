@@ -88,6 +88,11 @@ pub(crate) struct RunOptions {
     /// (OPENAI_BASE_URL, OPENAI_API_KEY) or `anthropic` (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY).
     #[arg(long, default_value = "fake", value_name = "BACKEND")]
     pub backend: BackendChoice,
+    /// The provider's base URL (openai and anthropic backends) [default: OPENAI_BASE_URL or
+    /// ANTHROPIC_BASE_URL, else the provider's own]. API keys come only from the environment,
+    /// so they never show in shell history or the process list.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
     /// The provider model leaves use by default, and the root agent of `ask` (openai and
     /// anthropic backends).
     #[arg(long, value_name = "MODEL", env = "FLOWBOX_MODEL")]
@@ -296,9 +301,10 @@ impl RunOptions {
                 .map_err(|e| anyhow::anyhow!("invalid --request-timeout {secs}: {e}"))?;
             retry = retry.with_request_timeout(timeout);
         }
+        let base_url = self.base_url.as_deref();
         Ok(match self.backend {
-            BackendChoice::Anthropic => Arc::new(AnthropicChat::from_env(retry)?),
-            _ => Arc::new(OpenAiChat::from_env(retry)?),
+            BackendChoice::Anthropic => Arc::new(AnthropicChat::from_env_at(base_url, retry)?),
+            _ => Arc::new(OpenAiChat::from_env_at(base_url, retry)?),
         })
     }
 

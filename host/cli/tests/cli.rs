@@ -752,10 +752,13 @@ return {"plain": plain, "with_file": with_file, "rated": rated, "fast": fast,
         "fast=small-model",
         "--allow-read",
         notes.to_str().unwrap(),
+        "--base-url",
+        &server.url,
         "--no-journal",
         "--json",
     ])
-    .env("OPENAI_BASE_URL", &server.url)
+    // The flag wins over the environment.
+    .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     .env("OPENAI_API_KEY", key)
     .output()
     .unwrap();
@@ -890,6 +893,32 @@ fn ask_runs_the_offline_demo_with_events_as_json_lines() {
         stderr.contains("conversation demo · 1 workflows (0 failed) · 4 leaves"),
         "{stderr}"
     );
+    // The workflow runs are recorded: per conversation, and in total.
+    let db_arg = db.to_str().unwrap();
+    let listed = flowbox(&[
+        "workflows",
+        "--conversation",
+        "demo",
+        "--json",
+        "--db",
+        db_arg,
+    ]);
+    let listed = stdout_json(&listed);
+    assert_eq!(listed["totals"]["runs"], 1, "{listed}");
+    assert_eq!(listed["totals"]["leaves"], 4, "{listed}");
+    assert_eq!(listed["workflows"][0]["ok"], true, "{listed}");
+    let none = stdout_json(&flowbox(&[
+        "workflows",
+        "--conversation",
+        "x",
+        "--json",
+        "--db",
+        db_arg,
+    ]));
+    assert_eq!(none["totals"]["runs"], 0, "{none}");
+    let table = flowbox(&["workflows", "--db", db_arg]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("1 runs (0 failed) · 4 leaves"), "{table}");
 
     let lines: Vec<Value> = std::fs::read_to_string(&events)
         .unwrap()

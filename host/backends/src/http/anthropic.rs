@@ -79,13 +79,19 @@ impl AnthropicChat {
     /// A client configured from the environment: `ANTHROPIC_BASE_URL` (default
     /// [`Self::DEFAULT_BASE_URL`]) and `ANTHROPIC_API_KEY` (required).
     pub fn from_env(retry: RetryPolicy) -> Result<Self, BackendError> {
+        Self::from_env_at(None, retry)
+    }
+
+    /// Like [`Self::from_env`], at `base_url` when given (the key still comes from
+    /// `ANTHROPIC_API_KEY`).
+    pub fn from_env_at(base_url: Option<&str>, retry: RetryPolicy) -> Result<Self, BackendError> {
         let api_key = env_var("ANTHROPIC_API_KEY")
             .ok_or_else(|| BackendError::terminal("ANTHROPIC_API_KEY is not set"))?;
-        Self::new(
-            env_var("ANTHROPIC_BASE_URL").unwrap_or_else(|| Self::DEFAULT_BASE_URL.to_owned()),
-            api_key,
-            retry,
-        )
+        let base_url = base_url
+            .map(str::to_owned)
+            .or_else(|| env_var("ANTHROPIC_BASE_URL"))
+            .unwrap_or_else(|| Self::DEFAULT_BASE_URL.to_owned());
+        Self::new(base_url, api_key, retry)
     }
 
     /// Sends `version` as `anthropic-version` instead of [`Self::DEFAULT_VERSION`].

@@ -66,11 +66,17 @@ impl OpenAiChat {
     /// A client configured from the environment: `OPENAI_BASE_URL` (default
     /// [`Self::DEFAULT_BASE_URL`]) and `OPENAI_API_KEY` (optional).
     pub fn from_env(retry: RetryPolicy) -> Result<Self, BackendError> {
-        Self::new(
-            env_var("OPENAI_BASE_URL").unwrap_or_else(|| Self::DEFAULT_BASE_URL.to_owned()),
-            env_var("OPENAI_API_KEY"),
-            retry,
-        )
+        Self::from_env_at(None, retry)
+    }
+
+    /// Like [`Self::from_env`], at `base_url` when given (the key still comes from
+    /// `OPENAI_API_KEY`).
+    pub fn from_env_at(base_url: Option<&str>, retry: RetryPolicy) -> Result<Self, BackendError> {
+        let base_url = base_url
+            .map(str::to_owned)
+            .or_else(|| env_var("OPENAI_BASE_URL"))
+            .unwrap_or_else(|| Self::DEFAULT_BASE_URL.to_owned());
+        Self::new(base_url, env_var("OPENAI_API_KEY"), retry)
     }
 
     fn parse(&self, reply: CompletionReply) -> Result<ChatResponse, BackendError> {
