@@ -1,6 +1,7 @@
 //! The HTTP chat providers against a loopback server that speaks each wire protocol as the
 //! providers document it: request shapes, reply parsing, usage, retries and every failure a
-//! provider or the network produces. Live tests against the real APIs run only when
+//! provider or the network produces, and leaf agents (structured output with its repair turn,
+//! tool use) driven over both. Live tests against the real APIs run only when
 //! `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` are set.
 
 mod support;
@@ -9,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use flowbox_backends::http::{AnthropicChat, MAX_RESPONSE_BYTES, OpenAiChat, RetryPolicy};
 use flowbox_backends::{
-    BackendError, ChatModel, ChatRequest, Message, StructuredOutput, ToolCall, ToolSpec, Usage,
+    AgentBackend, AgentConfig, BackendError, ChatModel, ChatRequest, LeafBackend, LeafRequest,
+    Message, StructuredOutput, Tool, ToolCall, ToolError, ToolSet, ToolSpec, Usage,
 };
 use serde_json::{Value, json};
 use support::{Recorded, Reply, TestServer};
@@ -583,6 +585,45 @@ impl Provider {
         }
     }
 
+    /// A reply carrying `value` as the structured answer: JSON text for OpenAI's
+    /// `response_format`, the forced `reply` tool's input for Anthropic.
+    fn structured(self, value: Value) -> Value {
+        match self {
+            Self::OpenAi => openai_text(&value.to_string()),
+            Self::Anthropic => anthropic_reply(
+                json!([{"type": "tool_use", "id": "toolu_9", "name": "reply", "input": value}]),
+                "tool_use",
+            ),
+        }
+    }
+
+    /// Tokens each reply of [`Self::text`] and [`Self::structured`] reports.
+    fn usage(self) -> Usage {
+        match self {
+            Self::OpenAi => Usage {
+                input_tokens: 21,
+                output_tokens: 4,
+            },
+            Self::Anthropic => Usage {
+                input_tokens: 30,
+                output_tokens: 7,
+            },
+        }
+    }
+
+    /// A leaf agent over this provider at `server`.
+    fn agent(self, server: &TestServer) -> AgentBackend {
+        let model: std::sync::Arc<dyn ChatModel> = match self {
+            Self::OpenAi => std::sync::Arc::new(openai(server, policy())),
+            Self::Anthropic => std::sync::Arc::new(anthropic(server, policy())),
+        };
+        let config = AgentConfig {
+            model: "leaf-model".into(),
+            ..AgentConfig::default()
+        };
+        AgentBackend::new(model, config, ToolSet::new())
+    }
+
     /// An error body in the provider's documented shape.
     fn error(self, kind: &str, message: &str) -> Value {
         match self {
@@ -628,7 +669,212 @@ for_both_providers!(
     bad_request_fails_at_once_with_the_provider_message,
     unauthorized_fails_fast_and_never_shows_the_key,
     refused_connection_is_retryable,
+    leaf_structured_reply_valid_at_once,
+    leaf_structured_reply_invalid_then_repaired,
+    leaf_structured_reply_invalid_twice_fails,
+    leaf_runs_a_tool_then_answers,
 );
+
+/// A host tool for leaves: the length of a text.
+#[derive(Debug)]
+struct Length;
+
+#[async_trait::async_trait]
+impl Tool for Length {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "length".into(),
+            description: "Counts the characters of a text.".into(),
+            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        }
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        Ok(json!(
+            arguments["text"]
+                .as_str()
+                .unwrap_or_default()
+                .chars()
+                .count()
+        ))
+    }
+}
+
+async fn leaf_runs_a_tool_then_answers(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        200,
+        match provider {
+            Provider::OpenAi => json!({
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": null,
+                    "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "length", "arguments": "{\"text\": \"flowbox\"}"}}],
+                }}],
+                "usage": {"prompt_tokens": 21, "completion_tokens": 4},
+            }),
+            Provider::Anthropic => anthropic_reply(
+                json!([{"type": "tool_use", "id": "toolu_1", "name": "length", "input": {"text": "flowbox"}}]),
+                "tool_use",
+            ),
+        },
+    ));
+    server.push(Reply::json(200, provider.text("It has 7 characters.")));
+    let mut tools = ToolSet::new();
+    tools.insert(std::sync::Arc::new(Length)).unwrap();
+    let model: std::sync::Arc<dyn ChatModel> = match provider {
+        Provider::OpenAi => std::sync::Arc::new(openai(&server, policy())),
+        Provider::Anthropic => std::sync::Arc::new(anthropic(&server, policy())),
+    };
+    let agent = AgentBackend::new(
+        model,
+        AgentConfig {
+            model: "leaf-model".into(),
+            ..AgentConfig::default()
+        },
+        tools,
+    );
+    let mut leaf = LeafRequest::new(1, json!("How long is the word flowbox?"));
+    leaf.idempotency_key = "t/1".into();
+    let reply = agent.call(&leaf).await.unwrap();
+    assert_eq!(reply.value, json!("It has 7 characters."));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let first = requests[0].json();
+    let offered = match provider {
+        Provider::OpenAi => first["tools"][0]["function"]["name"].clone(),
+        Provider::Anthropic => first["tools"][0]["name"].clone(),
+    };
+    assert_eq!(offered, "length");
+    // The tool's result goes back in the provider's own shape.
+    let second = requests[1].json();
+    let last = second["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    match provider {
+        Provider::OpenAi => {
+            assert_eq!(
+                last,
+                json!({"role": "tool", "tool_call_id": "call_1", "content": "7"})
+            );
+        }
+        Provider::Anthropic => {
+            assert_eq!(last["role"], "user");
+            assert_eq!(last["content"][0]["type"], "tool_result");
+            assert_eq!(last["content"][0]["tool_use_id"], "toolu_1");
+            assert_eq!(last["content"][0]["content"], "7");
+        }
+    }
+}
+
+fn scored_leaf() -> LeafRequest {
+    let mut leaf = LeafRequest::new(3, json!("rate the patch"));
+    leaf.thread_id = "thread-7".into();
+    leaf.idempotency_key = "thread-7/3".into();
+    leaf.schema = Some(json!({
+        "type": "object",
+        "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5}},
+        "required": ["score"],
+    }));
+    leaf
+}
+
+/// The text of the last user message of a request as the provider received it.
+fn last_user_text(provider: Provider, request: &Recorded) -> String {
+    let body = request.json();
+    let messages = body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user", "{body}");
+    match provider {
+        Provider::OpenAi => last["content"].as_str().unwrap().to_owned(),
+        Provider::Anthropic => last["content"].to_string(),
+    }
+}
+
+async fn leaf_structured_reply_valid_at_once(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::json(200, provider.structured(json!({"score": 4}))));
+    let reply = provider.agent(&server).call(&scored_leaf()).await.unwrap();
+    assert_eq!(reply.value, json!({"score": 4}));
+    assert_eq!(reply.usage, provider.usage());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let sent = requests[0].json();
+    assert_eq!(sent["model"], "leaf-model");
+    match provider {
+        Provider::OpenAi => {
+            assert_eq!(sent["response_format"]["type"], "json_schema", "{sent}");
+            assert_eq!(
+                sent["response_format"]["json_schema"]["schema"],
+                scored_leaf().schema.unwrap()
+            );
+        }
+        Provider::Anthropic => {
+            assert_eq!(
+                sent["tool_choice"],
+                json!({"type": "tool", "name": "reply"})
+            );
+        }
+    }
+}
+
+async fn leaf_structured_reply_invalid_then_repaired(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::json(200, provider.structured(json!({"score": 9}))));
+    server.push(Reply::json(200, provider.structured(json!({"score": 5}))));
+    let reply = provider.agent(&server).call(&scored_leaf()).await.unwrap();
+    assert_eq!(reply.value, json!({"score": 5}));
+    // Both turns count.
+    let once = provider.usage();
+    assert_eq!(
+        reply.usage,
+        Usage {
+            input_tokens: once.input_tokens * 2,
+            output_tokens: once.output_tokens * 2,
+        }
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    // The repair turn shows the model its invalid reply and what is wrong with it.
+    let repair = last_user_text(provider, &requests[1]);
+    assert!(
+        repair.contains("does not match the required JSON Schema") && repair.contains('9'),
+        "{repair}"
+    );
+    // Each turn has its own idempotency key, derived from the leaf's.
+    let keys: Vec<_> = requests
+        .iter()
+        .map(|r| r.header("idempotency-key"))
+        .collect();
+    assert!(
+        keys.iter()
+            .all(|k| k.is_some_and(|k| k.starts_with("thread-7/3"))),
+        "{keys:?}"
+    );
+    assert_ne!(keys[0], keys[1]);
+}
+
+async fn leaf_structured_reply_invalid_twice_fails(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::json(200, provider.structured(json!({"score": 9}))));
+    server.push(Reply::json(200, provider.structured(json!({"grade": "A"}))));
+    let error = provider
+        .agent(&server)
+        .call(&scored_leaf())
+        .await
+        .unwrap_err();
+    let message = message_of(&error);
+    assert!(message.contains("even after a repair turn"), "{message}");
+    assert!(message.contains("score"), "{message}");
+    assert_eq!(
+        error.usage().output_tokens,
+        provider.usage().output_tokens * 2
+    );
+    assert_eq!(server.requests().len(), 2);
+}
 
 async fn rate_limit_waits_for_retry_after(provider: Provider) {
     let server = TestServer::start().await;
