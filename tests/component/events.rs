@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use flowbox::{
     BackendError, CheckpointStore, Event, EventKind, EventStream, FakeBackend, LeafBackend,
-    LeafReply, LeafRequest, MemoryStore, Position, RunRequest, Runtime,
+    LeafObserver, LeafReply, LeafRequest, MemoryStore, Position, RunRequest, Runtime,
 };
 use flowbox_tests::{CountingBackend, root, runtime};
 use serde_json::json;
@@ -407,4 +407,82 @@ async fn a_resumed_run_marks_journaled_leaves_as_replayed() {
             ("two".to_owned(), true),
         ]
     );
+}
+
+/// A leaf that consults a host tool in its own loop before answering.
+#[derive(Debug)]
+struct ConsultsATool;
+
+#[async_trait::async_trait]
+impl LeafBackend for ConsultsATool {
+    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+        FakeBackend::new().call(request).await
+    }
+
+    async fn call_observed(
+        &self,
+        request: &LeafRequest,
+        observer: &dyn LeafObserver,
+    ) -> Result<LeafReply, BackendError> {
+        observer.tool_called("read_file");
+        observer.tool_finished("read_file", Duration::from_millis(3), None);
+        observer.tool_called("list_dir");
+        observer.tool_finished("list_dir", Duration::ZERO, Some("no such directory"));
+        self.call(request).await
+    }
+}
+
+#[tokio::test]
+async fn tools_a_leaf_calls_in_its_own_loop_are_events_of_that_leaf() {
+    let rt = Runtime::builder()
+        .backend(ConsultsATool)
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap();
+    let events = events_of(&rt, "leaf-tools", "return await agent('look it up')").await;
+    let kinds: Vec<&EventKind> = events.iter().map(|e| &e.kind).collect();
+    let started = kinds
+        .iter()
+        .position(|k| matches!(k, EventKind::LeafStarted { .. }))
+        .unwrap();
+    let finished = kinds
+        .iter()
+        .position(|k| matches!(k, EventKind::LeafFinished { .. }))
+        .unwrap();
+    let tools: Vec<(usize, &EventKind)> = kinds
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| {
+            matches!(
+                k,
+                EventKind::LeafToolCalled { .. } | EventKind::LeafToolFinished { .. }
+            )
+        })
+        .map(|(i, k)| (i, *k))
+        .collect();
+    assert_eq!(tools.len(), 4, "{kinds:?}");
+    assert!(tools.iter().all(|(i, _)| *i > started && *i < finished));
+    assert_eq!(
+        tools[1].1,
+        &EventKind::LeafToolFinished {
+            call_id: 1,
+            name: "read_file".into(),
+            ok: true,
+            duration_ms: 3,
+            error: None,
+        }
+    );
+    assert_eq!(
+        tools[3].1,
+        &EventKind::LeafToolFinished {
+            call_id: 1,
+            name: "list_dir".into(),
+            ok: false,
+            duration_ms: 0,
+            error: Some("no such directory".into()),
+        }
+    );
+    let json = serde_json::to_value(&events[tools[0].0]).unwrap();
+    assert_eq!(json["type"], "leaf_tool_called");
+    assert_eq!(json["call_id"], 1);
 }

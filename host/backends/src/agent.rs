@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput};
 use crate::tool::{ToolSet, schema_errors};
-use crate::{BackendError, LeafBackend, LeafReply, LeafRequest, Usage};
+use crate::{BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage};
 
 /// What every leaf is told, whatever its base prompt.
 pub const LEAF_ADDENDUM: &str = "You are one step of a larger automated workflow. Answer the \
@@ -99,6 +99,66 @@ impl AgentBackend {
 
     fn resolve(&self, request: &LeafRequest) -> Result<Resolved<'_>, String> {
         resolve(&self.config, &self.tools, request)
+    }
+
+    /// Runs the leaf's turns; `observer` hears of its tool calls.
+    async fn answer(
+        &self,
+        request: &LeafRequest,
+        observer: Option<&dyn LeafObserver>,
+    ) -> Result<LeafReply, BackendError> {
+        let resolved = self.resolve(request).map_err(BackendError::terminal)?;
+        let history = self.history(request);
+        // Calls sharing an instance id take turns: each sees the previous one's exchange.
+        let mut conversation = match &history {
+            Some(history) => Some(history.lock().await),
+            None => None,
+        };
+        let mut messages = conversation
+            .as_ref()
+            .map(|c| c.to_vec())
+            .unwrap_or_default();
+        let user = Message::User {
+            text: render_prompt(&request.prompt),
+        };
+        messages.push(user.clone());
+        let mut turn = Conversation::new(
+            self.model.as_ref(),
+            ChatRequest {
+                model: resolved.model,
+                system: self.system_prompt(resolved.template, request.instruction.as_deref()),
+                messages,
+                tools: resolved.tools.specs(),
+                structured: None,
+                max_tokens: self.config.max_tokens,
+                idempotency_key: Some(request.idempotency_key.clone()),
+            },
+            self.config.max_turns,
+        );
+        if let Some(observer) = observer {
+            turn = turn.observed(observer);
+        }
+        let answer = match &request.schema {
+            None => turn
+                .run_tools(&resolved.tools, None)
+                .await
+                .map(|response| Value::String(response.text)),
+            Some(schema) => turn.structured(&resolved.tools, schema).await,
+        };
+        // A leaf that fails after some turns has still spent their tokens; the error carries
+        // them so that budgets count them.
+        let value = answer.map_err(|error| error.with_usage(turn.usage))?;
+        if let Some(conversation) = &mut conversation {
+            conversation.push(user);
+            conversation.push(Message::Assistant {
+                text: answer_text(&value),
+                tool_calls: Vec::new(),
+            });
+        }
+        Ok(LeafReply {
+            value,
+            usage: turn.usage,
+        })
     }
 
     fn history(&self, request: &LeafRequest) -> Option<History> {
@@ -224,6 +284,14 @@ impl LeafBackend for CheckedBackend {
         self.inner.call(request).await
     }
 
+    async fn call_observed(
+        &self,
+        request: &LeafRequest,
+        observer: &dyn LeafObserver,
+    ) -> Result<LeafReply, BackendError> {
+        self.inner.call_observed(request, observer).await
+    }
+
     fn replayed(&self, request: &LeafRequest, reply: &LeafReply) {
         self.inner.replayed(request, reply);
     }
@@ -240,55 +308,15 @@ impl LeafBackend for AgentBackend {
     }
 
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
-        let resolved = self.resolve(request).map_err(BackendError::terminal)?;
-        let history = self.history(request);
-        // Calls sharing an instance id take turns: each sees the previous one's exchange.
-        let mut conversation = match &history {
-            Some(history) => Some(history.lock().await),
-            None => None,
-        };
-        let mut messages = conversation
-            .as_ref()
-            .map(|c| c.to_vec())
-            .unwrap_or_default();
-        let user = Message::User {
-            text: render_prompt(&request.prompt),
-        };
-        messages.push(user.clone());
-        let mut turn = Conversation::new(
-            self.model.as_ref(),
-            ChatRequest {
-                model: resolved.model,
-                system: self.system_prompt(resolved.template, request.instruction.as_deref()),
-                messages,
-                tools: resolved.tools.specs(),
-                structured: None,
-                max_tokens: self.config.max_tokens,
-                idempotency_key: Some(request.idempotency_key.clone()),
-            },
-            self.config.max_turns,
-        );
-        let answer = match &request.schema {
-            None => turn
-                .run_tools(&resolved.tools, None)
-                .await
-                .map(|response| Value::String(response.text)),
-            Some(schema) => turn.structured(&resolved.tools, schema).await,
-        };
-        // A leaf that fails after some turns has still spent their tokens; the error carries
-        // them so that budgets count them.
-        let value = answer.map_err(|error| error.with_usage(turn.usage))?;
-        if let Some(conversation) = &mut conversation {
-            conversation.push(user);
-            conversation.push(Message::Assistant {
-                text: answer_text(&value),
-                tool_calls: Vec::new(),
-            });
-        }
-        Ok(LeafReply {
-            value,
-            usage: turn.usage,
-        })
+        self.answer(request, None).await
+    }
+
+    async fn call_observed(
+        &self,
+        request: &LeafRequest,
+        observer: &dyn LeafObserver,
+    ) -> Result<LeafReply, BackendError> {
+        self.answer(request, Some(observer)).await
     }
 
     fn replayed(&self, request: &LeafRequest, reply: &LeafReply) {
@@ -332,6 +360,8 @@ pub struct Conversation<'a> {
     usage: Usage,
     turns: u32,
     max_turns: u32,
+    /// Told of every tool call, when set.
+    observer: Option<&'a dyn LeafObserver>,
 }
 
 impl<'a> Conversation<'a> {
@@ -349,7 +379,14 @@ impl<'a> Conversation<'a> {
             usage: Usage::default(),
             turns: 0,
             max_turns,
+            observer: None,
         }
+    }
+
+    /// Tells `observer` of every tool call the conversation makes.
+    pub fn observed(mut self, observer: &'a dyn LeafObserver) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Tokens used so far, including those a failed turn's error reported.
@@ -406,10 +443,18 @@ impl<'a> Conversation<'a> {
                 tool_calls: response.tool_calls.clone(),
             });
             for call in response.tool_calls {
+                if let Some(observer) = self.observer {
+                    observer.tool_called(&call.name);
+                }
+                let started = std::time::Instant::now();
                 let (content, is_error) = match tools.call(&call.name, call.arguments).await {
                     Ok(output) => (output.to_string(), false),
                     Err(error) => (error.to_string(), true),
                 };
+                if let Some(observer) = self.observer {
+                    let error = is_error.then_some(content.as_str());
+                    observer.tool_finished(&call.name, started.elapsed(), error);
+                }
                 self.chat.messages.push(Message::Tool {
                     call_id: call.id,
                     content,
@@ -814,6 +859,62 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Writes down what a leaf reports.
+    #[derive(Debug, Default)]
+    struct Notes(Mutex<Vec<String>>);
+
+    impl LeafObserver for Notes {
+        fn tool_called(&self, name: &str) {
+            self.0.lock().unwrap().push(format!("called {name}"));
+        }
+
+        fn tool_finished(&self, name: &str, _: std::time::Duration, error: Option<&str>) {
+            let outcome = match error {
+                None => "ok".to_owned(),
+                Some(error) => format!("failed: {error}"),
+            };
+            self.0.lock().unwrap().push(format!("{name} {outcome}"));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_observed_leaf_reports_each_tool_call_as_it_happens() {
+        let model = MockChat::replying(vec![
+            calls(&[
+                ("c1", "upper", json!({"text": "a"})),
+                ("c2", "upper", json!({"bad": 1})),
+            ]),
+            text("done", 1, 1),
+        ]);
+        let backend = AgentBackend::new(model, config(), tools());
+        let notes = Notes::default();
+        let reply = backend
+            .call_observed(&request(json!("go")), &notes)
+            .await
+            .unwrap();
+        assert_eq!(reply.value, json!("done"));
+        let notes = notes.0.into_inner().unwrap();
+        assert_eq!(notes.len(), 4, "{notes:?}");
+        assert_eq!(notes[..3], ["called upper", "upper ok", "called upper"]);
+        assert!(notes[3].starts_with("upper failed: ") && notes[3].contains("invalid arguments"));
+        // Through the offline wrapper too.
+        let model = MockChat::replying(vec![
+            calls(&[("c1", "upper", json!({"text": "b"}))]),
+            text("x", 1, 1),
+        ]);
+        let checked = CheckedBackend::new(
+            Arc::new(AgentBackend::new(model, config(), tools())),
+            config(),
+            tools(),
+        );
+        let notes = Notes::default();
+        checked
+            .call_observed(&request(json!("go")), &notes)
+            .await
+            .unwrap();
+        assert_eq!(notes.0.into_inner().unwrap(), ["called upper", "upper ok"]);
     }
 
     #[tokio::test]

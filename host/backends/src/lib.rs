@@ -186,6 +186,20 @@ impl BackendError {
     }
 }
 
+/// What a leaf reports while it works, besides its reply: the host tools it calls. Every
+/// method has an empty default.
+pub trait LeafObserver: Send + Sync + fmt::Debug {
+    /// The leaf called host tool `name`.
+    fn tool_called(&self, name: &str) {
+        let _ = name;
+    }
+
+    /// Host tool `name` returned after `duration`; `error` says why when it failed.
+    fn tool_finished(&self, name: &str, duration: std::time::Duration, error: Option<&str>) {
+        let _ = (name, duration, error);
+    }
+}
+
 /// Something that answers leaf agent calls.
 ///
 /// Implementations must be cheap to call concurrently: the runtime calls `call` from many
@@ -194,6 +208,17 @@ impl BackendError {
 pub trait LeafBackend: Send + Sync + fmt::Debug {
     /// Answers one leaf call.
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError>;
+
+    /// Answers one leaf call, telling `observer` about its tool calls as they happen. The
+    /// default has nothing to tell and is [`Self::call`].
+    async fn call_observed(
+        &self,
+        request: &LeafRequest,
+        observer: &dyn LeafObserver,
+    ) -> Result<LeafReply, BackendError> {
+        let _ = observer;
+        self.call(request).await
+    }
 
     /// Refuses a request before the leaf starts (an unknown model profile, tool or agent
     /// type); the script sees the message as a `ValueError`. Accepts everything by default.

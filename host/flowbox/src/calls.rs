@@ -16,7 +16,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowbox_backends::{BackendError, LeafBackend, LeafReply, LeafRequest, ToolSet, Usage};
+use flowbox_backends::{
+    BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, ToolSet, Usage,
+};
 use flowbox_store::{CallKind, Entry, EntryOutcome};
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -362,7 +364,11 @@ impl Calls {
             let _slot = slots.acquire_owned().await;
             events.emit(|| leaf_started(&leaf, path));
             let started = Instant::now();
-            let result = AssertUnwindSafe(backend.call(&leaf))
+            let tools = LeafTools {
+                events: Arc::clone(&events),
+                call_id: leaf.call_id,
+            };
+            let result = AssertUnwindSafe(backend.call_observed(&leaf, &tools))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| Err(BackendError::Panicked(panic_message(&*panic))));
@@ -574,6 +580,32 @@ impl Calls {
 
 /// What identifies an agent request in the journal: everything the script chose, nothing the
 /// runtime assigned (the handle, the idempotency key, the tree position).
+/// Publishes the host tool calls a leaf agent makes in its own loop.
+#[derive(Debug)]
+struct LeafTools {
+    events: Arc<RunEvents>,
+    call_id: u64,
+}
+
+impl LeafObserver for LeafTools {
+    fn tool_called(&self, name: &str) {
+        self.events.emit(|| EventKind::LeafToolCalled {
+            call_id: self.call_id,
+            name: name.to_owned(),
+        });
+    }
+
+    fn tool_finished(&self, name: &str, duration: Duration, error: Option<&str>) {
+        self.events.emit(|| EventKind::LeafToolFinished {
+            call_id: self.call_id,
+            name: name.to_owned(),
+            ok: error.is_none(),
+            duration_ms: millis(duration),
+            error: error.map(str::to_owned),
+        });
+    }
+}
+
 fn agent_request_json(leaf: &LeafRequest) -> Value {
     json!({
         "kind": "agent",

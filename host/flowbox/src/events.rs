@@ -94,6 +94,27 @@ pub enum EventKind {
         /// The error message, when it failed.
         error: Option<String>,
     },
+    /// A leaf agent called one of its host tools (in its own loop, not the script's
+    /// `call_tool`).
+    LeafToolCalled {
+        /// The leaf's handle within the run.
+        call_id: u64,
+        /// The tool's name.
+        name: String,
+    },
+    /// A host tool a leaf agent called returned.
+    LeafToolFinished {
+        /// The leaf's handle within the run.
+        call_id: u64,
+        /// The tool's name.
+        name: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// How long it took, in milliseconds.
+        duration_ms: u64,
+        /// The error message, when it failed.
+        error: Option<String>,
+    },
     /// A host tool was called by the script.
     ToolCalled {
         /// The call's handle within the run.
