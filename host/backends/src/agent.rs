@@ -28,6 +28,7 @@ pub const DEFAULT_BASE_PROMPT: &str = "You are a careful, capable assistant.";
 
 /// A named leaf template a script selects with `agent_type=`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AgentTemplate {
     /// Its base prompt (instead of the default one).
     pub base_prompt: String,

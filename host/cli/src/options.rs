@@ -10,8 +10,8 @@ use anyhow::Context;
 use clap::Args;
 use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
 use flowbox::{
-    AgentBackend, AgentConfig, ChatModel, CheckedBackend, FakeBackend, FakeChat, LeafBackend,
-    Limits, ReadRoots, ScriptedBackend, SqliteStore, ToolSet,
+    AgentBackend, AgentConfig, AgentTemplate, ChatModel, CheckedBackend, FakeBackend, FakeChat,
+    LeafBackend, Limits, ReadRoots, ScriptedBackend, SqliteStore, ToolSet,
 };
 
 /// Which backend answers leaf calls.
@@ -101,6 +101,10 @@ pub(crate) struct RunOptions {
     /// profiles, never provider models directly.
     #[arg(long = "profile", value_name = "NAME=MODEL")]
     pub profiles: Vec<Profile>,
+    /// Leaf templates scripts select with `agent_type=NAME`: a JSON file mapping each NAME to
+    /// {"base_prompt", "model"? (a profile or a provider model), "tools"? (granted tools)}.
+    #[arg(long, value_name = "FILE")]
+    pub agent_types: Option<PathBuf>,
     /// Grant read access to a directory (repeatable): `read_file` and `list_dir` then work for
     /// leaves and for scripts' `call_tool`, confined to it.
     #[arg(long = "allow-read", value_name = "DIR")]
@@ -243,7 +247,7 @@ impl RunOptions {
         let (leaf, root, root_model_id): (Arc<dyn LeafBackend>, Arc<dyn ChatModel>, String) =
             match &self.backend {
                 BackendChoice::Fake => (
-                    self.offline(Arc::new(FakeBackend::new()), &tools),
+                    self.offline(Arc::new(FakeBackend::new()), &tools)?,
                     Arc::new(FakeChat::new()),
                     "fake".into(),
                 ),
@@ -251,14 +255,14 @@ impl RunOptions {
                     let scripted = ScriptedBackend::from_file(path)?;
                     let root = Arc::new(scripted.root_model());
                     (
-                        self.offline(Arc::new(scripted), &tools),
+                        self.offline(Arc::new(scripted), &tools)?,
                         root,
                         "scripted".into(),
                     )
                 }
                 BackendChoice::OpenAi | BackendChoice::Anthropic => {
                     let model = self.chat_model()?;
-                    let config = self.agent_config()?;
+                    let config = self.agent_config(&tools)?;
                     let id = config.model.clone();
                     let leaf = AgentBackend::new(Arc::clone(&model), config, tools.clone());
                     (Arc::new(leaf), model, id)
@@ -273,13 +277,42 @@ impl RunOptions {
     }
 
     /// An offline leaf backend that refuses what a real one would: profiles not given with
-    /// `--profile`, tools not granted, any `agent_type` (the CLI registers no templates).
-    fn offline(&self, backend: Arc<dyn LeafBackend>, tools: &ToolSet) -> Arc<dyn LeafBackend> {
+    /// `--profile`, tools not granted, agent types not in `--agent-types`.
+    fn offline(
+        &self,
+        backend: Arc<dyn LeafBackend>,
+        tools: &ToolSet,
+    ) -> anyhow::Result<Arc<dyn LeafBackend>> {
         let config = AgentConfig {
             profiles: self.profile_map(),
+            templates: self.templates(tools)?,
             ..AgentConfig::default()
         };
-        Arc::new(CheckedBackend::new(backend, config, tools.clone()))
+        Ok(Arc::new(CheckedBackend::new(
+            backend,
+            config,
+            tools.clone(),
+        )))
+    }
+
+    /// The `--agent-types` file's templates, their tool lists checked against `tools`. Being
+    /// the host's own configuration, a template may name a provider model directly.
+    fn templates(&self, tools: &ToolSet) -> anyhow::Result<BTreeMap<String, AgentTemplate>> {
+        let Some(path) = &self.agent_types else {
+            return Ok(BTreeMap::new());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --agent-types {}", path.display()))?;
+        let templates: BTreeMap<String, AgentTemplate> = serde_json::from_str(&text)
+            .with_context(|| format!("--agent-types {} is not valid", path.display()))?;
+        for (name, template) in &templates {
+            if let Some(names) = &template.tools {
+                tools
+                    .select(names)
+                    .with_context(|| format!("agent type {name:?} names a tool not granted"))?;
+            }
+        }
+        Ok(templates)
     }
 
     /// The `--profile` flags as profile name → provider model id.
@@ -308,14 +341,15 @@ impl RunOptions {
         })
     }
 
-    /// The leaf agents' model and profiles.
-    fn agent_config(&self) -> anyhow::Result<AgentConfig> {
+    /// The leaf agents' model, profiles and templates.
+    fn agent_config(&self, tools: &ToolSet) -> anyhow::Result<AgentConfig> {
         let model = self.model.clone().ok_or_else(|| {
             anyhow::anyhow!("the openai and anthropic backends need --model (or FLOWBOX_MODEL)")
         })?;
         Ok(AgentConfig {
             model,
             profiles: self.profile_map(),
+            templates: self.templates(tools)?,
             ..AgentConfig::default()
         })
     }

@@ -230,6 +230,74 @@ fn a_memory_cap_below_the_interpreters_start_is_refused_and_the_thread_stays_ope
 }
 
 #[test]
+fn offline_leaves_follow_the_same_allowlists_as_real_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let critic = script(
+        &dir,
+        "critic.py",
+        "return await agent('review this', agent_type='critic', model='fast')\n",
+    );
+    // Without templates and profiles, the fake backend refuses what a real one would.
+    let refused = flowbox(&["run", &critic, "--json", "--no-journal"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let message = stdout_json(&refused)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("unknown agent_type \"critic\""),
+        "{message}"
+    );
+
+    let types = script(
+        &dir,
+        "types.json",
+        r#"{"critic": {"base_prompt": "You criticise.", "tools": []}}"#,
+    );
+    let args = [
+        "run",
+        &critic,
+        "--json",
+        "--no-journal",
+        "--agent-types",
+        &types,
+    ];
+    let unprofiled = stdout_json(&flowbox(&args));
+    assert!(
+        unprofiled["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown model profile \"fast\""),
+        "{unprofiled}"
+    );
+    let output = flowbox(&[&args[..], &["--profile", "fast=small"]].concat());
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_eq!(stdout_json(&output)["result"], "[fake critic] review this");
+
+    // A template naming a tool that was not granted, or a malformed file, is refused up front.
+    let greedy = script(
+        &dir,
+        "greedy.json",
+        r#"{"critic": {"base_prompt": "x", "tools": ["read_file"]}}"#,
+    );
+    let output = flowbox(&["run", &critic, "--json", "--agent-types", &greedy]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stdout_json(&output)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("names a tool not granted"),
+    );
+    let typo = script(&dir, "typo.json", r#"{"critic": {"prompt": "x"}}"#);
+    let output = flowbox(&["run", &critic, "--json", "--agent-types", &typo]);
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
 fn limits_load_from_a_file_and_flags_override_it() {
     let dir = tempfile::tempdir().unwrap();
     let fan = script(
