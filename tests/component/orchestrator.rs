@@ -325,3 +325,64 @@ async fn thread_names_the_model_chooses_stay_inside_its_conversation() {
     assert!(store.load("conv-a.step-1").await.unwrap().is_some());
     assert!(store.load("step-1").await.unwrap().is_none());
 }
+
+/// A host tool of the root agent's: the team's calendar.
+#[derive(Debug)]
+struct Calendar;
+
+#[async_trait::async_trait]
+impl Tool for Calendar {
+    fn spec(&self) -> flowbox::ToolSpec {
+        flowbox::ToolSpec {
+            name: "calendar".into(),
+            description: "The team's next release date.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    async fn call(&self, _: Value) -> Result<Value, flowbox::ToolError> {
+        Ok(json!("2026-12-01"))
+    }
+}
+
+#[tokio::test]
+async fn leaves_inherit_the_root_agents_model_and_tools_by_default() {
+    // One scripted model plays the root and, in between, the workflow's leaf.
+    let model = RootModel::new(vec![
+        run_workflow("return await agent('When do we release?')"),
+        say("On 2026-12-01."),
+        say("We release on 2026-12-01."),
+    ]);
+    let mut tools = flowbox::ToolSet::new();
+    tools.insert(Arc::new(Calendar)).unwrap();
+    let orchestrator = Orchestrator::builder(model.clone(), "root-model")
+        .tools(tools)
+        .runtime(Runtime::builder().cache_dir(root().join("target").join("flowbox-cache")))
+        .build()
+        .unwrap();
+    let answer = orchestrator.ask("When is the release?").await.unwrap();
+    assert_eq!(answer.text, "We release on 2026-12-01.");
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    let names = |request: &ChatRequest| -> Vec<String> {
+        request.tools.iter().map(|t| t.name.clone()).collect()
+    };
+    assert_eq!(names(&requests[0]), ["calendar", RUN_WORKFLOW]);
+    // The leaf: the root's model id and its tools, without run_workflow, and a leaf's prompt.
+    let leaf = &requests[1];
+    assert_eq!(leaf.model, "root-model");
+    assert_eq!(names(leaf), ["calendar"]);
+    assert!(
+        leaf.system.contains(flowbox::LEAF_ADDENDUM),
+        "{}",
+        leaf.system
+    );
+    assert_eq!(
+        leaf.messages,
+        vec![Message::User {
+            text: "When do we release?".into()
+        }]
+    );
+    assert_eq!(tool_output(&requests[2])["result"], "On 2026-12-01.");
+}

@@ -50,9 +50,9 @@ pub use error::{RunError, ScriptError, ScriptErrorKind};
 pub use events::{ErrorInfo, Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
     AgentBackend, AgentConfig, AgentTemplate, BackendError, ChatModel, ChatRequest, ChatResponse,
-    CheckedBackend, Conversation, FakeBackend, FakeChat, LeafBackend, LeafObserver, LeafReply,
-    LeafRequest, Message, ReadRoots, ScriptedBackend, ScriptedChat, Tool, ToolCall, ToolError,
-    ToolSet, ToolSpec, Usage, preview,
+    CheckedBackend, Conversation, DEFAULT_BASE_PROMPT, FakeBackend, FakeChat, LEAF_ADDENDUM,
+    LeafBackend, LeafObserver, LeafReply, LeafRequest, Message, ReadRoots, ScriptedBackend,
+    ScriptedChat, Tool, ToolCall, ToolError, ToolSet, ToolSpec, Usage, preview,
 };
 pub use flowbox_store::{
     CallKind, CheckpointStore, Durability, EntryOutcome, MemoryStore, RunListing, RunStatus,
