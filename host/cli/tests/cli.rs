@@ -771,6 +771,12 @@ impl ChatServer {
             json!({"role": "assistant", "content": format!("the file says {}", tool["content"].as_str().unwrap())})
         } else if request.get("response_format").is_some() {
             json!({"role": "assistant", "content": "{\"score\": 4}"})
+        } else if user.contains("plan a workflow") {
+            let script = json!({"script": "return await agent('inner leaf')"}).to_string();
+            json!({"role": "assistant", "content": null, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "run_workflow", "arguments": script}
+            }]})
         } else if user.contains("use the tool") {
             json!({"role": "assistant", "content": null, "tool_calls": [{
                 "id": "call_1", "type": "function",
@@ -781,6 +787,65 @@ impl ChatServer {
         };
         json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage})
     }
+}
+
+#[test]
+fn ask_over_an_openai_compatible_server() {
+    let server = ChatServer::start();
+    let output = command(&[
+        "ask",
+        "plan a workflow for this",
+        "--backend",
+        "openai",
+        "--model",
+        "root-m",
+        "--base-url",
+        &server.url,
+        "--no-journal",
+        "--json",
+    ])
+    .env("OPENAI_API_KEY", "sk-ask-secret")
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out = stdout_json(&output);
+    let answer = out["answer"].as_str().unwrap();
+    // The root model got the workflow's output back and answered from it.
+    assert!(answer.starts_with("the file says"), "{answer}");
+    assert!(answer.contains("inner leaf via root-m"), "{answer}");
+    assert_eq!(out["workflows"].as_array().unwrap().len(), 1, "{out}");
+    assert!(!stdout.contains("sk-ask-secret"));
+
+    let requests = server.requests.lock().unwrap();
+    assert_eq!(requests.len(), 3);
+    let tool_names = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(tool_names(&requests[0].2), ["run_workflow"]);
+    assert_eq!(requests[1].2["messages"][1]["content"], "inner leaf");
+    assert_eq!(requests[1].2["model"], "root-m");
+    assert!(tool_names(&requests[1].2).is_empty());
+    assert_eq!(
+        requests[2].2["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["role"],
+        "tool"
+    );
 }
 
 #[test]
