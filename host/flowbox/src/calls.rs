@@ -1,15 +1,16 @@
 //! A run's calls in flight: caps, budget, concurrency, the journal, and the completions the
 //! guest awaits.
 //!
-//! `start_agent` checks the lifetime cap and the token budget, then adds a call that waits for
-//! a concurrency slot and calls the backend — unless a resumed run's journal or a leaf cache
-//! already holds the answer. The calls are futures the run itself polls — once when they
-//! start, so a leaf takes its slot and reaches its backend at once, then whenever the guest
-//! waits in `await_next` (the guest is glue: it waits almost all of the time) — not tasks of
-//! their own: a leaf that answers at once then costs no task, no channel and no wake-up of
-//! another worker thread. `await_next` hands the guest every finished call at once, in the order they
-//! finished, journals them first, and only then counts their tokens, so the budget a script
-//! sees depends on nothing but the completions it received (which is what makes replay exact).
+//! `start_agent` checks the lifetime cap and the token budget, then starts a call that waits
+//! for a concurrency slot and calls the backend — unless a resumed run's journal or a leaf cache
+//! already holds the answer. A call is polled once where it starts: one that answers at once (an
+//! offline backend, a tool reading a file) is done there, with no task, channel or wake-up of
+//! another worker thread. One still waiting (on a slot, a timer, the network) becomes a task of
+//! its own, so it makes progress — and frees its slot for the next — even while the guest is
+//! busy, and reports through a channel. `await_next` hands the guest every finished call at
+//! once, in the order they finished, journals them first, and only then counts their tokens, so
+//! the budget a script sees depends on nothing but the completions it received (which is what
+//! makes replay exact).
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -20,11 +21,11 @@ use flowbox_backends::{
     BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, ToolSet, Usage,
 };
 use flowbox_store::{CallKind, Entry, EntryOutcome};
+use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, mpsc};
+use tokio::task::JoinSet;
 
 use crate::RunError;
 use crate::bindings::host::ErrorKind;
@@ -89,11 +90,14 @@ pub(crate) struct Calls {
     tools: ToolSet,
     events: Arc<RunEvents>,
     slots: Arc<Semaphore>,
-    /// Every call not yet finished. Dropping them cancels them: a run that ends (or times
-    /// out) cancels its leaves.
-    pending: FuturesUnordered<BoxFuture<'static, Finished>>,
-    /// Calls that finished while the guest was busy, in finishing order.
+    /// Calls that finished where they started, in finishing order.
     finished: VecDeque<Finished>,
+    /// Calls that did not, as tasks; dropping the set aborts them: a run that ends (or times
+    /// out) cancels its leaves.
+    tasks: JoinSet<()>,
+    /// Where those tasks report.
+    sender: mpsc::UnboundedSender<Finished>,
+    receiver: mpsc::UnboundedReceiver<Finished>,
     thread_id: String,
     next_handle: u64,
     in_flight: HashMap<u64, InFlight>,
@@ -129,13 +133,16 @@ impl Calls {
         settings: CallSettings,
         durability: Durability,
     ) -> Self {
+        let (sender, receiver) = mpsc::unbounded_channel();
         Self {
             backend,
             tools,
             events,
             slots: Arc::new(Semaphore::new(settings.max_concurrency.max(1))),
-            pending: FuturesUnordered::new(),
             finished: VecDeque::new(),
+            tasks: JoinSet::new(),
+            sender,
+            receiver,
             thread_id: settings.thread_id,
             next_handle: 1,
             in_flight: HashMap::new(),
@@ -318,7 +325,7 @@ impl Calls {
         let tools = self.tools.clone();
         let events = Arc::clone(&self.events);
         let slots = Arc::clone(&self.slots);
-        self.pending.push(Box::pin(async move {
+        self.start(Box::pin(async move {
             // Tools share the run's concurrency slots with leaves.
             let _slot = slots.acquire_owned().await;
             let started = Instant::now();
@@ -350,7 +357,6 @@ impl Calls {
                 duration,
             }
         }));
-        self.progress();
         Ok(Ok(handle))
     }
 
@@ -359,7 +365,7 @@ impl Calls {
         let backend = Arc::clone(&self.backend);
         let events = Arc::clone(&self.events);
         let slots = Arc::clone(&self.slots);
-        self.pending.push(Box::pin(async move {
+        self.start(Box::pin(async move {
             // The semaphore lives as long as the run; it is never closed.
             let _slot = slots.acquire_owned().await;
             events.emit(|| leaf_started(&leaf, path));
@@ -386,27 +392,35 @@ impl Calls {
                 duration,
             }
         }));
-        self.progress();
     }
 
-    /// Lets every call that can move do so now — a new call takes its slot and reaches its
-    /// backend without waiting for the guest to await; calls that finish wait in `finished`.
-    fn progress(&mut self) {
-        while let Some(Some(done)) = self.pending.next().now_or_never() {
+    /// Polls a new call once, here: done at once, it waits in `finished`; otherwise it
+    /// becomes a task that reports when it is.
+    fn start(&mut self, mut call: BoxFuture<'static, Finished>) {
+        // Unconstrained by tokio's cooperative budget: a script starting a thousand leaves in
+        // one go would otherwise see every one after the 128th refused a slot "to yield".
+        if let Some(done) = tokio::task::unconstrained(&mut call).now_or_never() {
             self.finished.push_back(done);
+            return;
         }
+        let sender = self.sender.clone();
+        self.tasks.spawn(async move {
+            let done = call.await;
+            // The receiver lives in the run; if the run is gone nobody needs the result.
+            let _ = sender.send(done);
+        });
     }
 
-    /// The next call to finish: one that already has, else the first of those pending.
+    /// The next call to finish: one that already has, else the first task to report.
     async fn next_finished(&mut self) -> Finished {
         match self.finished.pop_front() {
             Some(done) => done,
             // Every call in flight that the journal does not answer is in one of the two.
             None => self
-                .pending
-                .next()
+                .receiver
+                .recv()
                 .await
-                .expect("a call in flight is pending"),
+                .expect("the run holds a sender, so the channel stays open"),
         }
     }
 
@@ -463,7 +477,7 @@ impl Calls {
                 next = self
                     .finished
                     .pop_front()
-                    .or_else(|| self.pending.next().now_or_never().flatten());
+                    .or_else(|| self.receiver.try_recv().ok());
             }
         }
         if let Some(journal) = &mut self.durability.journal {
