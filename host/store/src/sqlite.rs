@@ -112,10 +112,10 @@ impl SqliteStore {
             Durability::Process => "NORMAL",
             Durability::PowerLoss => "FULL",
         };
+        enter_wal_mode(&path, &connection)?;
         connection
             .execute_batch(&format!(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
-                 PRAGMA foreign_keys = ON;"
+                "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
             ))
             .map_err(|e| classify(&path, e))?;
         migrate(&path, &connection)?;
@@ -181,6 +181,26 @@ impl SqliteStore {
     }
 }
 
+/// Switches a new file to WAL mode (a no-op for one already in it). The switch needs the file
+/// to itself, and SQLite reports a concurrent opener doing the same as busy without waiting,
+/// so wait here, as the busy timeout would.
+fn enter_wal_mode(path: &Path, connection: &Connection) -> Result<(), StoreError> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match connection.query_row("PRAGMA journal_mode = WAL", [], |row| {
+            row.get::<_, String>(0)
+        }) {
+            Ok(_) => return Ok(()),
+            Err(error) => match classify(path, error) {
+                StoreError::Locked { .. } if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                other => return Err(other),
+            },
+        }
+    }
+}
+
 fn migrate(path: &Path, connection: &Connection) -> Result<(), StoreError> {
     let version: u32 = connection
         .query_row("PRAGMA user_version", [], |row| row.get(0))
@@ -207,11 +227,25 @@ fn migrate(path: &Path, connection: &Connection) -> Result<(), StoreError> {
     }
     for (from, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let to = from + 1;
+        // Another process may be opening the same new file: take the write lock, then look
+        // again, so that each step runs exactly once.
         connection
-            .execute_batch(&format!(
-                "BEGIN IMMEDIATE; {migration}; PRAGMA user_version = {to}; COMMIT;"
-            ))
+            .execute_batch("BEGIN IMMEDIATE")
             .map_err(|e| classify(path, e))?;
+        let step = connection
+            .query_row("PRAGMA user_version", [], |row| row.get::<_, u32>(0))
+            .and_then(|now| {
+                if now as usize >= to {
+                    return Ok(());
+                }
+                connection.execute_batch(&format!("{migration}; PRAGMA user_version = {to};"))
+            })
+            .and_then(|()| connection.execute_batch("COMMIT"));
+        if let Err(error) = step {
+            // Nothing of the step stays; the error is what the caller needs to see.
+            let _ = connection.execute_batch("ROLLBACK");
+            return Err(classify(path, error));
+        }
     }
     Ok(())
 }
@@ -742,6 +776,27 @@ mod tests {
         );
         holder.execute_batch("ROLLBACK;").unwrap();
         store.append("t", &[entry(0, 0)]).await.unwrap();
+    }
+
+    #[test]
+    fn many_openers_of_one_new_file_create_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..20 {
+            let path = dir.path().join(format!("journal-{round}.db"));
+            let start = Arc::new(std::sync::Barrier::new(6));
+            let openers: Vec<_> = (0..6)
+                .map(|_| {
+                    let (path, start) = (path.clone(), Arc::clone(&start));
+                    std::thread::spawn(move || {
+                        start.wait();
+                        SqliteStore::open(&path).map(|_| ())
+                    })
+                })
+                .collect();
+            for opener in openers {
+                opener.join().unwrap().unwrap();
+            }
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
