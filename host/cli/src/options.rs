@@ -10,9 +10,12 @@ use anyhow::Context;
 use clap::Args;
 use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
 use flowbox::{
-    AgentBackend, AgentConfig, AgentTemplate, ChatModel, CheckedBackend, FakeBackend, FakeChat,
-    LeafBackend, Limits, ReadRoots, ScriptedBackend, SqliteStore, ToolSet,
+    AgentBackend, AgentConfig, AgentTemplate, ChatModel, CheckedBackend, CheckpointStore,
+    FakeBackend, FakeChat, LeafBackend, Limits, ReadRoots, ScriptedBackend, SqliteStore, StoredRun,
+    ToolSet,
 };
+
+use crate::Failure;
 
 /// Which backend answers leaf calls.
 #[derive(Debug, Clone)]
@@ -382,6 +385,18 @@ impl JournalOptions {
         let path = self.path()?;
         Ok(SqliteStore::open(&path)?)
     }
+}
+
+/// A journaled thread, or an input error saying there is none.
+pub(crate) async fn load_thread(
+    store: &dyn CheckpointStore,
+    thread: &str,
+) -> Result<StoredRun, Failure> {
+    store
+        .load(thread)
+        .await
+        .map_err(|e| Failure::input(anyhow::Error::new(e)))?
+        .ok_or_else(|| Failure::input(anyhow::anyhow!("no thread {thread} in the journal")))
 }
 
 /// `$XDG_DATA_HOME/flowbox/journal.db`, else `~/.local/share/flowbox/journal.db`

@@ -4,7 +4,7 @@
 use clap::Args;
 
 use crate::Failure;
-use crate::options::{JournalOptions, RunOptions};
+use crate::options::{JournalOptions, RunOptions, load_thread};
 use crate::run::{build_runtime, report, with_progress};
 
 /// Arguments of `flowbox resume`.
@@ -33,13 +33,7 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
     // Flags adjust the thread's own limits; without flags the runtime applies them as they are.
     let limits = match runtime.store() {
         Some(store) if args.options.sets_limits() => {
-            let run = store
-                .load(&args.thread)
-                .await
-                .map_err(|e| Failure::input(anyhow::Error::new(e)))?
-                .ok_or_else(|| {
-                    Failure::input(anyhow::anyhow!("no thread {} in the journal", args.thread))
-                })?;
+            let run = load_thread(store.as_ref(), &args.thread).await?;
             let recorded = serde_json::from_value(run.header.limits)
                 .map_err(|e| Failure::input(anyhow::anyhow!("unreadable thread limits: {e}")))?;
             Some(args.options.limits_over(recorded).map_err(Failure::input)?)

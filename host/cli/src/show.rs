@@ -1,11 +1,11 @@
 //! `flowbox show ID`: one thread's header, journal and outcome.
 
 use clap::Args;
-use flowbox::{CheckpointStore, EntryOutcome, UtcTime};
+use flowbox::{EntryOutcome, UtcTime};
 use serde_json::{Value, json};
 
 use crate::Failure;
-use crate::options::JournalOptions;
+use crate::options::{JournalOptions, load_thread};
 use crate::text::terminal_safe;
 
 /// Arguments of `flowbox show`.
@@ -22,13 +22,7 @@ pub(crate) struct ShowArgs {
 
 pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
     let store = args.journal.open().map_err(Failure::input)?;
-    let run = store
-        .load(&args.thread)
-        .await
-        .map_err(|e| Failure::input(anyhow::Error::new(e)))?
-        .ok_or_else(|| {
-            Failure::input(anyhow::anyhow!("no thread {} in the journal", args.thread))
-        })?;
+    let run = load_thread(&store, &args.thread).await?;
     if args.json {
         let out = json!({
             "header": run.header,
