@@ -25,7 +25,7 @@ pub(crate) struct AskArgs {
     no_guidance: bool,
     /// Print one JSON object: {"answer", "conversation_id", "workflows", "usage", "turns"}.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Write every event of the workflows as JSON Lines to FILE, or to stdout with `-`.
     #[arg(long, value_name = "FILE|-")]
     events: Option<PathBuf>,
@@ -36,12 +36,6 @@ pub(crate) struct AskArgs {
     options: RunOptions,
     #[command(flatten)]
     journal: JournalOptions,
-}
-
-impl AskArgs {
-    pub(crate) fn json(&self) -> bool {
-        self.json
-    }
 }
 
 pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {

@@ -59,9 +59,9 @@ impl Command {
     /// Whether the command was asked for exactly one JSON object on stdout.
     fn json(&self) -> bool {
         match self {
-            Self::Run(args) => args.json(),
-            Self::Resume(args) => args.json(),
-            Self::Ask(args) => args.json(),
+            Self::Run(args) => args.json,
+            Self::Resume(args) => args.json,
+            Self::Ask(args) => args.json,
             Self::Threads(_) | Self::Show(_) | Self::Check(_) | Self::Workflows(_) => false,
         }
     }

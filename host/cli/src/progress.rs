@@ -50,7 +50,7 @@ impl Display {
     }
 }
 
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq)]
 struct State {
     name: Option<String>,
     phase: Option<String>,
@@ -120,5 +120,36 @@ impl State {
         let mut stderr = std::io::stderr().lock();
         let _ = write!(stderr, "\r\x1b[2K");
         let _ = stderr.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_run_of_a_root_agent_starts_from_a_clean_line() {
+        let mut state = State::default();
+        state.apply(EventKind::RunStarted {
+            name: Some("first".into()),
+            phases: vec![],
+        });
+        state.apply(EventKind::Phase {
+            title: "review".into(),
+        });
+        state.apply(EventKind::LeafStarted {
+            call_id: 1,
+            label: None,
+            agent_type: None,
+            prompt_preview: "x".into(),
+            path: vec![],
+        });
+        assert_eq!((state.running, state.phase.as_deref()), (1, Some("review")));
+        state.apply(EventKind::RunFinished {
+            ok: true,
+            summary: Box::default(),
+            error: None,
+        });
+        assert_eq!(state, State::default());
     }
 }

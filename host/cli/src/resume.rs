@@ -14,18 +14,12 @@ pub(crate) struct ResumeArgs {
     thread: String,
     /// Print exactly one JSON object: {"ok", "result", "error", "summary"}.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Backend and limits; limits not given on the command line are the thread's own.
     #[command(flatten)]
     options: RunOptions,
     #[command(flatten)]
     journal: JournalOptions,
-}
-
-impl ResumeArgs {
-    pub(crate) fn json(&self) -> bool {
-        self.json
-    }
 }
 
 pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {

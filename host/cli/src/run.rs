@@ -35,7 +35,7 @@ pub(crate) struct RunArgs {
     no_journal: bool,
     /// Print exactly one JSON object: {"ok", "result", "error", "summary"}.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
     /// Write every event of the run as JSON Lines to FILE, or to stdout with `-`.
     #[arg(long, value_name = "FILE|-")]
     events: Option<PathBuf>,
@@ -43,12 +43,6 @@ pub(crate) struct RunArgs {
     options: RunOptions,
     #[command(flatten)]
     journal: JournalOptions,
-}
-
-impl RunArgs {
-    pub(crate) fn json(&self) -> bool {
-        self.json
-    }
 }
 
 pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {

@@ -411,9 +411,16 @@ impl Calls {
         });
     }
 
-    /// The next call to finish: one that already has, else the first task to report.
+    /// A call that has finished, if any: one done where it started, else a task's report.
+    fn try_finished(&mut self) -> Option<Finished> {
+        self.finished
+            .pop_front()
+            .or_else(|| self.receiver.try_recv().ok())
+    }
+
+    /// The next call to finish, waiting for a task to report if none has.
     async fn next_finished(&mut self) -> Finished {
-        match self.finished.pop_front() {
+        match self.try_finished() {
             Some(done) => done,
             // Every call in flight that the journal does not answer is in one of the two.
             None => self
@@ -474,10 +481,7 @@ impl Calls {
             self.count(usage);
             completions.push(completion);
             if batch_bytes < BATCH_MESSAGES.saturating_mul(self.max_reply_bytes) {
-                next = self
-                    .finished
-                    .pop_front()
-                    .or_else(|| self.receiver.try_recv().ok());
+                next = self.try_finished();
             }
         }
         if let Some(journal) = &mut self.durability.journal {
@@ -592,8 +596,6 @@ impl Calls {
     }
 }
 
-/// What identifies an agent request in the journal: everything the script chose, nothing the
-/// runtime assigned (the handle, the idempotency key, the tree position).
 /// Publishes the host tool calls a leaf agent makes in its own loop.
 #[derive(Debug)]
 struct LeafTools {
@@ -620,6 +622,8 @@ impl LeafObserver for LeafTools {
     }
 }
 
+/// What identifies an agent request in the journal: everything the script chose, nothing the
+/// runtime assigned (the handle, the idempotency key, the tree position).
 fn agent_request_json(leaf: &LeafRequest) -> Value {
     json!({
         "kind": "agent",
