@@ -198,6 +198,49 @@ async fn an_interrupted_run_calls_only_the_leaves_it_had_not_finished() {
 }
 
 #[tokio::test]
+async fn a_thread_runs_in_one_place_at_a_time() {
+    let store = Arc::new(MemoryStore::new());
+    let backend = Arc::new(CountingBackend::new(Duration::from_millis(200)));
+    let rt = runtime(backend.clone(), store.clone());
+    let script = "return [await agent('one'), await agent('two')]";
+    let first = rt.run_request(RunRequest::new(script).thread_id("shared"));
+    let second = async {
+        // Once the first run has journaled a leaf, a second run of the thread is refused.
+        while store
+            .load("shared")
+            .await
+            .unwrap()
+            .is_none_or(|r| r.entries.is_empty())
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let calls = backend.calls();
+        let refused = rt.resume("shared", None).await;
+        assert_eq!(backend.calls(), calls, "the refused run called the backend");
+        refused
+    };
+    let (first, second) = tokio::join!(first, second);
+    assert_eq!(
+        first.result.unwrap(),
+        json!(["[fake leaf] one", "[fake leaf] two"])
+    );
+    let error = second.result.unwrap_err();
+    assert!(matches!(error, RunError::ThreadInUse(_)), "{error}");
+    assert_eq!((error.kind(), error.exit_code()), ("thread_in_use", 2));
+    assert!(
+        error.to_string().contains("thread shared is being run"),
+        "{error}"
+    );
+    assert_eq!(backend.calls(), 2);
+    // The claim ended with the run.
+    let again = rt.resume("shared", None).await;
+    assert_eq!(
+        again.result.unwrap(),
+        json!(["[fake leaf] one", "[fake leaf] two"])
+    );
+}
+
+#[tokio::test]
 async fn reused_leaves_answer_identical_requests_of_an_edited_script() {
     let store = Arc::new(MemoryStore::new());
     let backend = Arc::new(CountingBackend::new(Duration::ZERO));

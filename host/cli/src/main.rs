@@ -24,7 +24,7 @@ Exit codes:
   1  the script failed (an uncaught exception, a result that is not JSON), or the run could
      not finish (a journal error, a divergence from the journal: resume once fixed)
   2  the input was rejected before running (usage, size, syntax, meta, forbidden construct,
-     unknown thread, a journal that cannot be opened)
+     unknown thread, a thread another run is driving, a journal that cannot be opened)
   3  a limit was breached (fuel, memory, time, stack, output or result size)";
 
 /// Run LLM-written workflow scripts in a bounded, isolated Python sandbox.

@@ -475,8 +475,30 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // While the run is alive, a second process cannot drive the thread too.
+    let rival = flowbox(&[
+        "resume",
+        "killed",
+        "--db",
+        db,
+        "--backend",
+        &backend,
+        "--json",
+    ]);
+    assert_eq!(rival.status.code(), Some(2));
+    let rival = stdout_json(&rival);
+    assert_eq!(rival["error"]["kind"], "thread_in_use", "{rival}");
+    let holder = format!("process {}", child.id());
+    assert!(
+        rival["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&holder),
+        "{rival}"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
+    // The kill released the claim: the resume below goes ahead at once.
     let before = call_log(&log);
     let shown: Value =
         serde_json::from_slice(&flowbox(&["show", "killed", "--db", db, "--json"]).stdout).unwrap();

@@ -94,6 +94,10 @@ pub enum RunError {
     /// No thread has this id in the journal.
     #[error("no thread {0} in the journal")]
     UnknownThread(String),
+    /// Another run — in this process or another — is driving the thread right now; nothing
+    /// was run.
+    #[error("{0}")]
+    ThreadInUse(String),
     /// The thread had already finished with this error; it was not run again.
     #[error("{}{}", .0.message, detail(&.0.line))]
     Recorded(ErrorInfo),
@@ -127,6 +131,7 @@ impl RunError {
             Self::Divergence(_) => "divergence",
             Self::Journal(_) => "journal_failure",
             Self::UnknownThread(_) => "unknown_thread",
+            Self::ThreadInUse(_) => "thread_in_use",
             Self::Recorded(info) => &info.kind,
             Self::Guest(_) => "guest_failure",
             Self::Host(_) => "host_failure",
@@ -172,6 +177,7 @@ const REJECTED_KINDS: &[&str] = &[
     "forbidden",
     "no_entry_point",
     "unknown_thread",
+    "thread_in_use",
     "memory_cap_too_small",
 ];
 

@@ -96,7 +96,10 @@ impl JournalWriter {
 
 /// A store failure as a run error.
 pub(crate) fn journal_error(error: StoreError) -> RunError {
-    RunError::Journal(error.to_string())
+    match error {
+        StoreError::InUse { .. } => RunError::ThreadInUse(error.to_string()),
+        other => RunError::Journal(other.to_string()),
+    }
 }
 
 /// The journaled completions a resumed run must see again, in order.

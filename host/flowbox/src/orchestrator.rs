@@ -354,6 +354,10 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
             "the script held, printed or returned too much; keep less data and return a summary"
         }
         "script_too_large" => "write a shorter script; put instructions in the leaves' prompts",
+        "thread_in_use" => {
+            "another run is using that thread_id; wait for it, or leave thread_id out to start \
+             a new thread"
+        }
         _ => return None,
     })
 }

@@ -14,7 +14,7 @@ use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use flowbox_store::{CheckpointStore, RunEnd, RunHeader, RunStatus};
+use flowbox_store::{CheckpointStore, Claim, RunEnd, RunHeader, RunStatus};
 
 use crate::calls::{CallSettings, Calls, Durability};
 use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
@@ -302,8 +302,9 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         Ok(()) => prepare(shared, &request, thread_id, generated, Arc::clone(&events)).await,
         Err(error) => Err(error),
     };
-    let (plan, args_text) = match prepared {
-        Ok(Prepared::Run(plan, args_text)) => (plan, args_text),
+    // The claim on the thread lasts until its end is journaled.
+    let (plan, args_text, _claim) = match prepared {
+        Ok(Prepared::Run(plan, args_text, claim)) => (plan, args_text, claim),
         Ok(Prepared::Finished(outcome)) => {
             publish_end(&events, &outcome.summary, &outcome.result);
             return outcome;
@@ -398,8 +399,8 @@ fn ends_thread(result: &Result<Value, RunError>) -> bool {
 
 /// What `prepare` decided.
 enum Prepared {
-    /// Run the guest with this plan and these args.
-    Run(Plan, String),
+    /// Run the guest with this plan and these args, holding the thread's claim when journaled.
+    Run(Plan, String, Option<Claim>),
     /// The thread already finished; this is its recorded outcome.
     Finished(RunOutcome),
 }
@@ -433,7 +434,7 @@ async fn prepare(
             ));
         }
         let args_text = check_input(&request.script, &request.args, &plan.limits)?;
-        return Ok(Prepared::Run(plan, args_text));
+        return Ok(Prepared::Run(plan, args_text, None));
     };
     if let Some(from) = &request.reuse_leaves_from {
         let earlier = store
@@ -443,10 +444,13 @@ async fn prepare(
             .ok_or_else(|| RunError::UnknownThread(from.clone()))?;
         plan.durability.cache = Some(LeafCache::new(earlier.entries));
     }
+    // Claimed before it is read, so no other run can move the thread on in between.
+    let mut claim = store.claim(&plan.thread_id).await.map_err(journal_error)?;
     let mut existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
     if existing.is_some() && generated {
         // A generated id names a new thread; on the (astronomically rare) collision, draw again.
         plan.thread_id = crate::thread::new_thread_id();
+        claim = store.claim(&plan.thread_id).await.map_err(journal_error)?;
         existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
     }
     match existing {
@@ -470,7 +474,7 @@ async fn prepare(
                 plan.thread_id.clone(),
                 &[],
             ));
-            Ok(Prepared::Run(plan, args_text))
+            Ok(Prepared::Run(plan, args_text, Some(claim)))
         }
         Some(run) => {
             let header = &run.header;
@@ -509,7 +513,7 @@ async fn prepare(
                 &run.entries,
             ));
             plan.durability.replay = Some(Replay::new(run.entries));
-            Ok(Prepared::Run(plan, args_text))
+            Ok(Prepared::Run(plan, args_text, Some(claim)))
         }
     }
 }

@@ -306,9 +306,42 @@ pub enum StoreError {
         /// The one that was offered.
         got: u64,
     },
+    /// Another run holds the thread right now (see [`CheckpointStore::claim`]).
+    #[error(
+        "thread {thread_id} is being run by {holder} right now; wait for that run to end, \
+         then resume the thread"
+    )]
+    InUse {
+        /// The thread.
+        thread_id: String,
+        /// Who holds it, as far as the store can tell ("process 1234", "another run").
+        holder: String,
+    },
     /// Reading or writing failed for another reason.
     #[error("journal I/O failed: {0}")]
     Io(String),
+}
+
+/// A run's exclusive hold on a thread, from [`CheckpointStore::claim`]. Dropping it lets go;
+/// so does the death of the process that holds it.
+#[must_use = "the thread is released as soon as the claim is dropped"]
+pub struct Claim {
+    _hold: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl Claim {
+    /// A claim that lasts as long as `hold` (whose `Drop` releases the thread).
+    pub fn new(hold: impl std::any::Any + Send + Sync) -> Self {
+        Self {
+            _hold: Box::new(hold),
+        }
+    }
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Claim")
+    }
 }
 
 /// Where flowbox keeps its journals.
@@ -317,6 +350,12 @@ pub enum StoreError {
 /// writes returns only once the write is as durable as the implementation promises.
 #[async_trait::async_trait]
 pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
+    /// Takes `thread_id` for one run until the returned [`Claim`] is dropped, so that two runs
+    /// — in this process or another — never drive one thread at once (both would call the
+    /// backends for its unfinished leaves). Fails with [`StoreError::InUse`] while another
+    /// claim is held. The thread need not exist yet.
+    async fn claim(&self, thread_id: &str) -> Result<Claim, StoreError>;
+
     /// Starts a thread; fails with [`StoreError::ThreadExists`] if the id is taken.
     async fn begin(&self, header: &RunHeader) -> Result<(), StoreError>;
 
@@ -499,5 +538,31 @@ pub(crate) mod contract {
                 created_unix_ms: 1_700_000_000_000,
             }
         );
+    }
+
+    pub async fn claims_are_exclusive(store: &dyn CheckpointStore) {
+        let first = store.claim("c1").await.unwrap();
+        let err = store.claim("c1").await.unwrap_err();
+        assert!(matches!(&err, StoreError::InUse { thread_id, .. } if thread_id == "c1"));
+        assert!(
+            err.to_string().contains("wait for that run to end"),
+            "{err}"
+        );
+        // Other threads are not held up, and a thread that does not exist yet can be claimed.
+        let other = store.claim("c2").await.unwrap();
+        drop(first);
+        let again = store.claim("c1").await.unwrap();
+        drop((again, other));
+        // Finishing a thread while it is claimed is the normal end of a run.
+        store.begin(&header("c3")).await.unwrap();
+        let held = store.claim("c3").await.unwrap();
+        let end = RunEnd {
+            status: RunStatus::Succeeded,
+            outcome: json!({"ok": true}),
+            finished_unix_ms: 1,
+        };
+        store.finish("c3", &end).await.unwrap();
+        drop(held);
+        let _after = store.claim("c3").await.unwrap();
     }
 }

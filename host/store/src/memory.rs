@@ -1,10 +1,11 @@
 //! Journals kept in memory: for tests and for embedders that do not need durability.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use crate::{
-    CheckpointStore, Entry, RunEnd, RunHeader, RunListing, StoreError, StoredRun, WorkflowRecord,
+    CheckpointStore, Claim, Entry, RunEnd, RunHeader, RunListing, StoreError, StoredRun,
+    WorkflowRecord,
 };
 
 /// A [`CheckpointStore`] in memory, lost with the process.
@@ -12,6 +13,20 @@ use crate::{
 pub struct MemoryStore {
     runs: Mutex<HashMap<String, StoredRun>>,
     workflows: Mutex<Vec<WorkflowRecord>>,
+    claimed: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Releases a claimed thread when dropped.
+struct Release {
+    claimed: Arc<Mutex<HashSet<String>>>,
+    thread_id: String,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let mut claimed = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
+        claimed.remove(&self.thread_id);
+    }
 }
 
 impl MemoryStore {
@@ -35,6 +50,20 @@ impl MemoryStore {
 
 #[async_trait::async_trait]
 impl CheckpointStore for MemoryStore {
+    async fn claim(&self, thread_id: &str) -> Result<Claim, StoreError> {
+        let mut claimed = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
+        if !claimed.insert(thread_id.to_owned()) {
+            return Err(StoreError::InUse {
+                thread_id: thread_id.to_owned(),
+                holder: "another run in this process".into(),
+            });
+        }
+        Ok(Claim::new(Release {
+            claimed: Arc::clone(&self.claimed),
+            thread_id: thread_id.to_owned(),
+        }))
+    }
+
     async fn begin(&self, header: &RunHeader) -> Result<(), StoreError> {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
         if runs.contains_key(&header.thread_id) {
@@ -149,5 +178,6 @@ mod tests {
     #[tokio::test]
     async fn keeps_the_store_contract() {
         crate::contract::round_trip(&MemoryStore::new()).await;
+        crate::contract::claims_are_exclusive(&MemoryStore::new()).await;
     }
 }

@@ -6,18 +6,23 @@
 //! survives the process being killed at any instant; with [`Durability::PowerLoss`]
 //! (`synchronous=FULL`) it also survives the machine losing power, at the price of an fsync per
 //! batch. A damaged file or one from a newer flowbox is refused with a clear error and left
-//! untouched, so nothing already journaled is lost.
+//! untouched, so nothing already journaled is lost. A run's claim on a thread is an OS lock on
+//! a lease file in a directory beside the database (`journal.db.leases/`), released when the
+//! run ends or its process dies.
 
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, params};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::{
-    CallKind, CheckpointStore, Entry, EntryOutcome, RunEnd, RunHeader, RunListing, RunStatus,
-    SCHEMA_VERSION, StoreError, StoredRun, WorkflowRecord,
+    CallKind, CheckpointStore, Claim, Entry, EntryOutcome, RunEnd, RunHeader, RunListing,
+    RunStatus, SCHEMA_VERSION, StoreError, StoredRun, WorkflowRecord,
 };
 
 /// How long a writer waits by default for another to finish before reporting the file as
@@ -139,6 +144,16 @@ impl SqliteStore {
         &self.path
     }
 
+    /// The file whose lock is the claim on `thread_id`: in a directory beside the database
+    /// (`journal.db.leases/`), named by a hash of the id so that any id makes a safe name.
+    fn lease_path(&self, thread_id: &str) -> PathBuf {
+        let mut dir = self.path.clone().into_os_string();
+        dir.push(".leases");
+        let digest = Sha256::digest(thread_id.as_bytes());
+        let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        PathBuf::from(dir).join(name)
+    }
+
     /// Runs `action` on the connection. Without fsyncs a journal write is a few microseconds
     /// of page-cache I/O, cheaper done in place than handed to a blocking thread (a hand-off
     /// costs ~100 µs here) — but only when nothing has to wait: if the connection is in use
@@ -178,6 +193,15 @@ impl SqliteStore {
         })
         .await
         .map_err(|e| StoreError::Io(format!("the journal task failed: {e}")))?
+    }
+}
+
+/// Who holds a lease, from the process id its holder wrote.
+fn lease_holder(file: &mut File) -> String {
+    let mut pid = String::new();
+    match file.read_to_string(&mut pid) {
+        Ok(_) if !pid.trim().is_empty() => format!("process {}", pid.trim()),
+        _ => "another process".into(),
     }
 }
 
@@ -311,6 +335,37 @@ fn check_running(connection: &Connection, path: &Path, thread_id: &str) -> Resul
 
 #[async_trait::async_trait]
 impl CheckpointStore for SqliteStore {
+    /// A claim is an OS lock on a lease file beside the database, so it holds between
+    /// processes and ends with the process that holds it, however that process ends. The file
+    /// records the holder's process id for the error a second claimant sees.
+    async fn claim(&self, thread_id: &str) -> Result<Claim, StoreError> {
+        let path = self.lease_path(thread_id);
+        let io = |e: std::io::Error| StoreError::Io(format!("lease {}: {e}", path.display()));
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {
+                file.set_len(0).map_err(io)?;
+                file.rewind().map_err(io)?;
+                write!(file, "{}", std::process::id()).map_err(io)?;
+                Ok(Claim::new(file))
+            }
+            Err(TryLockError::WouldBlock) => Err(StoreError::InUse {
+                thread_id: thread_id.to_owned(),
+                holder: lease_holder(&mut file),
+            }),
+            Err(TryLockError::Error(e)) => Err(io(e)),
+        }
+    }
+
     async fn begin(&self, header: &RunHeader) -> Result<(), StoreError> {
         let header = header.clone();
         self.with(move |connection, path| {
@@ -406,6 +461,7 @@ impl CheckpointStore for SqliteStore {
     }
 
     async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
+        let lease = self.lease_path(thread_id);
         let (thread_id, end) = (thread_id.to_owned(), end.clone());
         self.with(move |connection, path| {
             let transaction = connection
@@ -426,7 +482,11 @@ impl CheckpointStore for SqliteStore {
                 .map_err(|e| classify(path, e))?;
             transaction.commit().map_err(|e| classify(path, e))
         })
-        .await
+        .await?;
+        // A finished thread is never claimed to run again; whoever opened its lease before
+        // this finds the thread finished.
+        let _ = std::fs::remove_file(lease);
+        Ok(())
     }
 
     async fn load(&self, thread_id: &str) -> Result<Option<StoredRun>, StoreError> {
@@ -635,6 +695,42 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path().join("journal.db")).unwrap();
         crate::contract::round_trip(&store).await;
+        crate::contract::claims_are_exclusive(&store).await;
+    }
+
+    #[tokio::test]
+    async fn a_claim_holds_across_stores_on_one_file_and_ends_with_the_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        // Two stores on one file stand for two processes: each has its own lock on the lease.
+        let (one, two) = (
+            SqliteStore::open(&path).unwrap(),
+            SqliteStore::open(&path).unwrap(),
+        );
+        one.begin(&header("t")).await.unwrap();
+        let held = one.claim("t").await.unwrap();
+        let err = two.claim("t").await.unwrap_err();
+        let holder = format!("process {}", std::process::id());
+        assert!(
+            matches!(&err, StoreError::InUse { holder: h, .. } if *h == holder),
+            "{err}"
+        );
+        let lease = one.lease_path("t");
+        assert!(lease.exists());
+        let end = RunEnd {
+            status: RunStatus::Failed,
+            outcome: serde_json::json!({"ok": false}),
+            finished_unix_ms: 1,
+        };
+        one.finish("t", &end).await.unwrap();
+        drop(held);
+        // A finished thread never runs again, so its lease file is gone.
+        assert!(!lease.exists());
+        drop(two.claim("t").await.unwrap());
+        // Thread ids such as `..` name a lease inside the lease directory, never beside it.
+        let odd = one.lease_path("..");
+        assert_eq!(odd.parent(), lease.parent());
+        drop(one.claim("..").await.unwrap());
     }
 
     #[tokio::test]
