@@ -108,6 +108,10 @@ pub struct ChatResponse {
     /// Tokens this turn used.
     #[serde(default)]
     pub usage: Usage,
+    /// The model stopped because it reached the request's `max_tokens`: the reply is cut
+    /// off (OpenAI's `finish_reason: "length"`, Anthropic's `stop_reason: "max_tokens"`).
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 /// A chat model behind some provider.

@@ -455,6 +455,7 @@ impl ChatModel for ScriptedChat {
             text: turn.text,
             tool_calls,
             structured: None,
+            truncated: false,
         })
     }
 }

@@ -164,6 +164,44 @@ async fn openai_plain_text_reply_and_request_shape() {
     );
 }
 
+/// OpenAI's newer models refuse `max_tokens`; the client switches to `max_completion_tokens`
+/// once told, and stays with it.
+#[tokio::test]
+async fn openai_newer_models_get_max_completion_tokens() {
+    let server = TestServer::start().await;
+    server.push(Reply::json(
+        400,
+        json!({"error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. \
+                        Use 'max_completion_tokens' instead.",
+            "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter",
+        }}),
+    ));
+    server.push(Reply::json(200, openai_text("first")));
+    server.push(Reply::json(200, openai_text("second")));
+    let model = openai(&server, policy());
+    assert_eq!(model.complete(&hello()).await.unwrap().text, "first");
+    assert_eq!(model.complete(&hello()).await.unwrap().text, "second");
+    let sent: Vec<Value> = server.requests().iter().map(Recorded::json).collect();
+    assert_eq!(sent.len(), 3);
+    assert_eq!(sent[0]["max_tokens"], 256);
+    for later in &sent[1..] {
+        assert_eq!(later["max_completion_tokens"], 256, "{later}");
+        assert!(later.get("max_tokens").is_none(), "{later}");
+    }
+    // Any other refusal is the caller's to see, and is not sent again.
+    server.push(Reply::json(
+        400,
+        json!({"error": {"message": "max_tokens is too large", "type": "invalid_request_error"}}),
+    ));
+    let other = openai(&server, policy())
+        .complete(&hello())
+        .await
+        .unwrap_err();
+    assert!(message_of(&other).contains("max_tokens is too large"));
+    assert_eq!(server.requests().len(), 4);
+}
+
 /// What a benchmark against a local server does: plain HTTP, no key, no idempotency key.
 #[tokio::test]
 async fn openai_without_a_key_talks_plain_http_to_a_local_server() {
@@ -498,15 +536,23 @@ async fn anthropic_structured_output_is_a_forced_tool() {
     assert_eq!(tool["name"], "review");
     assert_eq!(tool["input_schema"], schema);
 
-    // A reply without the forced tool (cut off by max_tokens) is an error, not an empty value.
+    // A reply cut off by max_tokens says so and carries no value (the agent loop fails it).
     server.push(Reply::json(
         200,
         anthropic_reply(json!([{"type": "text", "text": "Well"}]), "max_tokens"),
     ));
+    let cut = model.complete(&request).await.unwrap();
+    assert!(cut.truncated);
+    assert_eq!((cut.text.as_str(), cut.structured), ("Well", None));
+    // A finished reply without the forced tool is an error, not an empty value.
+    server.push(Reply::json(
+        200,
+        anthropic_reply(json!([{"type": "text", "text": "Well"}]), "end_turn"),
+    ));
     let error = model.complete(&request).await.unwrap_err();
     let message = message_of(&error);
     assert!(
-        message.contains("no `review` tool call") && message.contains("max_tokens"),
+        message.contains("no `review` tool call") && message.contains("end_turn"),
         "{message}"
     );
 }
@@ -673,6 +719,7 @@ for_both_providers!(
     leaf_structured_reply_invalid_then_repaired,
     leaf_structured_reply_invalid_twice_fails,
     leaf_runs_a_tool_then_answers,
+    leaf_reply_cut_off_at_max_tokens_fails_clearly,
 );
 
 /// A host tool for leaves: the length of a text.
@@ -768,6 +815,59 @@ async fn leaf_runs_a_tool_then_answers(provider: Provider) {
             assert_eq!(last["content"][0]["content"], "7");
         }
     }
+}
+
+async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
+    let server = TestServer::start().await;
+    // The model ran out of tokens halfway through a tool call: neither the text nor the call
+    // may be taken as an answer.
+    server.push(Reply::json(
+        200,
+        match provider {
+            Provider::OpenAi => json!({
+                "choices": [{"index": 0, "finish_reason": "length", "message": {
+                    "role": "assistant", "content": "The answer is",
+                    "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "length", "arguments": "{\"text\": \"flo"}}],
+                }}],
+                "usage": {"prompt_tokens": 21, "completion_tokens": 64},
+            }),
+            Provider::Anthropic => json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
+                "content": [{"type": "text", "text": "The answer is"},
+                            {"type": "tool_use", "id": "toolu_1", "name": "length", "input": {}}],
+                "stop_reason": "max_tokens", "stop_sequence": null,
+                "usage": {"input_tokens": 30, "output_tokens": 64},
+            }),
+        },
+    ));
+    let model: std::sync::Arc<dyn ChatModel> = match provider {
+        Provider::OpenAi => std::sync::Arc::new(openai(&server, policy())),
+        Provider::Anthropic => std::sync::Arc::new(anthropic(&server, policy())),
+    };
+    let mut tools = ToolSet::new();
+    tools.insert(std::sync::Arc::new(Length)).unwrap();
+    let config = AgentConfig {
+        model: "leaf-model".into(),
+        max_tokens: 64,
+        ..AgentConfig::default()
+    };
+    let agent = AgentBackend::new(model, config, tools);
+    let error = agent
+        .call(&LeafRequest::new(1, json!("How long is flowbox?")))
+        .await
+        .unwrap_err();
+    let message = message_of(&error);
+    assert!(
+        message.contains("cut off at its limit of 64 output tokens"),
+        "{message}"
+    );
+    assert!(!error.is_retryable(), "{message}");
+    // Its tokens were spent all the same, and it was not sent again.
+    assert_eq!(error.usage().output_tokens, 64);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].json()["max_tokens"], 64);
 }
 
 fn scored_leaf() -> LeafRequest {

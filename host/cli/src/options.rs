@@ -112,6 +112,14 @@ pub(crate) struct RunOptions {
     /// leaves and for scripts' `call_tool`, confined to it.
     #[arg(long = "allow-read", value_name = "DIR")]
     pub allow_read: Vec<PathBuf>,
+    /// Most tokens one model turn may write, for leaves and the root agent of `ask` (openai and
+    /// anthropic backends) [default: 4096]. A reply cut off at this limit fails the leaf.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_output_tokens: Option<u32>,
+    /// Most model turns one leaf agent may take, tool calls included (openai and anthropic
+    /// backends) [default: 8].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
     /// Attempts after the first for a failed provider request (429, 5xx, timeouts) [default: 3].
     #[arg(long, value_name = "N")]
     pub retries: Option<u32>,
@@ -349,11 +357,14 @@ impl RunOptions {
         let model = self.model.clone().ok_or_else(|| {
             anyhow::anyhow!("the openai and anthropic backends need --model (or FLOWBOX_MODEL)")
         })?;
+        let defaults = AgentConfig::default();
         Ok(AgentConfig {
             model,
             profiles: self.profile_map(),
             templates: self.templates(tools)?,
-            ..AgentConfig::default()
+            max_turns: self.max_turns.unwrap_or(defaults.max_turns),
+            max_tokens: self.max_output_tokens.unwrap_or(defaults.max_tokens),
+            ..defaults
         })
     }
 }

@@ -807,7 +807,79 @@ impl ChatServer {
         } else {
             json!({"role": "assistant", "content": format!("{} via {}", user, request["model"].as_str().unwrap())})
         };
-        json!({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage})
+        // A request to write at length runs into the output-token limit.
+        let finish = if user.contains("at length") {
+            "length"
+        } else {
+            "stop"
+        };
+        json!({"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+    }
+}
+
+#[test]
+fn leaf_turn_and_output_limits_come_from_the_command_line() {
+    let server = ChatServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let notes = dir.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
+    let workflow = script(
+        &dir,
+        "limited.py",
+        r#"
+out = []
+for prompt in ["use the tool on the notes", "write at length"]:
+    try:
+        out.append(await agent(prompt))
+    except AgentError as e:
+        out.append(str(e))
+return out
+"#,
+    );
+    let output = command(&[
+        "run",
+        &workflow,
+        "--backend",
+        "openai",
+        "--model",
+        "m",
+        "--allow-read",
+        notes.to_str().unwrap(),
+        "--base-url",
+        &server.url,
+        "--max-turns",
+        "1",
+        "--max-output-tokens",
+        "77",
+        "--no-journal",
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let out = stdout_json(&output);
+    assert_eq!(out["ok"], true, "{out}");
+    let result = out["result"].as_array().unwrap();
+    // One turn is not enough to call a tool and then answer.
+    assert!(
+        result[0]
+            .as_str()
+            .unwrap()
+            .contains("used all 1 of its turns"),
+        "{out}"
+    );
+    assert!(
+        result[1]
+            .as_str()
+            .unwrap()
+            .contains("cut off at its limit of 77 output tokens"),
+        "{out}"
+    );
+    for bad in ["0", "many"] {
+        let refused = command(&["run", &workflow, "--max-turns", bad])
+            .output()
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(2));
     }
 }
 
@@ -823,6 +895,8 @@ fn ask_over_an_openai_compatible_server() {
         "root-m",
         "--base-url",
         &server.url,
+        "--max-output-tokens",
+        "900",
         "--no-journal",
         "--json",
     ])
@@ -857,6 +931,8 @@ fn ask_over_an_openai_compatible_server() {
             .unwrap_or_default()
     };
     assert_eq!(tool_names(&requests[0].2), ["run_workflow"]);
+    // The root agent and its leaves write at most --max-output-tokens a turn.
+    assert!(requests.iter().all(|(_, _, r)| r["max_tokens"] == 900));
     assert_eq!(requests[1].2["messages"][1]["content"], "inner leaf");
     assert_eq!(requests[1].2["model"], "root-m");
     assert!(tool_names(&requests[1].2).is_empty());
@@ -909,6 +985,8 @@ return {"plain": plain, "with_file": with_file, "rated": rated, "fast": fast,
         notes.to_str().unwrap(),
         "--base-url",
         &server.url,
+        "--max-output-tokens",
+        "300",
         "--no-journal",
         "--json",
     ])
@@ -955,6 +1033,7 @@ return {"plain": plain, "with_file": with_file, "rated": rated, "fast": fast,
         .unwrap()
         .2;
     assert_eq!(first["messages"][0]["role"], "system");
+    assert_eq!(first["max_tokens"], 300);
     assert!(
         first["messages"][0]["content"]
             .as_str()

@@ -559,6 +559,12 @@ impl OrchestratorBuilder {
         self
     }
 
+    /// Most tokens one root turn may write (default 4096); a reply cut off there fails.
+    pub fn max_tokens(mut self, tokens: u32) -> Self {
+        self.config.max_tokens = tokens;
+        self
+    }
+
     /// Results larger than this go back to the root model truncated (default 32 KiB).
     pub fn max_result_bytes(mut self, bytes: usize) -> Self {
         self.config.max_result_bytes = bytes;

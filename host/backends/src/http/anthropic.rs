@@ -123,6 +123,16 @@ impl AnthropicChat {
             },
             ..ChatResponse::default()
         };
+        if reply.stop_reason.as_deref() == Some("max_tokens") {
+            // Cut off: a tool call's input may be incomplete, so only the text is kept.
+            for block in reply.content {
+                if let Block::Text { text } = block {
+                    response.text.push_str(&text);
+                }
+            }
+            response.truncated = true;
+            return Ok(response);
+        }
         for block in reply.content {
             match block {
                 Block::Text { text } => response.text.push_str(&text),

@@ -2,6 +2,7 @@
 //! LM Studio, which speak the same `POST {base}/chat/completions`.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde::Deserialize;
@@ -18,10 +19,16 @@ use crate::{
 /// Structured output is asked for with `response_format: json_schema` (`strict: false`, so
 /// any schema is accepted); the JSON comes back as [`ChatResponse::text`] and the caller
 /// parses it. Tools and a structured reply can be combined in one turn.
+///
+/// The output limit goes out as `max_tokens`, which every compatible server reads. OpenAI's
+/// newer models refuse it and ask for `max_completion_tokens`; on that refusal the request is
+/// sent again with the newer field, which this client then keeps using.
 pub struct OpenAiChat {
     http: HttpClient,
     url: String,
     authorization: Option<HeaderValue>,
+    /// Whether the server asked for `max_completion_tokens` instead of `max_tokens`.
+    completion_tokens_field: AtomicBool,
 }
 
 impl fmt::Debug for OpenAiChat {
@@ -60,6 +67,7 @@ impl OpenAiChat {
             url: format!("{base_url}/chat/completions"),
             http,
             authorization,
+            completion_tokens_field: AtomicBool::new(false),
         })
     }
 
@@ -83,6 +91,20 @@ impl OpenAiChat {
         let Some(choice) = reply.choices.into_iter().next() else {
             return Err(self.http.error("the reply has no choices", false));
         };
+        let usage = reply.usage.unwrap_or_default();
+        let usage = Usage {
+            input_tokens: usage.prompt_tokens,
+            output_tokens: usage.completion_tokens,
+        };
+        if choice.finish_reason.as_deref() == Some("length") {
+            // Cut off: a tool call's arguments may be half written, so only the text is kept.
+            return Ok(ChatResponse {
+                text: choice.message.content.unwrap_or_default(),
+                usage,
+                truncated: true,
+                ..ChatResponse::default()
+            });
+        }
         let tool_calls = choice
             .message
             .tool_calls
@@ -106,15 +128,12 @@ impl OpenAiChat {
                 })
             })
             .collect::<Result<_, BackendError>>()?;
-        let usage = reply.usage.unwrap_or_default();
         Ok(ChatResponse {
             text: choice.message.content.unwrap_or_default(),
             tool_calls,
             structured: None,
-            usage: Usage {
-                input_tokens: usage.prompt_tokens,
-                output_tokens: usage.completion_tokens,
-            },
+            usage,
+            truncated: false,
         })
     }
 }
@@ -129,10 +148,20 @@ impl ChatModel for OpenAiChat {
         if let Some(key) = &request.idempotency_key {
             headers.insert(IDEMPOTENCY_KEY, idempotency_header(&self.http, key)?);
         }
-        let reply = self
+        let newer = self.completion_tokens_field.load(Ordering::Relaxed);
+        let reply = match self
             .http
-            .post(&self.url, headers, &request_body(request))
-            .await?;
+            .post(&self.url, headers.clone(), &request_body(request, newer))
+            .await
+        {
+            Err(error) if !newer && asks_for_completion_tokens(&error) => {
+                self.completion_tokens_field.store(true, Ordering::Relaxed);
+                self.http
+                    .post(&self.url, headers, &request_body(request, true))
+                    .await?
+            }
+            other => other?,
+        };
         self.parse(reply)
     }
 
@@ -141,8 +170,18 @@ impl ChatModel for OpenAiChat {
     }
 }
 
-/// The Chat Completions request for `request`.
-fn request_body(request: &ChatRequest) -> Value {
+/// Whether the server refused `max_tokens` and named `max_completion_tokens` instead (a
+/// 400 `unsupported_parameter` from OpenAI's newer models).
+fn asks_for_completion_tokens(error: &BackendError) -> bool {
+    let message = error.to_string();
+    !error.is_retryable()
+        && message.contains("max_tokens")
+        && message.contains("max_completion_tokens")
+}
+
+/// The Chat Completions request for `request`, its output limit as `max_completion_tokens`
+/// when `newer`, else as `max_tokens`.
+fn request_body(request: &ChatRequest, newer: bool) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
@@ -151,7 +190,12 @@ fn request_body(request: &ChatRequest) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("messages".into(), Value::Array(messages));
-    body.insert("max_tokens".into(), json!(request.max_tokens));
+    let limit = if newer {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    body.insert(limit.into(), json!(request.max_tokens));
     if !request.tools.is_empty() {
         body.insert(
             "tools".into(),
@@ -240,6 +284,7 @@ struct CompletionReply {
 #[derive(Deserialize)]
 struct Choice {
     message: ReplyMessage,
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
