@@ -18,6 +18,8 @@ from .script import (
     FILENAME,
     INVALID_RESULT,
     OUT_OF_MEMORY,
+    SIZE_OVERFLOW,
+    SIZE_OVERFLOW_MESSAGES,
     SYNTAX,
     UNCAUGHT,
     Entry,
@@ -75,6 +77,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         "__name__": "workflow",
         **_ALIASES,
         **_EXCEPTIONS,
+        SIZE_OVERFLOW: OverflowError,
         **primitives,
         "args": args,
     }
@@ -124,6 +127,14 @@ def _script_error(error: BaseException) -> ScriptFailure:
             f"the script ran out of memory{': ' + message if message else ''}",
             line,
             type(error).__name__,
+        )
+    if isinstance(error, OverflowError) and message in SIZE_OVERFLOW_MESSAGES:
+        return ScriptFailure(
+            OUT_OF_MEMORY,
+            "the script ran out of memory: it asked for an object larger than the guest's "
+            "2 GiB address space",
+            line,
+            "MemoryError",
         )
     return ScriptFailure(UNCAUGHT, message, line, type(error).__name__)
 

@@ -11,6 +11,14 @@ from typing import Any, NamedTuple
 FILENAME = "<workflow>"
 # The async function a direct body is wrapped into; the guard keeps scripts from naming it.
 BODY_FUNCTION = "__flowbox_body__"
+# The guest is 32-bit: a size beyond 2**31 (`'a' * 10**10`) raises OverflowError before any
+# memory is asked for. Such a request is the script running out of memory, so handlers of
+# `MemoryError` also catch it through this global (a dunder name no script can rebind).
+SIZE_OVERFLOW = "__flowbox_size_overflow__"
+SIZE_OVERFLOW_MESSAGES = (
+    "cannot fit 'int' into an index-sized integer",
+    "Python int too large to convert to C ssize_t",
+)
 
 # WIT `script-error-kind` cases.
 SYNTAX = "syntax"
@@ -62,6 +70,7 @@ def build(tree: ast.Module) -> Entry:
         function = BODY_FUNCTION
     else:
         function = _entry_function(tree)
+    _catch_size_overflows(tree)
     try:
         code = compile(tree, FILENAME, "exec")
     except SyntaxError as error:
@@ -118,6 +127,22 @@ def _wrap_body(tree: ast.Module) -> None:
     wrapper.end_lineno = body[-1].end_lineno
     wrapper.end_col_offset = body[-1].end_col_offset
     tree.body = [wrapper]
+
+
+def _catch_size_overflows(tree: ast.Module) -> None:
+    """Makes `except MemoryError` (alone or in a tuple) catch size overflows too."""
+    for handler in ast.walk(tree):
+        if not isinstance(handler, ast.ExceptHandler) or handler.type is None:
+            continue
+        caught = handler.type
+        names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+        if not any(isinstance(name, ast.Name) and name.id == "MemoryError" for name in names):
+            continue
+        overflow = ast.copy_location(ast.Name(id=SIZE_OVERFLOW, ctx=ast.Load()), caught)
+        handler.type = ast.copy_location(
+            ast.Tuple(elts=[*names, overflow], ctx=ast.Load()), caught
+        )
+        ast.fix_missing_locations(handler.type)
 
 
 def _entry_function(tree: ast.Module) -> str:

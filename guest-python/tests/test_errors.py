@@ -100,6 +100,22 @@ def test_caught_memory_error_is_the_script_s_business(host):
     assert host.run("try:\n    raise MemoryError()\nexcept MemoryError:\n    return 'ok'\n") == "ok"
 
 
+# What the 32-bit guest raises for `'a' * 10**10`, before asking for any memory.
+SIZE_OVERFLOW = "raise OverflowError(\"cannot fit 'int' into an index-sized integer\")"
+
+
+def test_a_size_beyond_the_address_space_is_a_memory_error(host):
+    for handler in ("MemoryError", "(ValueError, MemoryError)", "MemoryError as e"):
+        script = f"try:\n    {SIZE_OVERFLOW}\nexcept {handler}:\n    return 'caught'\n"
+        assert host.run(script) == "caught", handler
+    failure = host.fail(f"x = 1\n{SIZE_OVERFLOW}\nreturn 1\n")
+    assert (failure.kind, failure.exception, failure.line) == ("out-of-memory", "MemoryError", 2)
+    assert "2 GiB address space" in failure.message
+    # Any other overflow is an ordinary uncaught error.
+    failure = host.fail("import math\nreturn math.exp(1000)\n")
+    assert (failure.kind, failure.exception) == ("uncaught", "OverflowError")
+
+
 def test_recursion_error_stays_uncaught():
     # Measured natively: with the host's limit at 200 an unbounded recursion raises
     # RecursionError at the script's recursive call, and the run reports it as uncaught.

@@ -65,6 +65,22 @@ async fn memory_limit_violated_is_a_catchable_memory_error() {
         run_with(&rt, caught, limits.clone()).await.unwrap(),
         json!("caught")
     );
+    // Beyond the 32-bit guest's address space the size itself overflows; that is a
+    // MemoryError to the script too, and uncaught, an out-of-memory end.
+    for huge in ["'a' * 10**10", "[0] * 10**10", "'x'.ljust(10**10)"] {
+        let caught = format!("try:\n    x = {huge}\nexcept MemoryError:\n    return 'caught'\n");
+        assert_eq!(
+            run_with(&rt, &caught, limits.clone()).await.unwrap(),
+            json!("caught"),
+            "{huge}"
+        );
+        let uncaught = format!("x = 1\ny = {huge}\nreturn 1\n");
+        let error = run_with(&rt, &uncaught, limits.clone()).await.unwrap_err();
+        assert!(
+            matches!(error, RunError::OutOfMemory { line: Some(2), .. }),
+            "{huge}: {error:?}"
+        );
+    }
     let growing = "x = []\nwhile True:\n    x.append('abc' * 1000)\nreturn 1\n";
     let error = run_with(&rt, growing, limits).await.unwrap_err();
     assert!(
