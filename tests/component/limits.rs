@@ -467,3 +467,26 @@ async fn long_log_lines_are_cut_and_empty_ones_still_count() {
         .unwrap_err();
     assert_eq!(flood, RunError::OutputTooLarge { limit: 1000 });
 }
+
+#[tokio::test]
+async fn a_huge_exception_message_is_cut_to_a_readable_size() {
+    let rt = runtime();
+    let script = "class Odd(Exception):\n    pass\nraise Odd('é' * 10**6)\nreturn 1\n";
+    let error = run_with(&rt, script, Limits::default()).await.unwrap_err();
+    let RunError::Script(info) = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(info.exception.as_deref(), Some("Odd"));
+    assert_eq!(info.line, Some(3));
+    assert!(
+        info.message.len() < 17 << 10,
+        "{} bytes",
+        info.message.len()
+    );
+    assert!(info.message.starts_with("éé"));
+    assert!(
+        info.message.ends_with("more bytes cut]"),
+        "{}",
+        &info.message[16_000..]
+    );
+}

@@ -246,6 +246,11 @@ impl ScriptErrorKind {
     }
 }
 
+/// The longest script error message kept; the rest is cut with a marker.
+pub(crate) const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
+/// The longest exception class name kept.
+const MAX_EXCEPTION_NAME_BYTES: usize = 200;
+
 /// Turns the guest's script error into a run error.
 pub(crate) fn from_guest(error: bindings::ScriptError, memory_limit: u64) -> RunError {
     use bindings::ScriptErrorKind as K;
@@ -263,11 +268,15 @@ pub(crate) fn from_guest(error: bindings::ScriptError, memory_limit: u64) -> Run
             };
         }
     };
+    // A script chooses its exceptions' text: keep what reaches logs, events, the journal and
+    // a root model's context to a readable size.
     let script_error = ScriptError {
         kind,
-        message: error.message,
+        message: crate::host::clip(error.message, MAX_ERROR_MESSAGE_BYTES),
         line: error.line,
-        exception: error.exception,
+        exception: error
+            .exception
+            .map(|name| crate::host::clip(name, MAX_EXCEPTION_NAME_BYTES)),
     };
     if kind.is_before_running() {
         RunError::Rejected(script_error)

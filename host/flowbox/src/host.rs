@@ -122,22 +122,23 @@ impl host::Host for RunCtx {
     }
 }
 
+/// `text` cut to at most `limit` bytes (on a character boundary), with a marker saying how
+/// much was left out.
+pub(crate) fn clip(mut text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let total = text.len();
+    let cut = text.floor_char_boundary(limit);
+    text.truncate(cut);
+    text.push_str(&format!("… [{} more bytes cut]", total - cut));
+    text
+}
+
 impl RunCtx {
-    /// A log line or phase title within the message limit: a longer one is cut, with a
-    /// marker saying how much was left out.
-    fn clip(&self, mut text: String) -> String {
-        let limit = self.limits.max_message_bytes;
-        if text.len() <= limit {
-            return text;
-        }
-        let total = text.len();
-        let mut cut = limit;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push_str(&format!("… [{} more bytes cut]", total - cut));
-        text
+    /// A log line or phase title within the message limit.
+    fn clip(&self, text: String) -> String {
+        clip(text, self.limits.max_message_bytes)
     }
 
     /// Counts log and phase text against the output limit; past it, the run ends. Every

@@ -292,10 +292,7 @@ impl WorkflowTool {
         if text.len() <= self.max_result_bytes {
             return result.clone();
         }
-        let mut cut = self.max_result_bytes;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
+        let cut = text.floor_char_boundary(self.max_result_bytes);
         json!({
             "truncated": true,
             "bytes": text.len(),
