@@ -282,9 +282,39 @@ async fn the_tool_stands_alone_and_truncates_large_results() {
             .unwrap()
             .contains("orchestration glue")
     );
+    // The finished thread asked for again returns its recorded outcome, runs nothing and is
+    // not counted a second time.
+    let again = tool
+        .call(
+            json!({"script": "return args['n'] * 2", "args": {"n": 21}, "thread_id": "standalone"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again["result"], json!(42));
+    assert!(
+        again["note"]
+            .as_str()
+            .unwrap()
+            .contains("nothing ran again"),
+        "{again}"
+    );
     // Outside a conversation every finished run is still recorded, under the empty id.
     let recorded = store.workflows(Some("")).await.unwrap();
     assert_eq!(recorded.len(), 3, "{recorded:?}");
+    assert_eq!(tool.runs().len(), 3);
+    // Another script under that thread id is an error the model can act on.
+    let diverged = tool
+        .call(json!({"script": "return 0", "thread_id": "standalone"}))
+        .await
+        .unwrap();
+    assert_eq!(diverged["error"]["kind"], "divergence");
+    assert!(
+        diverged["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("leave thread_id out"),
+        "{diverged}"
+    );
     assert_eq!(WorkflowTotals::of(&recorded).failed, 1);
     assert_eq!(recorded[1].thread_id, "standalone");
 }

@@ -273,6 +273,18 @@ impl WorkflowTool {
                 });
             }
         }
+        // A finished thread asked for again, or one another run holds, ran nothing here: it
+        // is not a run of its own, so the totals count every run once.
+        if outcome.recorded {
+            output["note"] = json!(
+                "this thread had already finished: this is its recorded outcome and nothing ran \
+                 again; leave thread_id out to run the script anew"
+            );
+            return output;
+        }
+        if matches!(outcome.result, Err(crate::RunError::ThreadInUse(_))) {
+            return output;
+        }
         if let Some(store) = self.runtime.store() {
             // The answer matters more than the bookkeeping: a failed record is reported in
             // the output rather than failing the tool.
@@ -351,6 +363,13 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
             "the script held, printed or returned too much; keep less data and return a summary"
         }
         "script_too_large" => "write a shorter script; put instructions in the leaves' prompts",
+        "divergence" => {
+            "that thread_id belongs to a run of another script or other args; leave thread_id \
+             out, or choose a new one, to run this script"
+        }
+        "invalid_thread_id" => {
+            "a thread_id is a short name of letters, digits, '-', '_', '.' or ':'; or leave it out"
+        }
         "thread_in_use" => {
             "another run is using that thread_id; wait for it, or leave thread_id out to start \
              a new thread"

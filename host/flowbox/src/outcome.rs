@@ -44,6 +44,8 @@ pub struct RunOutcome {
     pub result: Result<Value, RunError>,
     /// What the run did, filled in on failure too.
     pub summary: Summary,
+    /// The thread had already finished: this is its journaled outcome, and nothing ran.
+    pub recorded: bool,
 }
 
 impl RunOutcome {

@@ -314,7 +314,11 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             let result = Err(error);
             summary.duration_ms = duration_ms(started.elapsed());
             publish_end(&events, &summary, &result);
-            return RunOutcome { result, summary };
+            return RunOutcome {
+                result,
+                summary,
+                recorded: false,
+            };
         }
     };
     let journaled = plan.durability.journal.is_some();
@@ -351,6 +355,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         let outcome = RunOutcome {
             result: result.clone(),
             summary: summary.clone(),
+            recorded: false,
         };
         let end = RunEnd {
             status: if outcome.result.is_ok() {
@@ -367,7 +372,11 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     }
     summary.ok = result.is_ok();
     publish_end(&events, &summary, &result);
-    RunOutcome { result, summary }
+    RunOutcome {
+        result,
+        summary,
+        recorded: false,
+    }
 }
 
 /// Tells the backend a run ended when dropped.
@@ -526,6 +535,7 @@ pub(crate) fn rejected(thread_id: &str, error: RunError) -> RunOutcome {
             thread_id: thread_id.to_owned(),
             ..Summary::default()
         },
+        recorded: false,
     }
 }
 
@@ -545,7 +555,11 @@ fn recorded_outcome(thread_id: &str, outcome: Value) -> RunOutcome {
                 }),
         )
     };
-    RunOutcome { result, summary }
+    RunOutcome {
+        result,
+        summary,
+        recorded: true,
+    }
 }
 
 /// Parses and checks a script without running it; returns its `meta`.
