@@ -162,6 +162,17 @@ impl Tool for ReadFile {
         let path = arguments["path"].as_str().unwrap_or_default().to_owned();
         blocking(move || {
             let (dir, inside) = roots.resolve(&path)?;
+            // Opening a FIFO or a device could block for ever or never end: only regular
+            // files are read.
+            let kind = dir.metadata(inside).map_err(|e| io_error(&path, e))?;
+            if kind.is_dir() {
+                return Err(ToolError::Failed(format!(
+                    "{path} is a directory; list it with list_dir"
+                )));
+            }
+            if !kind.is_file() {
+                return Err(ToolError::Failed(format!("{path} is not a regular file")));
+            }
             let file = dir.open(inside).map_err(|e| io_error(&path, e))?;
             let size = file.metadata().map_err(|e| io_error(&path, e))?.len();
             let mut bytes = Vec::new();
@@ -231,14 +242,15 @@ impl Tool for ListDir {
                 dir.read_dir(inside)
             }
             .map_err(|e| io_error(&path, e))?;
-            let mut entries = Vec::new();
-            let mut truncated = false;
+            // The first entries by name, so a large directory always shows the same ones.
+            let mut listing = listing
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| io_error(&path, e))?;
+            listing.sort_by_key(|entry| entry.file_name());
+            let truncated = listing.len() > MAX_DIR_ENTRIES;
+            listing.truncate(MAX_DIR_ENTRIES);
+            let mut entries = Vec::with_capacity(listing.len());
             for entry in listing {
-                let entry = entry.map_err(|e| io_error(&path, e))?;
-                if entries.len() == MAX_DIR_ENTRIES {
-                    truncated = true;
-                    break;
-                }
                 let kind = match entry.file_type() {
                     Ok(t) if t.is_dir() => "dir",
                     Ok(t) if t.is_symlink() => "symlink",
@@ -253,7 +265,6 @@ impl Tool for ListDir {
                 }
                 entries.push(item);
             }
-            entries.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
             Ok(json!({"path": path, "entries": entries, "truncated": truncated}))
         })
         .await
@@ -369,6 +380,47 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("granted: docs"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn only_regular_files_are_read() {
+        let (base, tools) = setup();
+        let fifo = base.path().join("docs/pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Opening a FIFO with no writer would block this test for ever.
+        let err = read(&tools, "docs/pipe").await.unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let err = read(&tools, "docs/api").await.unwrap_err();
+        assert!(err.to_string().contains("is a directory"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_large_directory_lists_its_first_entries_by_name() {
+        let base = tempfile::tempdir().unwrap();
+        let many = base.path().join("many");
+        std::fs::create_dir(&many).unwrap();
+        // Created in reverse, so directory order is unlikely to be name order.
+        for i in (0..MAX_DIR_ENTRIES + 5).rev() {
+            std::fs::write(many.join(format!("f{i:05}")), "x").unwrap();
+        }
+        let tools = ReadRoots::open(&[many]).unwrap().tools();
+        let listed = tools
+            .call("list_dir", json!({"path": "many"}))
+            .await
+            .unwrap();
+        assert_eq!(listed["truncated"], true);
+        let entries = listed["entries"].as_array().unwrap();
+        assert_eq!(entries.len(), MAX_DIR_ENTRIES);
+        assert_eq!(entries[0]["name"], "f00000");
+        assert_eq!(
+            entries[MAX_DIR_ENTRIES - 1]["name"],
+            format!("f{:05}", MAX_DIR_ENTRIES - 1)
+        );
     }
 
     #[test]
