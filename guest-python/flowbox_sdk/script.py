@@ -323,3 +323,10 @@ def _check_meta_fields(meta: dict, node: ast.Dict) -> None:
             raise _meta_error(f'meta "phases"[{index}] needs a non-empty string "title"', where)
         if "detail" in phase and not isinstance(phase["detail"], str):
             raise _meta_error(f'meta "phases"[{index}] "detail" must be a string', where)
+        unknown = sorted(str(key) for key in phase if key not in ("title", "detail"))
+        if unknown:
+            raise _meta_error(
+                f'meta "phases"[{index}] has unknown keys {", ".join(unknown)}; a phase has '
+                '"title" and an optional "detail"',
+                where,
+            )

@@ -168,6 +168,7 @@ def test_name_must_be_a_non_empty_string(host, value):
         ('[{"title": "a"}, {"detail": "x"}]', '"phases"[1] needs a non-empty string "title"'),
         ('[{"title": ""}]', '"phases"[0] needs a non-empty string "title"'),
         ('[{"title": "a", "detail": 3}]', '"phases"[0] "detail" must be a string'),
+        ('[{"title": "a", "steps": 3, "done": 1}]', '"phases"[0] has unknown keys done, steps'),
     ],
 )
 def test_phases(host, phases, message):
