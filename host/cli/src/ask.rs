@@ -79,7 +79,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
         error: anyhow::Error::new(e).context("the root agent failed"),
     })?;
     if args.json {
-        println!(
+        out!(
             "{}",
             json!({
                 "answer": answer.text,
@@ -91,7 +91,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
         );
         return Ok(0);
     }
-    println!("{}", terminal_safe(&answer.text));
+    out!("{}", terminal_safe(&answer.text));
     let totals = match orchestrator.runtime().store() {
         Some(store) => WorkflowTotals::of(
             &store

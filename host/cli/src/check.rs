@@ -22,7 +22,7 @@ pub(crate) async fn check(args: CheckArgs) -> Result<u8, Failure> {
     let runtime = Runtime::builder().build().map_err(Failure::setup)?;
     let meta = runtime.check(&script).await.map_err(Failure::run)?;
     let meta = meta.unwrap_or(serde_json::Value::Null);
-    println!(
+    out!(
         "{}",
         serde_json::to_string_pretty(&meta).expect("JSON values serialise")
     );

@@ -1,6 +1,14 @@
 //! The `flowbox` command: parse arguments, call the library, print, and map errors to exit
 //! codes. One module per subcommand.
 
+/// `println!` for the command's output on stdout, except that a reader who stopped reading
+/// (`flowbox threads | head -1`) ends the process quietly instead of with a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_out(format_args!($($arg)*))
+    };
+}
+
 mod ask;
 mod check;
 mod events;
@@ -142,17 +150,37 @@ fn main() -> ExitCode {
             Command::Workflows(args) => workflows::workflows(args).await,
         }
     });
+    // A tool call stuck in a blocking read must not keep the finished command from exiting.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             if json {
-                println!("{}", failure.to_json());
+                out!("{}", failure.to_json());
             }
             eprintln!(
                 "error: {}",
                 text::terminal_safe(&format!("{:#}", failure.error))
             );
             ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Writes one line of output to stdout; see [`out!`].
+fn write_out(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let written = stdout
+        .write_fmt(line)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush());
+    match written {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(error) => {
+            eprintln!("error: cannot write the output: {error}");
+            std::process::exit(1);
         }
     }
 }
@@ -170,7 +198,7 @@ fn usage_error(error: clap::Error) -> ExitCode {
     if refused && std::env::args_os().any(|arg| arg == "--json") {
         let message = error.render().to_string();
         let message = message.trim().trim_start_matches("error: ");
-        println!("{}", Failure::input(anyhow::anyhow!("{message}")).to_json());
+        out!("{}", Failure::input(anyhow::anyhow!("{message}")).to_json());
     }
     // clap prints help and version on stdout and refusals on stderr, with exit codes 0 and 2.
     let _ = error.print();

@@ -247,6 +247,9 @@ impl RunOptions {
                 .map_err(|e| anyhow::anyhow!("invalid --timeout {secs}: {e}"))?;
             limits = limits.with_timeout(timeout);
         }
+        if limits.timeout.is_zero() {
+            anyhow::bail!("the wall-time limit (--timeout) must be more than 0 seconds");
+        }
         Ok(limits)
     }
 

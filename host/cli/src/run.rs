@@ -122,7 +122,7 @@ pub(crate) async fn with_progress<T>(runtime: &Runtime, work: impl Future<Output
 /// on a terminal); returns the exit code.
 pub(crate) fn report(outcome: RunOutcome, json: bool) -> Result<u8, Failure> {
     if json {
-        println!("{}", outcome.to_json());
+        out!("{}", outcome.to_json());
         return Ok(match &outcome.result {
             Ok(_) => 0,
             Err(error) => u8::try_from(error.exit_code()).unwrap_or(1),
@@ -131,7 +131,7 @@ pub(crate) fn report(outcome: RunOutcome, json: bool) -> Result<u8, Failure> {
     let summary = &outcome.summary;
     match outcome.result {
         Ok(result) => {
-            println!(
+            out!(
                 "{}",
                 serde_json::to_string_pretty(&result).expect("JSON values serialise")
             );

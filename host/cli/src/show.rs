@@ -31,27 +31,27 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
             "entries": run.entries,
             "outcome": run.end.as_ref().map(|end| &end.outcome),
         });
-        println!("{out}");
+        out!("{out}");
         return Ok(0);
     }
     let header = &run.header;
-    println!("thread   {}", header.thread_id);
-    println!(
+    out!("thread   {}", header.thread_id);
+    out!(
         "name     {}",
         terminal_safe(run.name.as_deref().unwrap_or("-"))
     );
-    println!("status   {:?}", run.status());
-    println!(
+    out!("status   {:?}", run.status());
+    out!(
         "started  {}",
         UtcTime::from_unix_millis(header.created_unix_ms)
     );
-    println!(
+    out!(
         "script   {} bytes, sha256 {}",
         header.script.len(),
         &header.script_sha256[..16]
     );
-    println!("args     {}", header.args);
-    println!("journal  {} completions", run.entries.len());
+    out!("args     {}", header.args);
+    out!("journal  {} completions", run.entries.len());
     for entry in &run.entries {
         let (status, detail) = match &entry.outcome {
             EntryOutcome::Ok { value } => ("ok", value.clone()),
@@ -69,7 +69,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
                     .map(Value::to_string)
                     .unwrap_or_default()
             });
-        println!(
+        out!(
             "  #{:<4} batch {:<4} call {:<5} {:<6} {:>6} tok  {}  -> {}",
             entry.seq,
             entry.batch,
@@ -81,13 +81,13 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
         );
     }
     match &run.end {
-        Some(end) => println!(
+        Some(end) => out!(
             "outcome  {}",
             terminal_safe(
                 &serde_json::to_string_pretty(&end.outcome).expect("JSON values serialise")
             )
         ),
-        None => println!(
+        None => out!(
             "outcome  (not finished: `flowbox resume {}` continues it)",
             header.thread_id
         ),

@@ -24,15 +24,19 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
         .await
         .map_err(|e| Failure::input(anyhow::Error::new(e)))?;
     if args.json {
-        println!(
+        out!(
             "{}",
             serde_json::to_string(&listing).expect("listings serialise")
         );
         return Ok(0);
     }
-    println!(
+    out!(
         "{:<24} {:<24} {:<10} {:>7} {:>9}  started",
-        "thread", "name", "status", "leaves", "tokens"
+        "thread",
+        "name",
+        "status",
+        "leaves",
+        "tokens"
     );
     for run in listing {
         let status = match run.status {
@@ -40,7 +44,7 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
             RunStatus::Succeeded => "ok",
             RunStatus::Failed => "failed",
         };
-        println!(
+        out!(
             "{:<24} {:<24} {:<10} {:>7} {:>9}  {}",
             run.thread_id,
             terminal_safe(run.name.as_deref().unwrap_or("-")),

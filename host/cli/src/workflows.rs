@@ -30,15 +30,20 @@ pub(crate) async fn workflows(args: WorkflowsArgs) -> Result<u8, Failure> {
         .map_err(|e| Failure::input(anyhow::Error::new(e)))?;
     let totals = WorkflowTotals::of(&records);
     if args.json {
-        println!("{}", json!({"workflows": records, "totals": totals}));
+        out!("{}", json!({"workflows": records, "totals": totals}));
         return Ok(0);
     }
-    println!(
+    out!(
         "{:<24} {:<40} {:<20} {:<6} {:>7} {:>9}  recorded",
-        "conversation", "thread", "name", "ok", "leaves", "tokens"
+        "conversation",
+        "thread",
+        "name",
+        "ok",
+        "leaves",
+        "tokens"
     );
     for record in &records {
-        println!(
+        out!(
             "{:<24} {:<40} {:<20} {:<6} {:>7} {:>9}  {}",
             terminal_safe(&record.conversation_id),
             record.thread_id,
@@ -49,9 +54,12 @@ pub(crate) async fn workflows(args: WorkflowsArgs) -> Result<u8, Failure> {
             UtcTime::from_unix_millis(record.recorded_unix_ms)
         );
     }
-    println!(
+    out!(
         "{} runs ({} failed) · {} leaves · {} tokens",
-        totals.runs, totals.failed, totals.leaves, totals.tokens
+        totals.runs,
+        totals.failed,
+        totals.leaves,
+        totals.tokens
     );
     Ok(0)
 }

@@ -198,6 +198,17 @@ fn breached_limits_exit_3() {
     let output = flowbox(&["run", &hog, "--memory-mib", "48", "--json"]);
     assert_eq!(output.status.code(), Some(3));
     assert_eq!(stdout_json(&output)["error"]["kind"], "out_of_memory");
+    // A deadline of nothing is a mistake, not a limit.
+    let output = flowbox(&["run", &spin, "--timeout", "0", "--json"]);
+    assert_eq!(output.status.code(), Some(2));
+    let refused = stdout_json(&output);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("must be more than 0 seconds"),
+        "{refused}"
+    );
 }
 
 #[test]
@@ -1278,4 +1289,21 @@ fn run_writes_events_to_stdout_before_the_result() {
         ]
     );
     assert_eq!(lines[5], "\"[fake leaf] x\"");
+}
+
+#[test]
+fn a_reader_that_stops_reading_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(&dir, "many.py", "return list(range(20000))\n");
+    let mut child = command(&["run", &path, "--no-journal"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the pipe before the command writes its result.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
 }
