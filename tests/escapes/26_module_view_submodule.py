@@ -1,4 +1,5 @@
 # expect: harmless — allowed modules are views without their submodules
+# result: "blocked: module 'json' has no attribute 'decoder'"
 import json
 try:
     return str(json.decoder)

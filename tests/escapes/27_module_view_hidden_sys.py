@@ -1,4 +1,5 @@
 # expect: harmless — statistics imports sys internally; its view does not expose it
+# result: "blocked: module 'statistics' has no attribute 'sys'"
 import statistics
 try:
     return statistics.sys.modules["os"].environ.get(args["secret_env"])

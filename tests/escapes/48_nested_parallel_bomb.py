@@ -1,4 +1,5 @@
 # expect: harmless — deeply nested groups
+# result: 0
 async def nest(depth):
     if depth == 0:
         return 0

@@ -1,4 +1,5 @@
 # expect: harmless — a runaway loop of leaves stops at the lifetime cap
+# result: 50
 n = 0
 while True:
     try:
