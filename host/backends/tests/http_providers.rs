@@ -2,7 +2,7 @@
 //! providers document it: request shapes, reply parsing, usage, retries and every failure a
 //! provider or the network produces, and leaf agents (structured output with its repair turn,
 //! tool use) driven over both. Live tests against the real APIs run only when
-//! `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` are set.
+//! `FLOWBOX_LIVE_TESTS=1` and `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` are set.
 
 mod support;
 
@@ -1295,10 +1295,20 @@ fn live_structured() -> ChatRequest {
     request
 }
 
+/// Whether to call a real provider: only when asked (`FLOWBOX_LIVE_TESTS=1`) and its key is
+/// set, so a key that happens to be in the environment never makes `make test` spend money.
+fn live(key: &str) -> bool {
+    let asked = std::env::var("FLOWBOX_LIVE_TESTS").is_ok_and(|v| v == "1");
+    let keyed = std::env::var_os(key).is_some();
+    if !(asked && keyed) {
+        eprintln!("skipped: set FLOWBOX_LIVE_TESTS=1 and {key} to run against the real API");
+    }
+    asked && keyed
+}
+
 #[tokio::test]
 async fn live_openai() {
-    if std::env::var_os("OPENAI_API_KEY").is_none() {
-        eprintln!("skipped: OPENAI_API_KEY is not set");
+    if !live("OPENAI_API_KEY") {
         return;
     }
     let model = OpenAiChat::from_env(RetryPolicy::default()).unwrap();
@@ -1317,8 +1327,7 @@ async fn live_openai() {
 
 #[tokio::test]
 async fn live_anthropic() {
-    if std::env::var_os("ANTHROPIC_API_KEY").is_none() {
-        eprintln!("skipped: ANTHROPIC_API_KEY is not set");
+    if !live("ANTHROPIC_API_KEY") {
         return;
     }
     let model = AnthropicChat::from_env(RetryPolicy::default()).unwrap();
