@@ -1,7 +1,7 @@
 //! `flowbox show ID`: one thread's header, journal and outcome.
 
 use clap::Args;
-use flowbox::{EntryOutcome, UtcTime};
+use flowbox::{CallKind, EntryOutcome, UtcTime};
 use serde_json::{Value, json};
 
 use crate::Failure;
@@ -40,7 +40,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
         "name     {}",
         terminal_safe(run.name.as_deref().unwrap_or("-"))
     );
-    out!("status   {:?}", run.status());
+    out!("status   {}", crate::threads::status_word(run.status()));
     out!(
         "started  {}",
         UtcTime::from_unix_millis(header.created_unix_ms)
@@ -57,18 +57,19 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
             EntryOutcome::Ok { value } => ("ok", value.clone()),
             EntryOutcome::Err { kind, message } => ("error", format!("{kind}: {message}")),
         };
-        let what = entry
-            .request
-            .get("label")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| {
-                entry
-                    .request
-                    .get("prompt")
-                    .map(Value::to_string)
-                    .unwrap_or_default()
-            });
+        let request = &entry.request;
+        let what = match (entry.kind, request.get("label").and_then(Value::as_str)) {
+            (CallKind::Tool, _) => format!(
+                "tool {}({})",
+                request["name"].as_str().unwrap_or("?"),
+                request["arguments"]
+            ),
+            (_, Some(label)) => label.to_owned(),
+            _ => request
+                .get("prompt")
+                .map(Value::to_string)
+                .unwrap_or_default(),
+        };
         out!(
             "  #{:<4} batch {:<4} call {:<5} {:<6} {:>6} tok  {}  -> {}",
             entry.seq,

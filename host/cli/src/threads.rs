@@ -31,7 +31,7 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     out!(
-        "{:<24} {:<24} {:<10} {:>7} {:>9}  started",
+        "{:<32} {:<24} {:<10} {:>7} {:>9}  started",
         "thread",
         "name",
         "status",
@@ -39,20 +39,24 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
         "tokens"
     );
     for run in listing {
-        let status = match run.status {
-            RunStatus::Running => "running",
-            RunStatus::Succeeded => "ok",
-            RunStatus::Failed => "failed",
-        };
         out!(
-            "{:<24} {:<24} {:<10} {:>7} {:>9}  {}",
+            "{:<32} {:<24} {:<10} {:>7} {:>9}  {}",
             run.thread_id,
             terminal_safe(run.name.as_deref().unwrap_or("-")),
-            status,
+            status_word(run.status),
             run.leaves,
             run.tokens,
             UtcTime::from_unix_millis(run.created_unix_ms)
         );
     }
     Ok(0)
+}
+
+/// How `threads` and `show` name a thread's status.
+pub(crate) fn status_word(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Running => "running",
+        RunStatus::Succeeded => "ok",
+        RunStatus::Failed => "failed",
+    }
 }

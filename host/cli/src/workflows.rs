@@ -34,7 +34,7 @@ pub(crate) async fn workflows(args: WorkflowsArgs) -> Result<u8, Failure> {
         return Ok(0);
     }
     out!(
-        "{:<24} {:<40} {:<20} {:<6} {:>7} {:>9}  recorded",
+        "{:<32} {:<44} {:<20} {:<6} {:>7} {:>9}  recorded",
         "conversation",
         "thread",
         "name",
@@ -44,7 +44,7 @@ pub(crate) async fn workflows(args: WorkflowsArgs) -> Result<u8, Failure> {
     );
     for record in &records {
         out!(
-            "{:<24} {:<40} {:<20} {:<6} {:>7} {:>9}  {}",
+            "{:<32} {:<44} {:<20} {:<6} {:>7} {:>9}  {}",
             terminal_safe(&record.conversation_id),
             record.thread_id,
             terminal_safe(record.name.as_deref().unwrap_or("-")),

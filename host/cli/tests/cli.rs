@@ -605,6 +605,41 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
     let text =
         String::from_utf8_lossy(&flowbox(&["show", "killed", "--db", db]).stdout).into_owned();
     assert!(text.contains("journal  9 completions"), "{text}");
+    assert!(text.contains("status   ok"), "{text}");
+}
+
+#[test]
+fn show_names_the_tools_a_thread_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let notes = dir.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
+    let workflow = script(
+        &dir,
+        "tool.py",
+        "return (await call_tool('read_file', path='notes/todo.txt'))['content']\n",
+    );
+    let run = flowbox(&[
+        "run",
+        &workflow,
+        "--allow-read",
+        notes.to_str().unwrap(),
+        "--thread",
+        "with-tool",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status.code(), Some(0));
+    let text = String::from_utf8_lossy(
+        &flowbox(&["show", "with-tool", "--db", db.to_str().unwrap()]).stdout,
+    )
+    .into_owned();
+    assert!(
+        text.contains(r#"tool read_file({"path":"notes/todo"#),
+        "{text}"
+    );
+    assert!(text.contains("status   ok"), "{text}");
 }
 
 #[test]
