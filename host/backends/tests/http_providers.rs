@@ -720,6 +720,7 @@ for_both_providers!(
     leaf_structured_reply_invalid_twice_fails,
     leaf_runs_a_tool_then_answers,
     leaf_reply_cut_off_at_max_tokens_fails_clearly,
+    leaf_uses_a_tool_then_gives_a_structured_reply,
 );
 
 /// A host tool for leaves: the length of a text.
@@ -749,23 +750,7 @@ impl Tool for Length {
 
 async fn leaf_runs_a_tool_then_answers(provider: Provider) {
     let server = TestServer::start().await;
-    server.push(Reply::json(
-        200,
-        match provider {
-            Provider::OpenAi => json!({
-                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                    "role": "assistant", "content": null,
-                    "tool_calls": [{"id": "call_1", "type": "function",
-                        "function": {"name": "length", "arguments": "{\"text\": \"flowbox\"}"}}],
-                }}],
-                "usage": {"prompt_tokens": 21, "completion_tokens": 4},
-            }),
-            Provider::Anthropic => anthropic_reply(
-                json!([{"type": "tool_use", "id": "toolu_1", "name": "length", "input": {"text": "flowbox"}}]),
-                "tool_use",
-            ),
-        },
-    ));
+    server.push(Reply::json(200, length_call(provider)));
     server.push(Reply::json(200, provider.text("It has 7 characters.")));
     let mut tools = ToolSet::new();
     tools.insert(std::sync::Arc::new(Length)).unwrap();
@@ -868,6 +853,105 @@ async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].json()["max_tokens"], 64);
+}
+
+/// A tool call of `length` on "flowbox", in the provider's shape.
+fn length_call(provider: Provider) -> Value {
+    match provider {
+        Provider::OpenAi => json!({
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": null,
+                "tool_calls": [{"id": "call_1", "type": "function",
+                    "function": {"name": "length", "arguments": "{\"text\": \"flowbox\"}"}}],
+            }}],
+            "usage": {"prompt_tokens": 21, "completion_tokens": 4},
+        }),
+        Provider::Anthropic => anthropic_reply(
+            json!([{"type": "tool_use", "id": "toolu_1", "name": "length", "input": {"text": "flowbox"}}]),
+            "tool_use",
+        ),
+    }
+}
+
+/// Tools and a schema in one leaf. OpenAI takes both in every turn; Anthropic, whose
+/// structured output is a forced tool, gets the tool phase first and then a turn that may only
+/// call the `reply` tool, over the evidence.
+async fn leaf_uses_a_tool_then_gives_a_structured_reply(provider: Provider) {
+    let server = TestServer::start().await;
+    server.push(Reply::json(200, length_call(provider)));
+    if matches!(provider, Provider::Anthropic) {
+        server.push(Reply::json(200, provider.text("flowbox has 7 characters.")));
+    }
+    server.push(Reply::json(200, provider.structured(json!({"score": 4}))));
+    let mut tools = ToolSet::new();
+    tools.insert(std::sync::Arc::new(Length)).unwrap();
+    let model: std::sync::Arc<dyn ChatModel> = match provider {
+        Provider::OpenAi => std::sync::Arc::new(openai(&server, policy())),
+        Provider::Anthropic => std::sync::Arc::new(anthropic(&server, policy())),
+    };
+    let config = AgentConfig {
+        model: "leaf-model".into(),
+        ..AgentConfig::default()
+    };
+    let agent = AgentBackend::new(model, config, tools);
+    let reply = agent.call(&scored_leaf()).await.unwrap();
+    assert_eq!(reply.value, json!({"score": 4}));
+    let sent: Vec<Value> = server.requests().iter().map(Recorded::json).collect();
+    let tool_names = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .map(|t| match provider {
+                        Provider::OpenAi => t["function"]["name"].as_str().unwrap().to_owned(),
+                        Provider::Anthropic => t["name"].as_str().unwrap().to_owned(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    match provider {
+        Provider::OpenAi => {
+            assert_eq!(sent.len(), 2);
+            for body in &sent {
+                assert_eq!(tool_names(body), ["length"], "{body}");
+                assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+            }
+            let last = sent[1]["messages"].as_array().unwrap().last().unwrap();
+            assert_eq!(
+                *last,
+                json!({"role": "tool", "tool_call_id": "call_1", "content": "7"})
+            );
+        }
+        Provider::Anthropic => {
+            assert_eq!(sent.len(), 3);
+            // The tool phase: the tool offered, no reply forced.
+            for body in &sent[..2] {
+                assert_eq!(tool_names(body), ["length"], "{body}");
+                assert!(body.get("tool_choice").is_none(), "{body}");
+            }
+            // The structured turn: only the reply tool, forced, after the evidence.
+            let last = &sent[2];
+            assert_eq!(tool_names(last), ["reply"], "{last}");
+            assert_eq!(
+                last["tool_choice"],
+                json!({"type": "tool", "name": "reply"})
+            );
+            let asked = last_user_text(provider, &server.requests()[2]);
+            assert!(
+                asked.contains("Now give your final answer as JSON"),
+                "{asked}"
+            );
+            let messages = last["messages"].as_array().unwrap();
+            let evidence = &messages[messages.len() - 2];
+            assert_eq!(evidence["role"], "assistant");
+            assert!(
+                evidence.to_string().contains("flowbox has 7 characters."),
+                "{evidence}"
+            );
+        }
+    }
 }
 
 fn scored_leaf() -> LeafRequest {
