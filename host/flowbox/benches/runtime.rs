@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use flowbox::http::{OpenAiChat, RetryPolicy};
 use flowbox::{
-    AgentBackend, AgentConfig, CheckpointStore, FakeBackend, Limits, MemoryStore, RunRequest,
-    Runtime, ScriptedBackend, SqliteStore, ToolSet,
+    AgentBackend, AgentConfig, CheckpointStore, Durability, FakeBackend, Limits, MemoryStore,
+    RunRequest, Runtime, ScriptedBackend, SqliteStore, ToolSet,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -371,6 +371,21 @@ async fn async_main() {
             / 10.0
     };
     let resume_1000 = resume_benchmark(&on_disk, &sqlite, journal_dir.path()).await;
+    // The stricter setting: every batch fsynced, surviving power loss. Fewer leaves, since
+    // each costs a disk flush.
+    let fsynced = journaled(
+        fake_backend.clone(),
+        Limits::default(),
+        Some(Arc::new(
+            SqliteStore::open_with(
+                journal_dir.path().join("power-loss.db"),
+                Durability::PowerLoss,
+            )
+            .expect("a journal"),
+        )),
+    );
+    let power_loss = measure_alternating(&[&fake, &fsynced], SEQUENTIAL, json!({"n": 50}), 9).await;
+    let power_loss_per_leaf = journal_cost(&power_loss[1], &power_loss[0], 50.0);
 
     // 100 runs in flight at once, each with 10 leaves of 20 ms: peak resident memory.
     let concurrent = runtime(
@@ -415,6 +430,8 @@ async fn async_main() {
             "per_leaf_us_parallel_memory": journal_cost(&memory_parallel, &plain_parallel, 1000.0),
             "per_leaf_us_parallel_sqlite": journal_cost(&sqlite_parallel, &plain_parallel, 1000.0),
             "resume_1000_leaves": resume_1000.json(),
+            "sequential_50_sqlite_power_loss": power_loss[1].json(),
+            "per_leaf_us_sequential_sqlite_power_loss": power_loss_per_leaf,
         },
         "http_leaves_parallel_100": http_100.json(),
         "http_added_overhead_per_leaf_us": (http_per_leaf * 10.0).round() / 10.0,
@@ -511,6 +528,11 @@ async fn async_main() {
             journal_cost(&sqlite_sequential, &plain_sequential, 200.0)
         ),
         "≤ 50 µs",
+    );
+    row(
+        "journal per leaf, sequential (SQLite, fsync)",
+        format!("{power_loss_per_leaf:.1} µs"),
+        "",
     );
     row(
         "journal per leaf, fan-out of 1000 (SQLite)",
