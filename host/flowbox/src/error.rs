@@ -68,7 +68,9 @@ pub enum RunError {
         after: Duration,
     },
     /// The guest exhausted its native stack (recursion too deep for the interpreter itself).
-    #[error("the script exhausted the interpreter's stack (recursion too deep)")]
+    #[error(
+        "the script exhausted the interpreter's stack (recursion too deep, or a value nested too deeply)"
+    )]
     StackOverflow,
     /// The script wrote more `log`/`print` output than allowed.
     #[error("the script wrote more than {limit} bytes of output")]
