@@ -395,6 +395,14 @@ fn call_log(log: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// A directory `notes` holding `todo.txt` ("ship it"), to grant with `--allow-read`.
+fn notes_dir(dir: &tempfile::TempDir) -> PathBuf {
+    let notes = dir.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
+    notes
+}
+
 /// How many times each prompt was sent to the scripted backend, from its call log.
 fn calls_by_prompt(log: &Path) -> std::collections::BTreeMap<String, usize> {
     let mut counts = std::collections::BTreeMap::new();
@@ -612,9 +620,7 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
 fn show_names_the_tools_a_thread_called() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("journal.db");
-    let notes = dir.path().join("notes");
-    std::fs::create_dir(&notes).unwrap();
-    std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
+    let notes = notes_dir(&dir);
     let workflow = script(
         &dir,
         "tool.py",
@@ -867,9 +873,7 @@ impl ChatServer {
 fn leaf_turn_and_output_limits_come_from_the_command_line() {
     let server = ChatServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let notes = dir.path().join("notes");
-    std::fs::create_dir(&notes).unwrap();
-    std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
+    let notes = notes_dir(&dir);
     let workflow = script(
         &dir,
         "limited.py",
@@ -996,9 +1000,7 @@ fn ask_over_an_openai_compatible_server() {
 fn real_leaf_agents_over_an_openai_compatible_server() {
     let server = ChatServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let notes = dir.path().join("notes");
-    std::fs::create_dir(&notes).unwrap();
-    std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
+    let notes = notes_dir(&dir);
     let workflow = script(
         &dir,
         "leaves.py",
