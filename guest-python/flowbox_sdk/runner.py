@@ -17,15 +17,16 @@ from .scheduler import Scheduler
 from .script import (
     FILENAME,
     INVALID_RESULT,
+    MEMORY_ERRORS,
     OUT_OF_MEMORY,
-    SIZE_OVERFLOW,
-    SIZE_OVERFLOW_MESSAGES,
     SYNTAX,
     UNCAUGHT,
     Entry,
     ScriptFailure,
     build,
     extract_meta,
+    is_size_overflow,
+    memory_errors,
     parse,
 )
 
@@ -77,7 +78,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         "__name__": "workflow",
         **_ALIASES,
         **_EXCEPTIONS,
-        SIZE_OVERFLOW: OverflowError,
+        MEMORY_ERRORS: memory_errors,
         **primitives,
         "args": args,
     }
@@ -128,7 +129,7 @@ def _script_error(error: BaseException) -> ScriptFailure:
             line,
             type(error).__name__,
         )
-    if isinstance(error, OverflowError) and message in SIZE_OVERFLOW_MESSAGES:
+    if is_size_overflow(error):
         return ScriptFailure(
             OUT_OF_MEMORY,
             "the script ran out of memory: it asked for an object larger than the guest's "

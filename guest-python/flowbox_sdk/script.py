@@ -5,6 +5,7 @@ the text, so every line number the script's author sees is the script's own.
 
 import ast
 import math
+import sys
 import types
 from typing import Any, NamedTuple
 
@@ -12,13 +13,34 @@ FILENAME = "<workflow>"
 # The async function a direct body is wrapped into; the guard keeps scripts from naming it.
 BODY_FUNCTION = "__flowbox_body__"
 # The guest is 32-bit: a size beyond 2**31 (`'a' * 10**10`) raises OverflowError before any
-# memory is asked for. Such a request is the script running out of memory, so handlers of
-# `MemoryError` also catch it through this global (a dunder name no script can rebind).
-SIZE_OVERFLOW = "__flowbox_size_overflow__"
-SIZE_OVERFLOW_MESSAGES = (
+# memory is asked for. Such a request is the script running out of memory, so a handler of
+# `MemoryError` also catches it: its type is wrapped in a call of this global (a dunder name no
+# script can rebind), which CPython evaluates while matching, with the exception at hand.
+MEMORY_ERRORS = "__flowbox_memory_errors__"
+_SIZE_OVERFLOW_MESSAGES = (
     "cannot fit 'int' into an index-sized integer",
     "Python int too large to convert to C ssize_t",
 )
+
+
+def is_size_overflow(error: BaseException) -> bool:
+    """Whether `error` is CPython refusing a size too large for the guest's address space."""
+    if not isinstance(error, OverflowError):
+        return False
+    message = str(error)
+    # "repeated string is too long", "repeated bytes are too long", "join() result is too
+    # long for a Python string", ...
+    return message in _SIZE_OVERFLOW_MESSAGES or "too long" in message
+
+
+def memory_errors(caught):
+    """What `except MemoryError` catches: also a size overflow, when that is the exception
+    being matched (and only then, so `except OverflowError` further down still sees the
+    others)."""
+    if is_size_overflow(sys.exception()):
+        return (*(caught if isinstance(caught, tuple) else (caught,)), OverflowError)
+    return caught
+
 
 # WIT `script-error-kind` cases.
 SYNTAX = "syntax"
@@ -138,10 +160,8 @@ def _catch_size_overflows(tree: ast.Module) -> None:
         names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
         if not any(isinstance(name, ast.Name) and name.id == "MemoryError" for name in names):
             continue
-        overflow = ast.copy_location(ast.Name(id=SIZE_OVERFLOW, ctx=ast.Load()), caught)
-        handler.type = ast.copy_location(
-            ast.Tuple(elts=[*names, overflow], ctx=ast.Load()), caught
-        )
+        wrapper = ast.Name(id=MEMORY_ERRORS, ctx=ast.Load())
+        handler.type = ast.copy_location(ast.Call(func=wrapper, args=[caught], keywords=[]), caught)
         ast.fix_missing_locations(handler.type)
 
 

@@ -111,9 +111,17 @@ def test_a_size_beyond_the_address_space_is_a_memory_error(host):
     failure = host.fail(f"x = 1\n{SIZE_OVERFLOW}\nreturn 1\n")
     assert (failure.kind, failure.exception, failure.line) == ("out-of-memory", "MemoryError", 2)
     assert "2 GiB address space" in failure.message
-    # Any other overflow is an ordinary uncaught error.
+    failure = host.fail('raise OverflowError("repeated string is too long")\nreturn 1\n')
+    assert (failure.kind, failure.exception) == ("out-of-memory", "MemoryError")
+    # Any other overflow is an ordinary uncaught error...
     failure = host.fail("import math\nreturn math.exp(1000)\n")
     assert (failure.kind, failure.exception) == ("uncaught", "OverflowError")
+    # ... which a MemoryError handler does not take from the handler meant for it.
+    script = (
+        "import math\ntry:\n    math.exp(1000)\nexcept MemoryError:\n    return 'memory'\n"
+        "except OverflowError:\n    return 'overflow'\n"
+    )
+    assert host.run(script) == "overflow"
 
 
 def test_recursion_error_stays_uncaught():
