@@ -436,19 +436,23 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
     let db = dir.path().join("journal.db");
     let db = db.to_str().unwrap();
     let log = dir.path().join("calls.jsonl");
-    // `right` is slow, so the kill lands while it is in flight and `left` is journaled.
-    let backend = script(
-        &dir,
-        "slow.json",
-        &json!({
-            "latency_ms": 150,
-            "fallback": "fake",
-            "call_log": log,
-            "rules": [{"prompt": "^right$", "text": "[fake leaf] {prompt}", "latency_ms": 4000}]
-        })
-        .to_string(),
-    );
-    let backend = format!("scripted:{backend}");
+    // Before the kill `right` is slow, so the kill lands while it is in flight and `left` is
+    // journaled, however loaded the machine; after it, every leaf answers in 150 ms.
+    let backends = [600_000, 150].map(|right_ms| {
+        let file = script(
+            &dir,
+            &format!("right-{right_ms}.json"),
+            &json!({
+                "latency_ms": 150,
+                "fallback": "fake",
+                "call_log": log,
+                "rules": [{"prompt": "^right$", "text": "[fake leaf] {prompt}", "latency_ms": right_ms}]
+            })
+            .to_string(),
+        );
+        format!("scripted:{file}")
+    });
+    let [slow, backend] = &backends;
     let workflow = script(
         &dir,
         "steps.py",
@@ -466,7 +470,7 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
         "--db",
         db,
         "--backend",
-        &backend,
+        slow,
         "--json",
     ])
     .stdout(Stdio::null())
@@ -501,7 +505,7 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
         "--db",
         db,
         "--backend",
-        &backend,
+        backend,
         "--json",
     ]);
     assert_eq!(rival.status.code(), Some(2));
@@ -555,7 +559,7 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
         "--db",
         db,
         "--backend",
-        &backend,
+        backend,
         "--json",
     ]);
     assert_eq!(
@@ -597,11 +601,14 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
         "--db",
         db,
         "--backend",
-        &backend,
+        backend,
         "--json",
     ]);
     assert_eq!(stdout_json(&again)["result"], resumed["result"]);
     assert_eq!(call_log(&log).len(), after.len());
+    // A finished thread keeps no lease file, even after being asked for again.
+    let leases = std::fs::read_dir(format!("{db}.leases")).unwrap().count();
+    assert_eq!(leases, 0);
 
     let listing = flowbox(&["threads", "--db", db, "--json"]);
     let listing: Value = serde_json::from_slice(&listing.stdout).unwrap();
@@ -1329,18 +1336,21 @@ fn run_writes_events_to_stdout_before_the_result() {
 }
 
 #[test]
-fn a_reader_that_stops_reading_ends_the_command_quietly() {
+fn a_reader_that_stops_reading_ends_the_command_quietly_with_its_own_exit_code() {
     let dir = tempfile::tempdir().unwrap();
-    let path = script(&dir, "many.py", "return list(range(20000))\n");
-    let mut child = command(&["run", &path, "--no-journal"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Close the pipe before the command writes its result.
-    drop(child.stdout.take());
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let many = script(&dir, "many.py", "return list(range(20000))\n");
+    let failing = script(&dir, "failing.py", "raise ValueError('no')\nreturn 1\n");
+    for (path, code) in [(&many, 0), (&failing, 1)] {
+        let mut child = command(&["run", path, "--no-journal", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the pipe before the command writes its result.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(output.status.code(), Some(code), "{stderr}");
+    }
 }

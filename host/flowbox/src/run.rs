@@ -14,7 +14,7 @@ use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use flowbox_store::{CheckpointStore, Claim, RunEnd, RunHeader, RunStatus};
+use flowbox_store::{CheckpointStore, Claim, RunEnd, RunHeader, RunStatus, StoredRun};
 
 use crate::calls::{CallSettings, Calls, Durability};
 use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
@@ -453,18 +453,25 @@ async fn prepare(
             .ok_or_else(|| RunError::UnknownThread(from.clone()))?;
         plan.durability.cache = Some(LeafCache::new(earlier.entries));
     }
-    // Claimed before it is read, so no other run can move the thread on in between.
-    let mut claim = store.claim(&plan.thread_id).await.map_err(journal_error)?;
     let mut existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
     if existing.is_some() && generated {
         // A generated id names a new thread; on the (astronomically rare) collision, draw again.
         plan.thread_id = crate::thread::new_thread_id();
-        claim = store.claim(&plan.thread_id).await.map_err(journal_error)?;
         existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
     }
+    // A refused or finished thread is answered before it is claimed, so it leaves no lease.
+    if let Admission::Finished(outcome) = admit(&mut plan, request, existing.as_ref())? {
+        return Ok(Prepared::Finished(*outcome));
+    }
+    let claim = store.claim(&plan.thread_id).await.map_err(journal_error)?;
+    // Read again under the claim: another run may have moved the thread on meanwhile.
+    let existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
+    let args_text = match admit(&mut plan, request, existing.as_ref())? {
+        Admission::Finished(outcome) => return Ok(Prepared::Finished(*outcome)),
+        Admission::Run(args_text) => args_text,
+    };
     match existing {
         None => {
-            let args_text = check_input(&request.script, &request.args, &plan.limits)?;
             let header = RunHeader {
                 thread_id: plan.thread_id.clone(),
                 script: request.script.clone(),
@@ -483,48 +490,69 @@ async fn prepare(
                 plan.thread_id.clone(),
                 &[],
             ));
-            Ok(Prepared::Run(plan, args_text, Some(claim)))
         }
         Some(run) => {
-            let header = &run.header;
-            if request.limits.is_none() {
-                plan.limits = serde_json::from_value(header.limits.clone()).map_err(|e| {
-                    RunError::Journal(format!(
-                        "the limits thread {} started with are unreadable: {e}",
-                        plan.thread_id
-                    ))
-                })?;
-            }
-            plan.guard = header.guard;
-            let args_text = check_input(&request.script, &request.args, &plan.limits)?;
-            if header.script_sha256 != sha256_hex(request.script.as_bytes()) {
-                return Err(RunError::Divergence(format!(
-                    "the script is not the one thread {} started with",
-                    plan.thread_id
-                )));
-            }
-            if header.args_sha256 != sha256_hex(args_text.as_bytes()) {
-                return Err(RunError::Divergence(format!(
-                    "the args are not the ones thread {} started with",
-                    plan.thread_id
-                )));
-            }
-            if let Some(end) = run.end {
-                return Ok(Prepared::Finished(recorded_outcome(
-                    &plan.thread_id,
-                    end.outcome,
-                )));
-            }
-            plan.start_unix_nanos = header.start_unix_nanos;
+            plan.start_unix_nanos = run.header.start_unix_nanos;
             plan.durability.journal = Some(JournalWriter::new(
                 Arc::clone(store),
                 plan.thread_id.clone(),
                 &run.entries,
             ));
             plan.durability.replay = Some(Replay::new(run.entries));
-            Ok(Prepared::Run(plan, args_text, Some(claim)))
         }
     }
+    Ok(Prepared::Run(plan, args_text, Some(claim)))
+}
+
+/// Whether a journaled request may run.
+enum Admission {
+    /// Yes, with these args (as JSON text).
+    Run(String),
+    /// The thread already finished: this is its recorded outcome.
+    Finished(Box<RunOutcome>),
+}
+
+/// Checks a request against its thread as journaled (`None`: a new thread): a resumed thread
+/// takes the limits (unless the request sets its own) and guard it started with, and must be
+/// given the same script and args.
+fn admit(
+    plan: &mut Plan,
+    request: &RunRequest,
+    existing: Option<&StoredRun>,
+) -> Result<Admission, RunError> {
+    let Some(run) = existing else {
+        return check_input(&request.script, &request.args, &plan.limits).map(Admission::Run);
+    };
+    let header = &run.header;
+    if request.limits.is_none() {
+        plan.limits = serde_json::from_value(header.limits.clone()).map_err(|e| {
+            RunError::Journal(format!(
+                "the limits thread {} started with are unreadable: {e}",
+                plan.thread_id
+            ))
+        })?;
+    }
+    plan.guard = header.guard;
+    let args_text = check_input(&request.script, &request.args, &plan.limits)?;
+    if header.script_sha256 != sha256_hex(request.script.as_bytes()) {
+        return Err(RunError::Divergence(format!(
+            "the script is not the one thread {} started with",
+            plan.thread_id
+        )));
+    }
+    if header.args_sha256 != sha256_hex(args_text.as_bytes()) {
+        return Err(RunError::Divergence(format!(
+            "the args are not the ones thread {} started with",
+            plan.thread_id
+        )));
+    }
+    Ok(match &run.end {
+        Some(end) => Admission::Finished(Box::new(recorded_outcome(
+            &plan.thread_id,
+            end.outcome.clone(),
+        ))),
+        None => Admission::Run(args_text),
+    })
 }
 
 /// The outcome of a run refused before it started.

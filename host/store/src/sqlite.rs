@@ -43,6 +43,9 @@ pub enum Durability {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     path: PathBuf,
+    /// Where the lease files of claimed threads live: beside the database as it resolves, so
+    /// every path to one file (a symlink, `./`) shares them.
+    leases: PathBuf,
     connection: Arc<Mutex<Connection>>,
     durability: Durability,
     busy_timeout: Duration,
@@ -124,7 +127,13 @@ impl SqliteStore {
             ))
             .map_err(|e| classify(&path, e))?;
         migrate(&path, &connection)?;
+        let mut leases = path
+            .canonicalize()
+            .map_err(|e| StoreError::Io(format!("{}: {e}", path.display())))?
+            .into_os_string();
+        leases.push(".leases");
         Ok(Self {
+            leases: leases.into(),
             path,
             connection: Arc::new(Mutex::new(connection)),
             durability,
@@ -147,11 +156,9 @@ impl SqliteStore {
     /// The file whose lock is the claim on `thread_id`: in a directory beside the database
     /// (`journal.db.leases/`), named by a hash of the id so that any id makes a safe name.
     fn lease_path(&self, thread_id: &str) -> PathBuf {
-        let mut dir = self.path.clone().into_os_string();
-        dir.push(".leases");
         let digest = Sha256::digest(thread_id.as_bytes());
         let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        PathBuf::from(dir).join(name)
+        self.leases.join(name)
     }
 
     /// Runs `action` on the connection. Without fsyncs a journal write is a few microseconds
@@ -702,11 +709,17 @@ mod tests {
     async fn a_claim_holds_across_stores_on_one_file_and_ends_with_the_thread() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.db");
-        // Two stores on one file stand for two processes: each has its own lock on the lease.
-        let (one, two) = (
-            SqliteStore::open(&path).unwrap(),
-            SqliteStore::open(&path).unwrap(),
-        );
+        // Two stores on one file stand for two processes: each has its own lock on the lease,
+        // even when one reaches the file through a symlink.
+        let one = SqliteStore::open(&path).unwrap();
+        #[cfg(unix)]
+        let two = {
+            let link = dir.path().join("link.db");
+            std::os::unix::fs::symlink(&path, &link).unwrap();
+            SqliteStore::open(&link).unwrap()
+        };
+        #[cfg(not(unix))]
+        let two = SqliteStore::open(&path).unwrap();
         one.begin(&header("t")).await.unwrap();
         let held = one.claim("t").await.unwrap();
         let err = two.claim("t").await.unwrap_err();
