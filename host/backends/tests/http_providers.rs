@@ -182,9 +182,24 @@ async fn openai_newer_models_get_max_completion_tokens() {
     let model = openai(&server, policy());
     assert_eq!(model.complete(&hello()).await.unwrap().text, "first");
     assert_eq!(model.complete(&hello()).await.unwrap().text, "second");
-    let sent: Vec<Value> = server.requests().iter().map(Recorded::json).collect();
+    let requests = server.requests();
+    let sent: Vec<Value> = requests.iter().map(Recorded::json).collect();
     assert_eq!(sent.len(), 3);
     assert_eq!(sent[0]["max_tokens"], 256);
+    // The request sent again has a body of its own, so a key of its own.
+    let keys: Vec<_> = requests
+        .iter()
+        .map(|r| r.header("idempotency-key"))
+        .collect();
+    let retried = format!("{IDEMPOTENCY_KEY}/max_completion_tokens");
+    assert_eq!(
+        keys,
+        [
+            Some(IDEMPOTENCY_KEY),
+            Some(retried.as_str()),
+            Some(IDEMPOTENCY_KEY)
+        ]
+    );
     for later in &sent[1..] {
         assert_eq!(later["max_completion_tokens"], 256, "{later}");
         assert!(later.get("max_tokens").is_none(), "{later}");

@@ -156,6 +156,12 @@ impl ChatModel for OpenAiChat {
         {
             Err(error) if !newer && asks_for_completion_tokens(&error) => {
                 self.completion_tokens_field.store(true, Ordering::Relaxed);
+                // A different body under the same key could get the refusal back from a
+                // de-duplicating gateway.
+                if let Some(key) = &request.idempotency_key {
+                    let key = format!("{key}/max_completion_tokens");
+                    headers.insert(IDEMPOTENCY_KEY, idempotency_header(&self.http, &key)?);
+                }
                 self.http
                     .post(&self.url, headers, &request_body(request, true))
                     .await?
