@@ -2,7 +2,7 @@
 //! codes. One module per subcommand.
 
 /// `println!` for the command's output on stdout, except that a reader who stopped reading
-/// (`flowbox threads | head -1`) ends the process quietly instead of with a panic.
+/// (`flowbox threads | head -1`) is no reason to panic.
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::write_out(format_args!($($arg)*))
@@ -22,6 +22,7 @@ mod threads;
 mod workflows;
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
 
@@ -153,6 +154,8 @@ fn main() -> ExitCode {
     // A tool call stuck in a blocking read must not keep the finished command from exiting.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
+        // A result nobody could read is not a success.
+        Ok(0) if STDOUT.load(Ordering::Relaxed) == STDOUT_FAILED => ExitCode::from(1),
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
             if json {
@@ -167,9 +170,20 @@ fn main() -> ExitCode {
     }
 }
 
-/// Writes one line of output to stdout; see [`out!`].
+/// What became of stdout: [`STDOUT_OPEN`], [`STDOUT_GONE`] (its reader stopped reading: later
+/// output is dropped) or [`STDOUT_FAILED`] (writing failed otherwise: the command fails).
+static STDOUT: AtomicU8 = AtomicU8::new(STDOUT_OPEN);
+const STDOUT_OPEN: u8 = 0;
+const STDOUT_GONE: u8 = 1;
+const STDOUT_FAILED: u8 = 2;
+
+/// Writes one line of output to stdout; see [`out!`]. When the reader has gone, the line is
+/// dropped and the command still ends with its own exit code.
 fn write_out(line: std::fmt::Arguments<'_>) {
     use std::io::Write;
+    if STDOUT.load(Ordering::Relaxed) != STDOUT_OPEN {
+        return;
+    }
     let mut stdout = std::io::stdout().lock();
     let written = stdout
         .write_fmt(line)
@@ -177,10 +191,12 @@ fn write_out(line: std::fmt::Arguments<'_>) {
         .and_then(|()| stdout.flush());
     match written {
         Ok(()) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+            STDOUT.store(STDOUT_GONE, Ordering::Relaxed);
+        }
         Err(error) => {
+            STDOUT.store(STDOUT_FAILED, Ordering::Relaxed);
             eprintln!("error: cannot write the output: {error}");
-            std::process::exit(1);
         }
     }
 }
