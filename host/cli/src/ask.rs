@@ -71,7 +71,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     )
     .await;
     if let Some(log) = log {
-        log.finish().await.map_err(Failure::input)?;
+        log.finish().await.map_err(Failure::output)?;
     }
     let answer = answer.map_err(|e| Failure {
         code: 1,

@@ -56,12 +56,15 @@ pub(crate) fn spawn(
 }
 
 impl EventLog {
-    /// Writes the events still queued, flushes, and stops.
+    /// Writes the events still queued, flushes, and stops. A reader of `-` that stopped
+    /// reading (`| head`) is not a failure.
     pub(crate) async fn finish(self) -> anyhow::Result<()> {
         let _ = self.stop.send(());
-        self.task
-            .await
-            .context("the event writer failed")?
-            .context("cannot write events")
+        match self.task.await.context("the event writer failed")? {
+            Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(error).context("cannot write events")
+            }
+            _ => Ok(()),
+        }
     }
 }

@@ -80,7 +80,7 @@ impl Command {
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub code: u8,
-    /// The error kind `--json` reports: a run error's own, else `input` or `setup`.
+    /// The error kind `--json` reports: a run error's own, else `input`, `setup` or `output`.
     pub kind: String,
     pub error: anyhow::Error,
 }
@@ -92,6 +92,15 @@ impl Failure {
             code: 2,
             kind: "input".into(),
             error: error.into(),
+        }
+    }
+
+    /// The output could not be written, after the work was done (exit code 1).
+    pub(crate) fn output(error: anyhow::Error) -> Self {
+        Self {
+            code: 1,
+            kind: "output".into(),
+            error,
         }
     }
 

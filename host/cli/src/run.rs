@@ -74,7 +74,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     };
     let outcome = with_progress(&runtime, runtime.run_request(request)).await;
     if let Some(log) = log {
-        log.finish().await.map_err(Failure::input)?;
+        log.finish().await.map_err(Failure::output)?;
     }
     report(outcome, args.json)
 }

@@ -1340,8 +1340,13 @@ fn a_reader_that_stops_reading_ends_the_command_quietly_with_its_own_exit_code()
     let dir = tempfile::tempdir().unwrap();
     let many = script(&dir, "many.py", "return list(range(20000))\n");
     let failing = script(&dir, "failing.py", "raise ValueError('no')\nreturn 1\n");
-    for (path, code) in [(&many, 0), (&failing, 1)] {
-        let mut child = command(&["run", path, "--no-journal", "--json"])
+    let cases = [
+        (vec!["run", &many, "--no-journal", "--json"], 0),
+        (vec!["run", &failing, "--no-journal", "--json"], 1),
+        (vec!["run", &many, "--no-journal", "--events", "-"], 0),
+    ];
+    for (args, code) in cases {
+        let mut child = command(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
