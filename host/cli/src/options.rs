@@ -126,6 +126,10 @@ pub(crate) struct RunOptions {
     /// Deadline of one provider request, in seconds [default: 120].
     #[arg(long, value_name = "SECS")]
     pub request_timeout: Option<f64>,
+    /// Longest wait between two attempts of a provider request, and the longest
+    /// `Retry-After` obeyed (a longer one fails the call at once), in seconds [default: 60].
+    #[arg(long, value_name = "SECS")]
+    pub max_backoff: Option<f64>,
     /// Load limits from a JSON file (any subset of the fields; flags below override it).
     #[arg(long, value_name = "FILE")]
     pub limits: Option<PathBuf>,
@@ -347,6 +351,11 @@ impl RunOptions {
             let timeout = Duration::try_from_secs_f64(secs)
                 .map_err(|e| anyhow::anyhow!("invalid --request-timeout {secs}: {e}"))?;
             retry = retry.with_request_timeout(timeout);
+        }
+        if let Some(secs) = self.max_backoff {
+            let backoff = Duration::try_from_secs_f64(secs)
+                .map_err(|e| anyhow::anyhow!("invalid --max-backoff {secs}: {e}"))?;
+            retry = retry.with_max_backoff(backoff);
         }
         let base_url = self.base_url.as_deref();
         Ok(match self.backend {

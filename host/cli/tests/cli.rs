@@ -824,12 +824,17 @@ impl ChatServer {
                     let mut body = vec![0; length];
                     reader.read_exact(&mut body).unwrap();
                     let request: Value = serde_json::from_slice(&body).unwrap();
-                    let reply = ChatServer::answer(&request);
+                    let (status, reply) = ChatServer::answer(&request);
                     seen.lock().unwrap().push((path, auth, request));
                     let body = reply.to_string();
+                    // A rate limit asks for a 30-second pause.
+                    let status = match status {
+                        429 => "429 Too Many Requests\r\nRetry-After: 30",
+                        _ => "200 OK",
+                    };
                     let _ = write!(
                         stream,
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                         body.len()
                     );
                 });
@@ -838,7 +843,7 @@ impl ChatServer {
         Self { url, requests }
     }
 
-    fn answer(request: &Value) -> Value {
+    fn answer(request: &Value) -> (u16, Value) {
         let messages = request["messages"].as_array().unwrap();
         let user = messages
             .iter()
@@ -872,12 +877,21 @@ impl ChatServer {
         } else {
             "stop"
         };
-        json!({"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage})
+        if user.contains("rate limited") {
+            return (
+                429,
+                json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
+            );
+        }
+        (
+            200,
+            json!({"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}),
+        )
     }
 }
 
 #[test]
-fn leaf_turn_and_output_limits_come_from_the_command_line() {
+fn leaf_turn_output_and_backoff_limits_come_from_the_command_line() {
     let server = ChatServer::start();
     let dir = tempfile::tempdir().unwrap();
     let notes = notes_dir(&dir);
@@ -886,7 +900,7 @@ fn leaf_turn_and_output_limits_come_from_the_command_line() {
         "limited.py",
         r#"
 out = []
-for prompt in ["use the tool on the notes", "write at length"]:
+for prompt in ["use the tool on the notes", "write at length", "rate limited"]:
     try:
         out.append(await agent(prompt))
     except AgentError as e:
@@ -909,6 +923,8 @@ return out
         "1",
         "--max-output-tokens",
         "77",
+        "--max-backoff",
+        "1",
         "--no-journal",
         "--json",
     ])
@@ -930,6 +946,13 @@ return out
             .as_str()
             .unwrap()
             .contains("cut off at its limit of 77 output tokens"),
+        "{out}"
+    );
+    // A Retry-After of 30 s is beyond --max-backoff: the call fails at once, as retryable.
+    let limited = result[2].as_str().unwrap();
+    assert!(
+        limited.contains("wait 30 s, longer than max_backoff (1 s)")
+            && limited.ends_with("(retryable)"),
         "{out}"
     );
     for bad in ["0", "many"] {
