@@ -415,19 +415,18 @@ impl<'a> Conversation<'a> {
         self.turns += 1;
         self.chat.idempotency_key = self.key.as_ref().map(|key| format!("{key}/{}", self.turns));
         match self.model.complete(&self.chat).await {
-            Ok(response) if response.truncated => {
-                self.usage = self.usage.saturating_add(response.usage);
-                // Sampling again would most likely be cut off again: fail with the remedy.
-                Err(BackendError::terminal(format!(
-                    "the model's reply was cut off at its limit of {} output tokens per turn; \
-                     ask for a shorter answer, or raise max_tokens (the CLI's \
-                     --max-output-tokens)",
-                    self.chat.max_tokens
-                ))
-                .with_usage(self.usage))
-            }
             Ok(response) => {
                 self.usage = self.usage.saturating_add(response.usage);
+                if response.truncated {
+                    // Sampling again would most likely be cut off again: fail with the remedy.
+                    return Err(BackendError::terminal(format!(
+                        "the model's reply was cut off at its limit of {} output tokens per \
+                         turn; ask for a shorter answer, or raise max_tokens (the CLI's \
+                         --max-output-tokens)",
+                        self.chat.max_tokens
+                    ))
+                    .with_usage(response.usage));
+                }
                 Ok(response)
             }
             Err(error) => {

@@ -249,7 +249,7 @@ impl ScriptErrorKind {
 }
 
 /// The longest script error message kept; the rest is cut with a marker.
-pub(crate) const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
+const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 /// The longest exception class name kept.
 const MAX_EXCEPTION_NAME_BYTES: usize = 200;
 
