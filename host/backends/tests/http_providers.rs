@@ -672,17 +672,23 @@ impl Provider {
         }
     }
 
-    /// A leaf agent over this provider at `server`.
+    /// A leaf agent over this provider at `server`, without tools.
     fn agent(self, server: &TestServer) -> AgentBackend {
+        self.agent_with(server, AgentConfig::default(), ToolSet::new())
+    }
+
+    /// A leaf agent over this provider at `server` with `tools`, using the model
+    /// `leaf-model` and otherwise `config`.
+    fn agent_with(self, server: &TestServer, config: AgentConfig, tools: ToolSet) -> AgentBackend {
         let model: std::sync::Arc<dyn ChatModel> = match self {
             Self::OpenAi => std::sync::Arc::new(openai(server, policy())),
             Self::Anthropic => std::sync::Arc::new(anthropic(server, policy())),
         };
         let config = AgentConfig {
             model: "leaf-model".into(),
-            ..AgentConfig::default()
+            ..config
         };
-        AgentBackend::new(model, config, ToolSet::new())
+        AgentBackend::new(model, config, tools)
     }
 
     /// An error body in the provider's documented shape.
@@ -769,18 +775,7 @@ async fn leaf_runs_a_tool_then_answers(provider: Provider) {
     server.push(Reply::json(200, provider.text("It has 7 characters.")));
     let mut tools = ToolSet::new();
     tools.insert(std::sync::Arc::new(Length)).unwrap();
-    let model: std::sync::Arc<dyn ChatModel> = match provider {
-        Provider::OpenAi => std::sync::Arc::new(openai(&server, policy())),
-        Provider::Anthropic => std::sync::Arc::new(anthropic(&server, policy())),
-    };
-    let agent = AgentBackend::new(
-        model,
-        AgentConfig {
-            model: "leaf-model".into(),
-            ..AgentConfig::default()
-        },
-        tools,
-    );
+    let agent = provider.agent_with(&server, AgentConfig::default(), tools);
     let mut leaf = LeafRequest::new(1, json!("How long is the word flowbox?"));
     leaf.idempotency_key = "t/1".into();
     let reply = agent.call(&leaf).await.unwrap();
@@ -841,18 +836,13 @@ async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
             }),
         },
     ));
-    let model: std::sync::Arc<dyn ChatModel> = match provider {
-        Provider::OpenAi => std::sync::Arc::new(openai(&server, policy())),
-        Provider::Anthropic => std::sync::Arc::new(anthropic(&server, policy())),
-    };
     let mut tools = ToolSet::new();
     tools.insert(std::sync::Arc::new(Length)).unwrap();
     let config = AgentConfig {
-        model: "leaf-model".into(),
         max_tokens: 64,
         ..AgentConfig::default()
     };
-    let agent = AgentBackend::new(model, config, tools);
+    let agent = provider.agent_with(&server, config, tools);
     let error = agent
         .call(&LeafRequest::new(1, json!("How long is flowbox?")))
         .await
@@ -900,15 +890,7 @@ async fn leaf_uses_a_tool_then_gives_a_structured_reply(provider: Provider) {
     server.push(Reply::json(200, provider.structured(json!({"score": 4}))));
     let mut tools = ToolSet::new();
     tools.insert(std::sync::Arc::new(Length)).unwrap();
-    let model: std::sync::Arc<dyn ChatModel> = match provider {
-        Provider::OpenAi => std::sync::Arc::new(openai(&server, policy())),
-        Provider::Anthropic => std::sync::Arc::new(anthropic(&server, policy())),
-    };
-    let config = AgentConfig {
-        model: "leaf-model".into(),
-        ..AgentConfig::default()
-    };
-    let agent = AgentBackend::new(model, config, tools);
+    let agent = provider.agent_with(&server, AgentConfig::default(), tools);
     let reply = agent.call(&scored_leaf()).await.unwrap();
     assert_eq!(reply.value, json!({"score": 4}));
     let sent: Vec<Value> = server.requests().iter().map(Recorded::json).collect();

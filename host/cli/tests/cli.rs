@@ -1382,3 +1382,22 @@ fn a_reader_that_stops_reading_ends_the_command_quietly_with_its_own_exit_code()
         assert_eq!(output.status.code(), Some(code), "{stderr}");
     }
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn output_that_cannot_be_written_fails_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = script(&dir, "one.py", "return 1\n");
+    let output = command(&["run", &path, "--no-journal", "--json"])
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write the output"), "{stderr}");
+}
