@@ -2,9 +2,9 @@
 # Everything builds with the release profile: one target directory, one wasmtime build.
 
 CARGO ?= cargo
-GUEST := components/flowbox_guest.wasm
+GUEST := host/flowbox/guest/flowbox_guest.wasm.gz
 GUEST_SOURCES := $(shell find guest-python -name '*.py' -not -path '*/tests/*') \
-	wit/flowbox.wit guest-python/build.sh
+	host/flowbox/wit/flowbox.wit guest-python/build.sh
 
 .PHONY: all guest build demo test test-guest lint bench fuzz
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use flowbox::backends::{FakeBackend, ScriptedBackend};
 use flowbox::{
-    BackendError, FakeBackend, LeafBackend, LeafReply, LeafRequest, Limits, RunOutcome, RunRequest,
-    Runtime, ScriptedBackend,
+    BackendError, LeafBackend, LeafReply, LeafRequest, Limits, RunOutcome, RunRequest, Runtime,
 };
 use serde_json::{Value, json};
 

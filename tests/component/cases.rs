@@ -11,7 +11,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use flowbox::{FakeBackend, LeafBackend, Limits, RunRequest, ScriptedBackend};
+use flowbox::backends::{FakeBackend, ScriptedBackend};
+use flowbox::{LeafBackend, Limits, RunRequest};
 use flowbox_tests::{root, runtime_with};
 use serde_json::{Value, json};
 

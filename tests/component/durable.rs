@@ -4,10 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowbox::{
-    BackendError, CheckpointStore, FakeBackend, LeafBackend, LeafReply, LeafRequest, MemoryStore,
-    RunError, RunRequest, RunStatus, Runtime,
-};
+use flowbox::backends::FakeBackend;
+use flowbox::store::{CheckpointStore, MemoryStore, RunStatus};
+use flowbox::{BackendError, LeafBackend, LeafReply, LeafRequest, RunError, RunRequest, Runtime};
 use flowbox_tests::{CountingBackend, root};
 use serde_json::json;
 

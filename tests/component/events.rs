@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use flowbox::backends::FakeBackend;
+use flowbox::store::{CheckpointStore, MemoryStore};
 use flowbox::{
-    BackendError, CheckpointStore, Event, EventKind, EventStream, FakeBackend, LeafBackend,
-    LeafObserver, LeafReply, LeafRequest, MemoryStore, Position, RunRequest, Runtime,
+    BackendError, Event, EventKind, EventStream, LeafBackend, LeafObserver, LeafReply, LeafRequest,
+    Position, RunRequest, Runtime,
 };
 use flowbox_tests::{CountingBackend, root, runtime};
 use serde_json::json;
@@ -177,6 +179,7 @@ async fn a_failed_run_ends_with_its_error() {
 #[tokio::test]
 async fn a_slow_consumer_gets_a_gap_and_never_stalls_the_run() {
     let rt = flowbox::Runtime::builder()
+        .backend(FakeBackend::new())
         .event_capacity(16)
         .cache_dir(flowbox_tests::root().join("target").join("flowbox-cache"))
         .build()

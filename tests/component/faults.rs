@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use flowbox::{BackendError, FakeBackend, LeafBackend, LeafReply, LeafRequest, Limits};
+use flowbox::backends::FakeBackend;
+use flowbox::{BackendError, LeafBackend, LeafReply, LeafRequest, Limits};
 use flowbox_tests::{result_of, runtime_with};
 use serde_json::json;
 

@@ -4,11 +4,12 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use flowbox::{
-    BackendError, ChatModel, ChatRequest, ChatResponse, CheckpointStore, FakeBackend, Guidance,
-    Limits, MemoryStore, Message, Orchestrator, RUN_WORKFLOW, Runtime, Tool, ToolCall,
-    WorkflowTool, WorkflowTotals,
-};
+use flowbox::backends::{AgentBackend, AgentConfig, FakeBackend};
+use flowbox::chat::{ChatModel, ChatRequest, ChatResponse, Message, ToolCall};
+use flowbox::orchestrator::{Guidance, Orchestrator, RUN_WORKFLOW, WorkflowTool};
+use flowbox::store::{CheckpointStore, MemoryStore, WorkflowTotals};
+use flowbox::tools::Tool;
+use flowbox::{BackendError, Limits, Runtime};
 use flowbox_tests::root;
 use serde_json::{Value, json};
 
@@ -62,17 +63,25 @@ fn run_workflow(script: &str) -> ChatResponse {
     }
 }
 
-fn orchestrator(model: Arc<RootModel>, store: Arc<MemoryStore>) -> Orchestrator {
-    Orchestrator::builder(model, "root-model")
-        .system_prompt("You are the team's assistant.")
-        .leaves(Arc::new(FakeBackend::new()))
-        .runtime(
-            Runtime::builder()
-                .shared_store(store)
-                .cache_dir(root().join("target").join("flowbox-cache")),
-        )
+/// A runtime with fake leaves, for orchestrators whose root model is scripted.
+fn fake_leaves() -> Runtime {
+    Runtime::builder()
+        .backend(FakeBackend::new())
+        .cache_dir(root().join("target").join("flowbox-cache"))
         .build()
-        .expect("the orchestrator builds")
+        .expect("the runtime builds")
+}
+
+fn orchestrator(model: Arc<RootModel>, store: Arc<MemoryStore>) -> Orchestrator {
+    let runtime = Runtime::builder()
+        .backend(FakeBackend::new())
+        .shared_store(store)
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .expect("the runtime builds");
+    Orchestrator::builder(runtime, model, "root-model")
+        .system_prompt("You are the team's assistant.")
+        .build()
 }
 
 /// The JSON a tool message carried.
@@ -208,21 +217,15 @@ async def main():
 #[tokio::test]
 async fn guidance_can_be_replaced_or_turned_off() {
     let model = RootModel::new(vec![say("a"), say("b")]);
-    let custom = Orchestrator::builder(model.clone(), "m")
+    let custom = Orchestrator::builder(fake_leaves(), model.clone(), "m")
         .system_prompt("Base.")
         .guidance(Some(Guidance::custom("Use workflows wisely.")))
-        .leaves(Arc::new(FakeBackend::new()))
-        .runtime(Runtime::builder().cache_dir(root().join("target").join("flowbox-cache")))
-        .build()
-        .unwrap();
+        .build();
     custom.ask("q").await.unwrap();
-    let off = Orchestrator::builder(model.clone(), "m")
+    let off = Orchestrator::builder(fake_leaves(), model.clone(), "m")
         .system_prompt("Base.")
         .guidance(None)
-        .leaves(Arc::new(FakeBackend::new()))
-        .runtime(Runtime::builder().cache_dir(root().join("target").join("flowbox-cache")))
-        .build()
-        .unwrap();
+        .build();
     off.ask("q").await.unwrap();
     let requests = model.requests();
     assert_eq!(requests[0].system, "Base.\n\nUse workflows wisely.");
@@ -236,6 +239,7 @@ async fn guidance_can_be_replaced_or_turned_off() {
 async fn the_tool_stands_alone_and_truncates_large_results() {
     let store = Arc::new(MemoryStore::new());
     let runtime = Runtime::builder()
+        .backend(FakeBackend::new())
         .cache_dir(root().join("target").join("flowbox-cache"))
         .shared_store(store.clone())
         .build()
@@ -323,12 +327,9 @@ async fn the_tool_stands_alone_and_truncates_large_results() {
 async fn the_root_agent_is_bounded_in_turns() {
     let looping: Vec<ChatResponse> = (0..20).map(|_| run_workflow("return 1")).collect();
     let model = RootModel::new(looping);
-    let orchestrator = Orchestrator::builder(model.clone(), "m")
+    let orchestrator = Orchestrator::builder(fake_leaves(), model.clone(), "m")
         .max_turns(3)
-        .leaves(Arc::new(FakeBackend::new()))
-        .runtime(Runtime::builder().cache_dir(root().join("target").join("flowbox-cache")))
-        .build()
-        .unwrap();
+        .build();
     let err = orchestrator.ask("loop").await.unwrap_err();
     assert!(err.to_string().contains("all 3 of its turns"), "{err}");
     assert_eq!(model.requests().len(), 3);
@@ -362,34 +363,45 @@ struct Calendar;
 
 #[async_trait::async_trait]
 impl Tool for Calendar {
-    fn spec(&self) -> flowbox::ToolSpec {
-        flowbox::ToolSpec {
+    fn spec(&self) -> flowbox::tools::ToolSpec {
+        flowbox::tools::ToolSpec {
             name: "calendar".into(),
             description: "The team's next release date.".into(),
             parameters: json!({"type": "object", "properties": {}}),
         }
     }
 
-    async fn call(&self, _: Value) -> Result<Value, flowbox::ToolError> {
+    async fn call(&self, _: Value) -> Result<Value, flowbox::tools::ToolError> {
         Ok(json!("2026-12-01"))
     }
 }
 
 #[tokio::test]
-async fn leaves_inherit_the_root_agents_model_and_tools_by_default() {
+async fn leaves_on_an_agent_backend_over_the_root_model_use_its_model_and_tools() {
     // One scripted model plays the root and, in between, the workflow's leaf.
     let model = RootModel::new(vec![
         run_workflow("return await agent('When do we release?')"),
         say("On 2026-12-01."),
         say("We release on 2026-12-01."),
     ]);
-    let mut tools = flowbox::ToolSet::new();
+    let mut tools = flowbox::tools::ToolSet::new();
     tools.insert(Arc::new(Calendar)).unwrap();
-    let orchestrator = Orchestrator::builder(model.clone(), "root-model")
-        .tools(tools)
-        .runtime(Runtime::builder().cache_dir(root().join("target").join("flowbox-cache")))
+    let leaves = AgentBackend::new(
+        model.clone(),
+        AgentConfig {
+            model: "root-model".into(),
+            ..AgentConfig::default()
+        },
+        tools.clone(),
+    );
+    let runtime = Runtime::builder()
+        .backend(leaves)
+        .cache_dir(root().join("target").join("flowbox-cache"))
         .build()
         .unwrap();
+    let orchestrator = Orchestrator::builder(runtime, model.clone(), "root-model")
+        .tools(tools)
+        .build();
     let answer = orchestrator.ask("When is the release?").await.unwrap();
     assert_eq!(answer.text, "We release on 2026-12-01.");
 
@@ -404,7 +416,7 @@ async fn leaves_inherit_the_root_agents_model_and_tools_by_default() {
     assert_eq!(leaf.model, "root-model");
     assert_eq!(names(leaf), ["calendar"]);
     assert!(
-        leaf.system.contains(flowbox::LEAF_ADDENDUM),
+        leaf.system.contains(flowbox::backends::LEAF_ADDENDUM),
         "{}",
         leaf.system
     );

@@ -1,13 +1,13 @@
-//! The pattern library in `examples/patterns/`: every script passes `check`, runs with no args,
+//! The pattern library in `host/flowbox/patterns/`: every script passes `check`, runs with no args,
 //! and runs against a backend scripted to walk the path that makes its pattern what it is (a
 //! branch that fails, a review that asks for a revision, a check that sends a step back).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use flowbox::{
-    EventKind, LeafBackend, Limits, ReadRoots, RunOutcome, RunRequest, Runtime, ScriptedBackend,
-};
+use flowbox::backends::ScriptedBackend;
+use flowbox::tools::ReadRoots;
+use flowbox::{EventKind, LeafBackend, Limits, RunOutcome, RunRequest, Runtime};
 use flowbox_tests::{root, run, runtime, scripted};
 use serde_json::{Value, json};
 
@@ -23,7 +23,7 @@ const PATTERNS: &[&str] = &[
 ];
 
 fn patterns_dir() -> PathBuf {
-    root().join("examples").join("patterns")
+    root().join("host/flowbox/patterns")
 }
 
 fn pattern(name: &str) -> String {

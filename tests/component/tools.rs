@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use flowbox::{
-    CheckpointStore, EventKind, FakeBackend, LeafBackend, MemoryStore, ReadRoots, RunRequest,
-    Runtime, ToolSet,
-};
+use flowbox::backends::FakeBackend;
+use flowbox::store::{CheckpointStore, MemoryStore};
+use flowbox::tools::{ReadRoots, ToolSet};
+use flowbox::{EventKind, LeafBackend, RunRequest, Runtime};
 use flowbox_tests::root;
 use serde_json::json;
 
@@ -118,7 +118,7 @@ async fn tool_calls_are_journaled_and_replayed_like_leaves() {
         .run_request(RunRequest::new(script).thread_id("journaled-tools"))
         .await;
     let run = store.load("journaled-tools").await.unwrap().unwrap();
-    assert_eq!(run.entries[0].kind, flowbox::CallKind::Tool);
+    assert_eq!(run.entries[0].kind, flowbox::store::CallKind::Tool);
     assert_eq!(run.entries[0].request["name"], "read_file");
 
     // Replay from a copy without the end: the tool is not called again — even with the file
@@ -141,16 +141,19 @@ struct Slow {
 }
 
 #[async_trait::async_trait]
-impl flowbox::Tool for Slow {
-    fn spec(&self) -> flowbox::ToolSpec {
-        flowbox::ToolSpec {
+impl flowbox::tools::Tool for Slow {
+    fn spec(&self) -> flowbox::tools::ToolSpec {
+        flowbox::tools::ToolSpec {
             name: "slow".into(),
             description: "Waits a little.".into(),
             parameters: json!({"type": "object"}),
         }
     }
 
-    async fn call(&self, _: serde_json::Value) -> Result<serde_json::Value, flowbox::ToolError> {
+    async fn call(
+        &self,
+        _: serde_json::Value,
+    ) -> Result<serde_json::Value, flowbox::tools::ToolError> {
         use std::sync::atomic::Ordering;
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(now, Ordering::SeqCst);
@@ -166,6 +169,7 @@ async fn tool_calls_share_the_concurrency_slots_and_have_a_lifetime_cap() {
     let mut tools = ToolSet::new();
     tools.insert(slow.clone()).unwrap();
     let rt = Runtime::builder()
+        .backend(FakeBackend::new())
         .code_tools(tools)
         .limits(
             flowbox::Limits::default()

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flowbox::backends::FakeBackend;
 use flowbox::{
-    BackendError, EventKind, FakeBackend, LeafBackend, LeafReply, LeafRequest, Limits, RunOutcome,
-    RunRequest, Runtime,
+    BackendError, EventKind, LeafBackend, LeafReply, LeafRequest, Limits, RunOutcome, RunRequest,
+    Runtime,
 };
 use flowbox_tests::root;
 use serde_json::{Value, json};

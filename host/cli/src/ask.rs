@@ -4,11 +4,12 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use flowbox::{Orchestrator, WorkflowTotals};
+use flowbox::orchestrator::Orchestrator;
+use flowbox::store::WorkflowTotals;
 use serde_json::json;
 
 use crate::options::{JournalOptions, RunOptions};
-use crate::run::{runtime_builder, with_progress};
+use crate::run::{runtime_for, with_progress};
 use crate::text::terminal_safe;
 use crate::{Failure, events};
 
@@ -42,22 +43,20 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     let limits = args.options.limits().map_err(Failure::input)?;
     let backends = args.options.backends().map_err(Failure::input)?;
     let journal = (!args.no_journal).then_some(&args.journal);
-    let runtime = runtime_builder(limits, backends.tools.clone(), journal)?;
-    let mut builder = Orchestrator::builder(backends.root, backends.root_model_id)
-        .tools(backends.tools)
-        .leaves(backends.leaf)
-        .runtime(runtime);
+    let runtime = runtime_for(limits, &backends, journal)?;
+    let mut builder =
+        Orchestrator::builder(runtime, backends.root, backends.root_model_id).tools(backends.tools);
     if args.no_guidance {
         builder = builder.guidance(None);
     }
     if let Some(tokens) = args.options.max_output_tokens {
         builder = builder.max_tokens(tokens);
     }
-    let orchestrator = builder.build().map_err(Failure::setup)?;
+    let orchestrator = builder.build();
     let conversation = args
         .conversation
         .clone()
-        .unwrap_or_else(flowbox::new_thread_id);
+        .unwrap_or_else(flowbox::RunRequest::new_thread_id);
     let log = match &args.events {
         Some(target) => Some(
             events::spawn(target, orchestrator.runtime().subscribe(), args.json)

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use flowbox::Runtime;
+use flowbox::backends::FakeBackend;
 
 use crate::Failure;
 
@@ -19,7 +20,11 @@ pub(crate) async fn check(args: CheckArgs) -> Result<u8, Failure> {
     let script = std::fs::read_to_string(&args.script)
         .with_context(|| format!("cannot read {}", args.script.display()))
         .map_err(Failure::input)?;
-    let runtime = Runtime::builder().build().map_err(Failure::setup)?;
+    // Checking runs no leaf; the fake backend is there because a runtime needs one.
+    let runtime = Runtime::builder()
+        .backend(FakeBackend::new())
+        .build()
+        .map_err(Failure::setup)?;
     let meta = runtime.check(&script).await.map_err(Failure::run)?;
     let meta = meta.unwrap_or(serde_json::Value::Null);
     out!(

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
-use flowbox::{
-    AgentBackend, AgentConfig, AgentTemplate, ChatModel, CheckedBackend, CheckpointStore,
-    FakeBackend, FakeChat, LeafBackend, Limits, ReadRoots, ScriptedBackend, SqliteStore, StoredRun,
-    ToolSet,
+use flowbox::backends::{
+    AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, FakeBackend, ScriptedBackend,
 };
+use flowbox::chat::{ChatModel, FakeChat};
+use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
+use flowbox::store::{CheckpointStore, SqliteStore, StoredRun};
+use flowbox::tools::{ReadRoots, ToolSet};
+use flowbox::{LeafBackend, Limits};
 
 use crate::Failure;
 

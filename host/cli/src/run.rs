@@ -2,13 +2,14 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use flowbox::{RunOutcome, RunRequest, Runtime};
 use serde_json::Value;
 
-use crate::options::{JournalOptions, RunOptions};
+use crate::options::{Backends, JournalOptions, RunOptions};
 use crate::{Failure, events, progress};
 
 /// Arguments of `flowbox run`.
@@ -52,7 +53,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let script_args = read_args(&args).map_err(Failure::input)?;
     let journal = (!args.no_journal).then_some(&args.journal);
     let runtime = build_runtime(&args.options, journal)?;
-    let thread_id = args.thread.clone().unwrap_or_else(flowbox::new_thread_id);
+    let thread_id = args
+        .thread
+        .clone()
+        .unwrap_or_else(RunRequest::new_thread_id);
     if journal.is_some() && !args.json {
         eprintln!("thread {thread_id}");
     }
@@ -86,23 +90,24 @@ pub(crate) fn build_runtime(
 ) -> Result<Runtime, Failure> {
     let limits = options.limits().map_err(Failure::input)?;
     let backends = options.backends().map_err(Failure::input)?;
-    runtime_builder(limits, backends.tools, journal)?
-        .shared_backend(backends.leaf)
-        .build()
-        .map_err(Failure::setup)
+    runtime_for(limits, &backends, journal)
 }
 
-/// A runtime builder with these limits, code-callable tools and journal.
-pub(crate) fn runtime_builder(
+/// A runtime with these limits, the leaf backend and code-callable tools of `backends`, and
+/// `journal`.
+pub(crate) fn runtime_for(
     limits: flowbox::Limits,
-    tools: flowbox::ToolSet,
+    backends: &Backends,
     journal: Option<&JournalOptions>,
-) -> Result<flowbox::RuntimeBuilder, Failure> {
-    let mut builder = Runtime::builder().code_tools(tools).limits(limits);
+) -> Result<Runtime, Failure> {
+    let mut builder = Runtime::builder()
+        .shared_backend(Arc::clone(&backends.leaf))
+        .code_tools(backends.tools.clone())
+        .limits(limits);
     if let Some(journal) = journal {
         builder = builder.store(journal.open().map_err(Failure::input)?);
     }
-    Ok(builder)
+    builder.build().map_err(Failure::setup)
 }
 
 /// Awaits `work` (runs, or a root agent's turns) with the live progress display of the

@@ -1,12 +1,12 @@
 //! `flowbox show ID`: one thread's header, journal and outcome.
 
 use clap::Args;
-use flowbox::{CallKind, EntryOutcome, UtcTime};
+use flowbox::store::{CallKind, EntryOutcome, UtcTime};
 use serde_json::{Value, json};
 
 use crate::Failure;
 use crate::options::{JournalOptions, load_thread};
-use crate::text::terminal_safe;
+use crate::text::{preview, terminal_safe};
 
 /// Arguments of `flowbox show`.
 #[derive(Debug, Args)]
@@ -77,8 +77,8 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
             entry.handle,
             status,
             entry.input_tokens + entry.output_tokens,
-            terminal_safe(&flowbox::preview(&what, 40)),
-            terminal_safe(&flowbox::preview(&detail, 60))
+            preview(&what, 40),
+            preview(&detail, 60)
         );
     }
     match &run.end {

@@ -24,6 +24,17 @@ pub(crate) fn terminal_safe(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// The first `max_chars` characters of `text`, terminal-safe, with `…` where it was cut.
+pub(crate) fn preview(text: &str, max_chars: usize) -> String {
+    let mut chars = text.chars();
+    let shown: String = chars.by_ref().take(max_chars).collect();
+    let mut out = terminal_safe(&shown).into_owned();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}
+
 fn is_unsafe(c: char) -> bool {
     c.is_control() && c != '\n' && c != '\t'
 }
@@ -40,5 +51,12 @@ mod tests {
             "\\u{1b}]52;c;aGk=\\u{7}red"
         );
         assert_eq!(terminal_safe("a\rb\u{9b}c"), "a\\u{d}b\\u{9b}c");
+    }
+
+    #[test]
+    fn previews_cut_at_characters_and_stay_terminal_safe() {
+        assert_eq!(preview("héllo", 5), "héllo");
+        assert_eq!(preview("héllo world", 5), "héllo…");
+        assert_eq!(preview("\u{1b}[2Jok", 3), "\\u{1b}[2…");
     }
 }

@@ -1,7 +1,7 @@
 //! `flowbox threads`: the journaled runs, newest first.
 
 use clap::Args;
-use flowbox::{CheckpointStore, RunStatus, UtcTime};
+use flowbox::store::{CheckpointStore, RunStatus, UtcTime};
 
 use crate::Failure;
 use crate::options::JournalOptions;

@@ -2,7 +2,7 @@
 //! `run_workflow` tool), per conversation or in total.
 
 use clap::Args;
-use flowbox::{CheckpointStore, UtcTime, WorkflowTotals};
+use flowbox::store::{CheckpointStore, UtcTime, WorkflowTotals};
 use serde_json::json;
 
 use crate::Failure;

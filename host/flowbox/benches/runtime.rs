@@ -8,11 +8,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use flowbox::backends::{AgentBackend, AgentConfig, FakeBackend, ScriptedBackend};
 use flowbox::http::{OpenAiChat, RetryPolicy};
-use flowbox::{
-    AgentBackend, AgentConfig, CheckpointStore, Durability, FakeBackend, Limits, MemoryStore,
-    RunRequest, Runtime, ScriptedBackend, SqliteStore, ToolSet,
-};
+use flowbox::store::{CheckpointStore, Durability, MemoryStore, SqliteStore};
+use flowbox::tools::ToolSet;
+use flowbox::{Limits, RunRequest, Runtime};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use flowbox_backends::{FakeBackend, LeafBackend, ToolSet};
+use flowbox_backends::{LeafBackend, ToolSet};
 use flowbox_store::CheckpointStore;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -35,8 +35,9 @@ const ASYNC_STACK: usize = MAX_WASM_STACK + (2 << 20);
 /// Events a subscriber may fall behind by before it sees a gap.
 const DEFAULT_EVENT_CAPACITY: usize = 4096;
 
-/// The guest component, embedded at build time (see `build.rs`).
-static GUEST_COMPONENT: &[u8] = include_bytes!(env!("FLOWBOX_GUEST_PATH"));
+/// The guest component, embedded at build time (see `build.rs`); empty in a build made before
+/// `make guest`.
+static GUEST_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/flowbox_guest.wasm"));
 /// Its SHA-256, computed at build time.
 const GUEST_SHA256: &str = env!("FLOWBOX_GUEST_SHA256");
 
@@ -77,6 +78,20 @@ pub enum SetupError {
     /// wasmtime could not create the engine, compile or link the guest.
     #[error("cannot prepare the flowbox guest: {0}")]
     Wasmtime(String),
+    /// No leaf backend was configured: leaves would have nobody to answer them.
+    #[error(
+        "no leaf backend: call RuntimeBuilder::backend with the backend that answers leaves \
+         (flowbox::backends::AgentBackend for real agents, FakeBackend for offline placeholder \
+         replies)"
+    )]
+    NoBackend,
+    /// This build of the library embeds no guest component: it was compiled before the
+    /// component was built.
+    #[error(
+        "this build of flowbox has no guest component: build it with `make guest` and rebuild \
+         (or set FLOWBOX_GUEST_COMPONENT at build time)"
+    )]
+    GuestMissing,
 }
 
 /// Configures a [`Runtime`].
@@ -98,7 +113,9 @@ enum CacheDir {
 }
 
 impl RuntimeBuilder {
-    /// The backend that answers leaf calls (default: [`FakeBackend`]).
+    /// The backend that answers leaf calls. Required: there is no default, so a runtime never
+    /// answers leaves with placeholders by accident
+    /// ([`FakeBackend`](crate::backends::FakeBackend) does that on purpose).
     pub fn backend(self, backend: impl LeafBackend + 'static) -> Self {
         self.shared_backend(Arc::new(backend))
     }
@@ -158,6 +175,10 @@ impl RuntimeBuilder {
     /// Creates the engine and loads the guest: from the cache in milliseconds, or compiled in
     /// a few seconds the first time (then cached).
     pub fn build(self) -> Result<Runtime, SetupError> {
+        let backend = self.backend.ok_or(SetupError::NoBackend)?;
+        if GUEST_COMPONENT.is_empty() {
+            return Err(SetupError::GuestMissing);
+        }
         let wasmtime_error = |e: wasmtime::Error| SetupError::Wasmtime(format!("{e:#}"));
         let mut config = Config::new();
         config
@@ -192,7 +213,7 @@ impl RuntimeBuilder {
                 _ticker: EpochTicker::start(engine.clone()),
                 engine,
                 pre,
-                backend: self.backend.unwrap_or_else(|| Arc::new(FakeBackend::new())),
+                backend,
                 tools: self.tools,
                 limits: self.limits,
                 events,
@@ -203,7 +224,8 @@ impl RuntimeBuilder {
 }
 
 impl Runtime {
-    /// A builder with the defaults: the fake backend, [`Limits::default`], the disk cache.
+    /// A builder with [`Limits::default`], the disk cache, no journal and no code-callable
+    /// tools; it needs a [`backend`](RuntimeBuilder::backend) before it builds.
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder {
             backend: None,
@@ -307,11 +329,22 @@ impl Drop for EpochTicker {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_runtime_without_a_backend_is_refused_with_what_to_add() {
+        let error = Runtime::builder().no_cache().build().unwrap_err();
+        assert!(matches!(error, SetupError::NoBackend), "{error:?}");
+        assert!(
+            error.to_string().contains("RuntimeBuilder::backend"),
+            "{error}"
+        );
+    }
+
     /// Everything the guest can call, by interface: the component's imports are fixed when it
     /// is built, so this is the whole of its reach outside the sandbox.
     #[test]
     fn the_guest_imports_nothing_but_the_host_interface_and_wasi() {
         let runtime = Runtime::builder()
+            .backend(flowbox_backends::FakeBackend::new())
             .cache_dir(
                 std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flowbox-cache"),
             )

@@ -4,19 +4,22 @@
 //! only decides the control flow; its leaf agents run here, on the host, through a
 //! [`LeafBackend`].
 //!
-//! ```no_run
-//! use flowbox::{FakeBackend, Runtime};
+//! ```
+//! use flowbox::Runtime;
+//! use flowbox::backends::FakeBackend;
 //! use serde_json::json;
 //!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Offline placeholder leaves, chosen explicitly; real agents are `backends::AgentBackend`.
 //! let runtime = Runtime::builder().backend(FakeBackend::new()).build()?;
 //! let script = r#"
 //! reviews = await parallel([lambda f=f: agent(f"Review {f}") for f in args["files"]])
-//! return {"reviews": reviews}
+//! return {"files": args["files"], "reviews": len(reviews)}
 //! "#;
 //! let outcome = runtime.run(script, json!({"files": ["a.rs", "b.rs"]})).await;
-//! println!("{} leaves, {} tokens", outcome.summary.agents_spawned, outcome.summary.tokens_spent);
-//! println!("{}", outcome.result?);
+//! assert_eq!(outcome.result?, json!({"files": ["a.rs", "b.rs"], "reviews": 2}));
+//! assert_eq!(outcome.summary.agents_spawned, 2);
 //! # Ok(())
 //! # }
 //! ```
@@ -26,6 +29,11 @@
 //! leaves. Every run is held to [`Limits`]; what ends a run is a [`RunError`], and what a script
 //! can handle (a failed leaf, an exhausted budget) reaches it as a Python exception instead.
 //! Runs publish [`Event`]s to [`Runtime::subscribe`]rs as they happen.
+//!
+//! The root holds the run path; the rest lives in modules: [`backends`] (the leaf backends and
+//! the agent loop), [`chat`] (the chat-model contract the agent loop drives), [`tools`] (host
+//! tools), [`store`] (the checkpoint journal), [`orchestrator`] (`run_workflow` for a root
+//! agent) and, with the `http` feature, [`http`] (the real chat providers).
 
 #![warn(missing_docs)]
 
@@ -39,7 +47,7 @@ mod events;
 mod host;
 mod journal;
 mod limits;
-mod orchestrator;
+pub mod orchestrator;
 mod outcome;
 mod request;
 mod run;
@@ -49,28 +57,49 @@ pub use engine::{Runtime, RuntimeBuilder, SetupError};
 pub use error::{RunError, ScriptError, ScriptErrorKind};
 pub use events::{ErrorInfo, Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
-    AgentBackend, AgentConfig, AgentTemplate, BackendError, ChatModel, ChatRequest, ChatResponse,
-    CheckedBackend, Conversation, DEFAULT_BASE_PROMPT, FakeBackend, FakeChat, LEAF_ADDENDUM,
-    LeafBackend, LeafObserver, LeafReply, LeafRequest, Message, ReadRoots, ScriptedBackend,
-    ScriptedChat, Tool, ToolCall, ToolError, ToolSet, ToolSpec, Usage, preview,
-};
-pub use flowbox_store::{
-    CallKind, CheckpointStore, Durability, EntryOutcome, MemoryStore, RunListing, RunStatus,
-    SqliteStore, StoreError, StoredRun, UtcTime, WorkflowRecord, WorkflowTotals,
+    BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,
 };
 pub use limits::Limits;
-pub use orchestrator::{
-    Answer, DEFAULT_MAX_RESULT_BYTES, Guidance, Orchestrator, OrchestratorBuilder,
-    OrchestratorConfig, PATTERNS, RUN_WORKFLOW, RUN_WORKFLOW_DESCRIPTION, WorkflowInput,
-    WorkflowTool,
-};
+pub use outcome::{RunOutcome, Summary};
+pub use run::RunRequest;
+
+/// Leaf backends: what answers a script's `agent(...)` calls. [`LeafBackend`] and the types
+/// it speaks are at the crate root.
+pub mod backends {
+    pub use flowbox_backends::{
+        AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, DEFAULT_BASE_PROMPT, FakeBackend,
+        LEAF_ADDENDUM, ScriptedBackend, ScriptedConfigError,
+    };
+}
+
+/// Chat models: the contract [`backends::AgentBackend`] and the
+/// [`Orchestrator`](orchestrator::Orchestrator) drive, a conversation with a tool loop, and
+/// offline models for tests and demos. The real providers are in `http`.
+pub mod chat {
+    pub use flowbox_backends::{
+        ChatModel, ChatRequest, ChatResponse, Conversation, FakeChat, Message, ScriptedChat,
+        StructuredOutput, ToolCall,
+    };
+}
+
+/// Host tools: what leaf agents use in their own loop and scripts reach with `call_tool`.
+pub mod tools {
+    pub use flowbox_backends::{ReadRoots, Tool, ToolError, ToolSet, ToolSpec};
+}
+
+/// The checkpoint journal: the [`CheckpointStore`](store::CheckpointStore) contract, its
+/// records, and the two stores (in memory, in SQLite).
+pub mod store {
+    pub use flowbox_store::{
+        CallKind, CheckpointStore, Claim, Durability, Entry, EntryOutcome, MemoryStore, RunEnd,
+        RunHeader, RunListing, RunStatus, SqliteStore, StoreError, StoredRun, UtcTime,
+        WorkflowRecord, WorkflowTotals,
+    };
+}
 
 /// The real chat providers (the `http` feature): OpenAI-compatible Chat Completions and
-/// Anthropic Messages, for [`AgentBackend`] leaves.
+/// Anthropic Messages, for [`backends::AgentBackend`] leaves and the orchestrator's root agent.
 #[cfg(feature = "http")]
 pub mod http {
     pub use flowbox_backends::http::{AnthropicChat, OpenAiChat, RetryPolicy};
 }
-pub use outcome::{RunOutcome, Summary};
-pub use run::RunRequest;
-pub use thread::new_thread_id;

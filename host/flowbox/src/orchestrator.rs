@@ -10,15 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use flowbox_backends::{
-    AgentBackend, AgentConfig, BackendError, ChatModel, ChatRequest, Conversation, LeafBackend,
-    Message, Tool, ToolError, ToolSet, ToolSpec, Usage,
+    BackendError, ChatModel, ChatRequest, Conversation, Message, Tool, ToolError, ToolSet,
+    ToolSpec, Usage,
 };
 use flowbox_store::WorkflowRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::events::ErrorInfo;
-use crate::{Limits, RunRequest, Runtime, RuntimeBuilder, SetupError};
+use crate::{Limits, RunRequest, Runtime};
 
 /// The name root models call the workflow tool by.
 pub const RUN_WORKFLOW: &str = "run_workflow";
@@ -33,35 +33,35 @@ agents; answer simple questions directly. The script's contract is in your instr
 /// with a marker, because they go back into the model's context.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 32 << 10;
 
-/// The patterns, as runnable scripts (each is also in `examples/patterns/`, run by the tests).
+/// The patterns, as runnable scripts (in the crate's `patterns/`, each run by the tests).
 pub const PATTERNS: &[(&str, &str)] = &[
     (
         "fan out, then synthesise",
-        include_str!("../../../examples/patterns/fan_out_synthesise.py"),
+        include_str!("../patterns/fan_out_synthesise.py"),
     ),
     (
         "a pipeline over items",
-        include_str!("../../../examples/patterns/pipeline_over_items.py"),
+        include_str!("../patterns/pipeline_over_items.py"),
     ),
     (
         "draft, review, revise in a bounded loop",
-        include_str!("../../../examples/patterns/draft_review_revise.py"),
+        include_str!("../patterns/draft_review_revise.py"),
     ),
     (
         "plan, execute each step, check with bounded retries",
-        include_str!("../../../examples/patterns/plan_execute_check.py"),
+        include_str!("../patterns/plan_execute_check.py"),
     ),
     (
         "independent tasks in parallel, errors kept per task",
-        include_str!("../../../examples/patterns/independent_tasks.py"),
+        include_str!("../patterns/independent_tasks.py"),
     ),
     (
         "a structured decision with a schema",
-        include_str!("../../../examples/patterns/structured_decision.py"),
+        include_str!("../patterns/structured_decision.py"),
     ),
     (
         "exact facts from call_tool, then a leaf to interpret them",
-        include_str!("../../../examples/patterns/tool_then_interpret.py"),
+        include_str!("../patterns/tool_then_interpret.py"),
     ),
 ];
 
@@ -409,19 +409,19 @@ impl Tool for WorkflowTool {
 
 /// How the root agent behaves.
 #[derive(Debug, Clone)]
-pub struct OrchestratorConfig {
-    /// The provider model id of the root agent (and of leaves, unless configured otherwise).
-    pub model: String,
+struct RootConfig {
+    /// The provider model id of the root agent.
+    model: String,
     /// The embedder's own system prompt.
-    pub system_prompt: String,
+    system_prompt: String,
     /// Guidance appended to the system prompt; `None` turns it off.
-    pub guidance: Option<Guidance>,
+    guidance: Option<Guidance>,
     /// Most root turns per question.
-    pub max_turns: u32,
+    max_turns: u32,
     /// Most tokens one root turn may write.
-    pub max_tokens: u32,
+    max_tokens: u32,
     /// Results larger than this go back to the root model truncated.
-    pub max_result_bytes: usize,
+    max_result_bytes: usize,
 }
 
 /// The answer to one question.
@@ -439,13 +439,33 @@ pub struct Answer {
     pub turns: u32,
 }
 
-/// A root agent with `run_workflow`.
+/// A root agent with `run_workflow`, over a [`Runtime`] the embedder already has: its
+/// workflows run there, on that runtime's leaf backend, limits and journal.
+///
+/// For leaves on the root's own model and tools, build the runtime with an
+/// [`AgentBackend`](crate::backends::AgentBackend) over the same [`ChatModel`]:
+///
+/// ```no_run
+/// # use std::sync::Arc;
+/// # use flowbox::Runtime;
+/// # use flowbox::backends::{AgentBackend, AgentConfig};
+/// # use flowbox::chat::ChatModel;
+/// # use flowbox::orchestrator::Orchestrator;
+/// # use flowbox::tools::ToolSet;
+/// # fn demo(model: Arc<dyn ChatModel>, tools: ToolSet) -> Result<(), flowbox::SetupError> {
+/// let config = AgentConfig { model: "gpt-4o".into(), ..AgentConfig::default() };
+/// let leaves = AgentBackend::new(Arc::clone(&model), config, tools.clone());
+/// let runtime = Runtime::builder().backend(leaves).build()?;
+/// let orchestrator = Orchestrator::builder(runtime, model, "gpt-4o").tools(tools).build();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Orchestrator {
     model: Arc<dyn ChatModel>,
     runtime: Runtime,
     tools: ToolSet,
-    config: OrchestratorConfig,
+    config: RootConfig,
 }
 
 /// Configures an [`Orchestrator`].
@@ -453,22 +473,24 @@ pub struct Orchestrator {
 pub struct OrchestratorBuilder {
     model: Arc<dyn ChatModel>,
     tools: ToolSet,
-    runtime: RuntimeBuilder,
-    leaves: Option<Arc<dyn LeafBackend>>,
-    config: OrchestratorConfig,
+    runtime: Runtime,
+    config: RootConfig,
     guidance_default: bool,
 }
 
 impl Orchestrator {
-    /// A root agent over `model` (the provider's model id `model_id`). By default its leaves
-    /// run on the same model with the same tools, and the guidance (with patterns) is on.
-    pub fn builder(model: Arc<dyn ChatModel>, model_id: impl Into<String>) -> OrchestratorBuilder {
+    /// A root agent over `model` (the provider's model id `model_id`) whose workflows run on
+    /// `runtime`. The guidance (with patterns, for the runtime's limits) is on by default.
+    pub fn builder(
+        runtime: Runtime,
+        model: Arc<dyn ChatModel>,
+        model_id: impl Into<String>,
+    ) -> OrchestratorBuilder {
         OrchestratorBuilder {
             model,
             tools: ToolSet::new(),
-            runtime: Runtime::builder(),
-            leaves: None,
-            config: OrchestratorConfig {
+            runtime,
+            config: RootConfig {
                 model: model_id.into(),
                 system_prompt: String::new(),
                 guidance: None,
@@ -538,21 +560,9 @@ impl Orchestrator {
 }
 
 impl OrchestratorBuilder {
-    /// The root agent's own tools; leaves inherit them unless [`Self::leaves`] says otherwise.
+    /// The root agent's own tools (the leaves' tools are their backend's).
     pub fn tools(mut self, tools: ToolSet) -> Self {
         self.tools = tools;
-        self
-    }
-
-    /// The runtime's configuration (limits, journal, code-callable tools, cache).
-    pub fn runtime(mut self, runtime: RuntimeBuilder) -> Self {
-        self.runtime = runtime;
-        self
-    }
-
-    /// Leaves answered by this backend instead of the root's model and tools.
-    pub fn leaves(mut self, backend: Arc<dyn LeafBackend>) -> Self {
-        self.leaves = Some(backend);
         self
     }
 
@@ -587,28 +597,17 @@ impl OrchestratorBuilder {
         self
     }
 
-    /// Builds the runtime and the orchestrator.
-    pub fn build(self) -> Result<Orchestrator, SetupError> {
-        let leaves = self.leaves.unwrap_or_else(|| {
-            Arc::new(AgentBackend::new(
-                Arc::clone(&self.model),
-                AgentConfig {
-                    model: self.config.model.clone(),
-                    ..AgentConfig::default()
-                },
-                self.tools.clone(),
-            ))
-        });
-        let runtime = self.runtime.shared_backend(leaves).build()?;
+    /// The orchestrator.
+    pub fn build(self) -> Orchestrator {
         let mut config = self.config;
         if self.guidance_default {
-            config.guidance = Some(Guidance::new(runtime.limits()));
+            config.guidance = Some(Guidance::new(self.runtime.limits()));
         }
-        Ok(Orchestrator {
+        Orchestrator {
             model: self.model,
-            runtime,
+            runtime: self.runtime,
             tools: self.tools,
             config,
-        })
+        }
     }
 }

@@ -56,6 +56,12 @@ impl RunRequest {
         }
     }
 
+    /// A new thread id such as `20261130-034521-9f2c1a0b3e7d4c58`, as a request without one
+    /// gets: the UTC start time, so ids sort by age, and 64 random bits.
+    pub fn new_thread_id() -> String {
+        crate::thread::new_thread_id()
+    }
+
     /// The JSON value the script sees as `args`.
     pub fn args(mut self, args: Value) -> Self {
         self.args = args;

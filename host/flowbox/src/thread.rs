@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 /// A new thread id such as `20261130-034521-9f2c1a0b3e7d4c58`: the UTC start time, so ids
 /// sort by age, and 64 random bits, so ids of runs started together never meet.
-pub fn new_thread_id() -> String {
+pub(crate) fn new_thread_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
