@@ -6,7 +6,7 @@ GUEST := host/flowbox/guest/flowbox_guest.wasm.gz
 GUEST_SOURCES := $(shell find guest-python -name '*.py' -not -path '*/tests/*') \
 	host/flowbox/wit/flowbox.wit guest-python/build.sh
 
-.PHONY: all guest build demo test test-guest lint bench fuzz
+.PHONY: all guest build demo test test-guest lint doc out-of-tree bench fuzz
 
 all: build
 
@@ -21,8 +21,9 @@ build: guest
 demo: build
 	target/release/flowbox run examples/review.py --backend scripted:examples/review.backend.json
 
-test: guest test-guest lint
+test: guest test-guest lint doc
 	$(CARGO) test --release --locked --workspace
+	tests/out-of-tree/run.sh
 
 test-guest:
 	guest-python/test.sh
@@ -30,6 +31,14 @@ test-guest:
 lint: guest
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
+
+# The API docs, with every warning (a broken link, a missing doc) an error.
+doc:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --release --locked --no-deps --workspace --all-features
+
+# The packaged crates built and run from a project outside the workspace.
+out-of-tree: guest
+	tests/out-of-tree/run.sh
 
 bench: guest
 	$(CARGO) bench --locked -p flowbox --features http --bench runtime

@@ -12,6 +12,12 @@ use flowbox::{
 };
 use serde_json::{Value, json};
 
+/// The README's Rust snippets, compiled as doctests (and run, unless marked `no_run`), so the
+/// embedding instructions cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -73,7 +73,7 @@ struct InFlight {
 
 /// Where a run's completions come from and go to, besides the backend.
 #[derive(Debug, Default)]
-pub(crate) struct Durability {
+pub(crate) struct Checkpoints {
     /// The thread's journal, appended before the guest sees each batch.
     pub journal: Option<JournalWriter>,
     /// The completions to replay first (a resumed run).
@@ -111,7 +111,7 @@ pub(crate) struct Calls {
     spent: Usage,
     warned_at_80: bool,
     warned_at_100: bool,
-    durability: Durability,
+    checkpoints: Checkpoints,
 }
 
 /// The settings a run's calls follow.
@@ -131,7 +131,7 @@ impl Calls {
         tools: ToolSet,
         events: Arc<RunEvents>,
         settings: CallSettings,
-        durability: Durability,
+        checkpoints: Checkpoints,
     ) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
         Self {
@@ -155,7 +155,7 @@ impl Calls {
             spent: Usage::default(),
             warned_at_80: false,
             warned_at_100: false,
-            durability,
+            checkpoints,
         }
     }
 
@@ -181,11 +181,11 @@ impl Calls {
 
     /// Journaled completions a resumed run never asked for (0 when the replay matched).
     pub(crate) fn unreplayed(&self) -> usize {
-        self.durability.replay.as_ref().map_or(0, Replay::remaining)
+        self.checkpoints.replay.as_ref().map_or(0, Replay::remaining)
     }
 
     fn keeps_records(&self) -> bool {
-        let d = &self.durability;
+        let d = &self.checkpoints;
         d.journal.is_some() || d.replay.is_some() || d.cache.is_some()
     }
 
@@ -226,14 +226,14 @@ impl Calls {
         let record = self
             .keeps_records()
             .then(|| CallRecord::new(CallKind::Agent, agent_request_json(&leaf)));
-        let replayed = match (&self.durability.replay, &record) {
+        let replayed = match (&self.checkpoints.replay, &record) {
             (Some(replay), Some(record)) => replay.check_start(handle, record)?,
             _ => false,
         };
         self.next_handle += 1;
         self.agents_started += 1;
 
-        let cached = match (&mut self.durability.cache, &record) {
+        let cached = match (&mut self.checkpoints.cache, &record) {
             (Some(cache), Some(record)) if !replayed => cache.take(record),
             _ => None,
         };
@@ -299,7 +299,7 @@ impl Calls {
                 json!({"kind": "tool", "name": name, "arguments": arguments}),
             )
         });
-        let replayed = match (&self.durability.replay, &record) {
+        let replayed = match (&self.checkpoints.replay, &record) {
             (Some(replay), Some(record)) => replay.check_start(handle, record)?,
             _ => false,
         };
@@ -442,7 +442,7 @@ impl Calls {
                 "await-next was called with no call pending",
             )));
         }
-        if let Some(batch) = self.durability.replay.as_mut().and_then(Replay::next_batch) {
+        if let Some(batch) = self.checkpoints.replay.as_mut().and_then(Replay::next_batch) {
             return self.replay_batch(batch).map(Ok);
         }
         if self.in_flight.values().any(|call| call.from_journal) {
@@ -455,7 +455,7 @@ impl Calls {
         let mut entries = Vec::new();
         let mut batch_bytes = 0;
         let position = self
-            .durability
+            .checkpoints
             .journal
             .as_ref()
             .map(JournalWriter::position);
@@ -484,7 +484,7 @@ impl Calls {
                 next = self.try_finished();
             }
         }
-        if let Some(journal) = &mut self.durability.journal {
+        if let Some(journal) = &mut self.checkpoints.journal {
             journal.append(entries).await?;
         }
         self.warn_about_budget();
@@ -764,7 +764,7 @@ mod tests {
     fn calls_with(
         backend: Arc<dyn LeafBackend>,
         settings: impl FnOnce(&mut CallSettings),
-        durability: Durability,
+        checkpoints: Checkpoints,
     ) -> Calls {
         let (sender, _) = broadcast::channel(16);
         let mut s = CallSettings {
@@ -781,12 +781,12 @@ mod tests {
             ToolSet::new(),
             Arc::new(RunEvents::new("t".into(), sender)),
             s,
-            durability,
+            checkpoints,
         )
     }
 
     fn calls(backend: Arc<dyn LeafBackend>, settings: impl FnOnce(&mut CallSettings)) -> Calls {
-        calls_with(backend, settings, Durability::default())
+        calls_with(backend, settings, Checkpoints::default())
     }
 
     fn agent(prompt: &str) -> DecodedAgent {
@@ -922,11 +922,11 @@ mod tests {
     /// Runs three leaves to completion with a journal and returns what was journaled.
     async fn journaled_run(store: Arc<MemoryStore>) -> Vec<Entry> {
         store.begin(&flowbox_store_header("t")).await.unwrap();
-        let durability = Durability {
+        let checkpoints = Checkpoints {
             journal: Some(JournalWriter::new(store.clone(), "t".into(), &[])),
-            ..Durability::default()
+            ..Checkpoints::default()
         };
-        let mut calls = calls_with(Arc::new(FakeBackend::new()), |_| {}, durability);
+        let mut calls = calls_with(Arc::new(FakeBackend::new()), |_| {}, checkpoints);
         for prompt in ["a", "b", "c"] {
             start(&mut calls, prompt).unwrap();
         }
@@ -977,11 +977,11 @@ mod tests {
     #[tokio::test]
     async fn replay_delivers_the_journal_without_the_backend() {
         let entries = journaled_run(Arc::new(MemoryStore::new())).await;
-        let durability = Durability {
+        let checkpoints = Checkpoints {
             replay: Some(Replay::new(entries.clone())),
-            ..Durability::default()
+            ..Checkpoints::default()
         };
-        let mut calls = calls_with(Arc::new(Unreachable), |_| {}, durability);
+        let mut calls = calls_with(Arc::new(Unreachable), |_| {}, checkpoints);
         for prompt in ["a", "b", "c"] {
             start(&mut calls, prompt).unwrap();
         }
@@ -998,11 +998,11 @@ mod tests {
     #[tokio::test]
     async fn a_different_request_on_replay_is_a_divergence() {
         let entries = journaled_run(Arc::new(MemoryStore::new())).await;
-        let durability = Durability {
+        let checkpoints = Checkpoints {
             replay: Some(Replay::new(entries)),
-            ..Durability::default()
+            ..Checkpoints::default()
         };
-        let mut calls = calls_with(Arc::new(Unreachable), |_| {}, durability);
+        let mut calls = calls_with(Arc::new(Unreachable), |_| {}, checkpoints);
         start(&mut calls, "a").unwrap();
         let error = calls.start_agent(agent("edited")).unwrap_err();
         assert!(matches!(error, RunError::Divergence(_)), "{error}");
@@ -1032,11 +1032,11 @@ mod tests {
     async fn the_leaf_cache_answers_identical_requests_only() {
         let entries = journaled_run(Arc::new(MemoryStore::new())).await;
         let backend = Arc::new(Learning::default());
-        let durability = Durability {
+        let checkpoints = Checkpoints {
             cache: Some(LeafCache::new(entries)),
-            ..Durability::default()
+            ..Checkpoints::default()
         };
-        let mut calls = calls_with(backend.clone(), |_| {}, durability);
+        let mut calls = calls_with(backend.clone(), |_| {}, checkpoints);
         start(&mut calls, "b").unwrap();
         start(&mut calls, "new").unwrap();
         let mut delivered = vec![];

@@ -5,23 +5,7 @@
 //! [`LeafBackend`].
 //!
 //! ```
-//! use flowbox::Runtime;
-//! use flowbox::backends::FakeBackend;
-//! use serde_json::json;
-//!
-//! # #[tokio::main]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // Offline placeholder leaves, chosen explicitly; real agents are `backends::AgentBackend`.
-//! let runtime = Runtime::builder().backend(FakeBackend::new()).build()?;
-//! let script = r#"
-//! reviews = await parallel([lambda f=f: agent(f"Review {f}") for f in args["files"]])
-//! return {"files": args["files"], "reviews": len(reviews)}
-//! "#;
-//! let outcome = runtime.run(script, json!({"files": ["a.rs", "b.rs"]})).await;
-//! assert_eq!(outcome.result?, json!({"files": ["a.rs", "b.rs"], "reviews": 2}));
-//! assert_eq!(outcome.summary.agents_spawned, 2);
-//! # Ok(())
-//! # }
+#![doc = include_str!("../examples/embed.rs")]
 //! ```
 //!
 //! A run gets a fresh WebAssembly store; the compiled guest is shared and cached on disk, so
@@ -62,6 +46,10 @@ pub use flowbox_backends::{
 pub use limits::Limits;
 pub use outcome::{RunOutcome, Summary};
 pub use run::RunRequest;
+
+/// The attribute the backend, chat-model, tool and store traits are written with: implement
+/// them as `#[flowbox::async_trait] impl LeafBackend for MyBackend { ... }`.
+pub use async_trait::async_trait;
 
 /// Leaf backends: what answers a script's `agent(...)` calls. [`LeafBackend`] and the types
 /// it speaks are at the crate root.

@@ -16,7 +16,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use flowbox_store::{CheckpointStore, Claim, RunEnd, RunHeader, RunStatus, StoredRun};
 
-use crate::calls::{CallSettings, Calls, Durability};
+use crate::calls::{CallSettings, Calls, Checkpoints};
 use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
 use crate::engine::Shared;
 use crate::error::{self, TrapContext};
@@ -186,7 +186,7 @@ struct Plan {
     limits: Limits,
     guard: bool,
     start_unix_nanos: u64,
-    durability: Durability,
+    checkpoints: Checkpoints,
 }
 
 impl RunCtx {
@@ -197,7 +197,7 @@ impl RunCtx {
             limits,
             guard,
             start_unix_nanos,
-            durability,
+            checkpoints,
         } = plan;
         let thread_id = thread_id.as_str();
         let time = VirtualTime::default();
@@ -231,7 +231,7 @@ impl RunCtx {
                 max_reply_bytes: limits.max_message_bytes,
                 budget: limits.budget_tokens,
             },
-            durability,
+            checkpoints,
         );
         Self {
             wasi,
@@ -327,7 +327,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             };
         }
     };
-    let journaled = plan.durability.journal.is_some();
+    let journaled = plan.checkpoints.journal.is_some();
     let limits = plan.limits.clone();
     // Whatever happens below — even if the caller drops this future — the backend hears
     // that the run ended, so it can let go of what it kept for it.
@@ -440,7 +440,7 @@ async fn prepare(
             .unwrap_or_else(|| shared.limits.clone()),
         guard: request.guard,
         start_unix_nanos: now,
-        durability: Durability::default(),
+        checkpoints: Checkpoints::default(),
     };
     let Some(store) = &shared.store else {
         if request.reuse_leaves_from.is_some() {
@@ -457,7 +457,7 @@ async fn prepare(
             .await
             .map_err(journal_error)?
             .ok_or_else(|| RunError::UnknownThread(from.clone()))?;
-        plan.durability.cache = Some(LeafCache::new(earlier.entries));
+        plan.checkpoints.cache = Some(LeafCache::new(earlier.entries));
     }
     let mut existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
     if existing.is_some() && generated {
@@ -491,7 +491,7 @@ async fn prepare(
                 created_unix_ms: unix_millis(),
             };
             store.begin(&header).await.map_err(journal_error)?;
-            plan.durability.journal = Some(JournalWriter::new(
+            plan.checkpoints.journal = Some(JournalWriter::new(
                 Arc::clone(store),
                 plan.thread_id.clone(),
                 &[],
@@ -499,12 +499,12 @@ async fn prepare(
         }
         Some(run) => {
             plan.start_unix_nanos = run.header.start_unix_nanos;
-            plan.durability.journal = Some(JournalWriter::new(
+            plan.checkpoints.journal = Some(JournalWriter::new(
                 Arc::clone(store),
                 plan.thread_id.clone(),
                 &run.entries,
             ));
-            plan.durability.replay = Some(Replay::new(run.entries));
+            plan.checkpoints.replay = Some(Replay::new(run.entries));
         }
     }
     Ok(Prepared::Run(plan, args_text, Some(claim)))
@@ -607,7 +607,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
         limits: limits.clone(),
         guard: true,
         start_unix_nanos: unix_nanos(),
-        durability: Durability::default(),
+        checkpoints: Checkpoints::default(),
     };
     let mut store = new_store(shared, plan)?;
     let outcome = tokio::time::timeout(limits.timeout, async {
