@@ -16,7 +16,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let follower = tokio::spawn(async move {
         let mut kinds = Vec::new();
         while let Some(event) = events.recv().await {
-            println!("{}", serde_json::to_string(&event).expect("events serialise"));
+            println!(
+                "{}",
+                serde_json::to_string(&event).expect("events serialise")
+            );
             let finished = matches!(event.kind, EventKind::RunFinished { .. });
             kinds.push(event.kind);
             if finished {
@@ -57,7 +60,10 @@ async def main():
         message: "2 tickets labelled".into()
     }));
     assert_eq!((leaves_started, leaves_finished), (2, 2));
-    assert!(matches!(kinds.last(), Some(EventKind::RunFinished { ok: true, .. })));
+    assert!(matches!(
+        kinds.last(),
+        Some(EventKind::RunFinished { ok: true, .. })
+    ));
     Ok(())
 }
 

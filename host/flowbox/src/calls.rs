@@ -181,7 +181,10 @@ impl Calls {
 
     /// Journaled completions a resumed run never asked for (0 when the replay matched).
     pub(crate) fn unreplayed(&self) -> usize {
-        self.checkpoints.replay.as_ref().map_or(0, Replay::remaining)
+        self.checkpoints
+            .replay
+            .as_ref()
+            .map_or(0, Replay::remaining)
     }
 
     fn keeps_records(&self) -> bool {
@@ -442,7 +445,12 @@ impl Calls {
                 "await-next was called with no call pending",
             )));
         }
-        if let Some(batch) = self.checkpoints.replay.as_mut().and_then(Replay::next_batch) {
+        if let Some(batch) = self
+            .checkpoints
+            .replay
+            .as_mut()
+            .and_then(Replay::next_batch)
+        {
             return self.replay_batch(batch).map(Ok);
         }
         if self.in_flight.values().any(|call| call.from_journal) {
