@@ -29,9 +29,12 @@ use tokio::task::JoinSet;
 
 use crate::RunError;
 use crate::bindings::host::ErrorKind;
+use crate::budget::Budget;
+use crate::call_request::{CallFailure, DecodedAgent};
+use crate::clock::millis;
+use crate::entry::{agent_request_json, entry_reply, entry_usage, error_kind, journal_entry};
 use crate::events::{EventKind, Position, RunEvents};
 use crate::journal::{CallRecord, JournalWriter, LeafCache, Replay};
-use crate::request::{CallFailure, DecodedAgent};
 
 /// Characters of a prompt shown in `leaf_started` events.
 const PROMPT_PREVIEW_CHARS: usize = 120;
@@ -106,11 +109,8 @@ pub(crate) struct Calls {
     max_agents: u32,
     max_tool_calls: u32,
     max_reply_bytes: usize,
-    budget: Option<u64>,
-    /// Tokens of the completions delivered to the guest.
-    spent: Usage,
-    warned_at_80: bool,
-    warned_at_100: bool,
+    /// Tokens of the completions delivered to the guest, against the ceiling.
+    budget: Budget,
     checkpoints: Checkpoints,
 }
 
@@ -151,10 +151,7 @@ impl Calls {
             max_agents: settings.max_agents,
             max_tool_calls: settings.max_tool_calls,
             max_reply_bytes: settings.max_reply_bytes,
-            budget: settings.budget,
-            spent: Usage::default(),
-            warned_at_80: false,
-            warned_at_100: false,
+            budget: Budget::new(settings.budget),
             checkpoints,
         }
     }
@@ -171,12 +168,12 @@ impl Calls {
 
     /// Tokens of the completions the guest received.
     pub(crate) fn spent(&self) -> Usage {
-        self.spent
+        self.budget.spent()
     }
 
     /// The token ceiling.
     pub(crate) fn budget(&self) -> Option<u64> {
-        self.budget
+        self.budget.total()
     }
 
     /// Journaled completions a resumed run never asked for (0 when the replay matched).
@@ -207,14 +204,11 @@ impl Calls {
                 ),
             )));
         }
-        if let Some(total) = self.budget
-            && self.spent.total() >= total
-        {
+        if let Some((spent, total)) = self.budget.exhausted() {
             return Ok(Err(CallFailure::new(
                 ErrorKind::BudgetExceeded,
                 format!(
-                    "the token budget is spent ({} of {total} tokens); no new leaf can start",
-                    self.spent.total()
+                    "the token budget is spent ({spent} of {total} tokens); no new leaf can start"
                 ),
             )));
         }
@@ -480,13 +474,14 @@ impl Calls {
                 entries.push(journal_entry(
                     seq + offset as u64,
                     batch,
-                    &completion,
+                    completion.handle,
+                    &completion.outcome,
                     record,
                     usage,
                     done.duration,
                 ));
             }
-            self.count(usage);
+            self.budget.count(usage);
             completions.push(completion);
             if batch_bytes < BATCH_MESSAGES.saturating_mul(self.max_reply_bytes) {
                 next = self.try_finished();
@@ -533,7 +528,7 @@ impl Calls {
                     error: result.err(),
                 }),
             }
-            self.count(usage);
+            self.budget.count(usage);
             completions.push(Completion {
                 handle: entry.handle,
                 outcome: match entry.outcome {
@@ -585,19 +580,8 @@ impl Calls {
         (Completion { handle, outcome }, usage)
     }
 
-    fn count(&mut self, usage: Usage) {
-        self.spent.input_tokens += usage.input_tokens;
-        self.spent.output_tokens += usage.output_tokens;
-    }
-
     fn warn_about_budget(&mut self) {
-        let Some(total) = self.budget else { return };
-        let spent = self.spent.total();
-        let crossed_80 = !self.warned_at_80 && spent.saturating_mul(10) >= total.saturating_mul(8);
-        let crossed_100 = !self.warned_at_100 && spent >= total;
-        if crossed_80 || crossed_100 {
-            self.warned_at_80 = true;
-            self.warned_at_100 |= crossed_100;
+        if let Some((spent, total)) = self.budget.warning_due() {
             self.events
                 .emit(|| EventKind::BudgetWarning { spent, total });
         }
@@ -630,93 +614,6 @@ impl LeafObserver for LeafTools {
     }
 }
 
-/// What identifies an agent request in the journal: everything the script chose, nothing the
-/// runtime assigned (the handle, the idempotency key, the tree position).
-fn agent_request_json(leaf: &LeafRequest) -> Value {
-    json!({
-        "kind": "agent",
-        "prompt": leaf.prompt,
-        "schema": leaf.schema,
-        "agent_type": leaf.agent_type,
-        "label": leaf.label,
-        "instruction": leaf.instruction,
-        "model": leaf.model,
-        "tools": leaf.tools,
-        "instance_id": leaf.instance_id,
-    })
-}
-
-fn journal_entry(
-    seq: u64,
-    batch: u64,
-    completion: &Completion,
-    record: CallRecord,
-    usage: Usage,
-    duration: Duration,
-) -> Entry {
-    Entry {
-        seq,
-        batch,
-        handle: completion.handle,
-        kind: record.kind,
-        fingerprint: record.fingerprint,
-        request: record.request,
-        outcome: match &completion.outcome {
-            Ok(value) => EntryOutcome::Ok {
-                value: value.clone(),
-            },
-            Err(failure) => EntryOutcome::Err {
-                kind: error_kind_name(failure.kind).to_owned(),
-                message: failure.message.clone(),
-            },
-        },
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        duration_ms: millis(duration),
-    }
-}
-
-fn entry_usage(entry: &Entry) -> Usage {
-    Usage {
-        input_tokens: entry.input_tokens,
-        output_tokens: entry.output_tokens,
-    }
-}
-
-/// A cached entry as the backend result it stands in for.
-fn entry_reply(entry: &Entry) -> Result<LeafReply, BackendError> {
-    match &entry.outcome {
-        EntryOutcome::Ok { value } => serde_json::from_str(value)
-            .map(|value| LeafReply {
-                value,
-                usage: entry_usage(entry),
-            })
-            .map_err(|e| BackendError::terminal(format!("a cached result is not JSON: {e}"))),
-        EntryOutcome::Err { message, .. } => Err(BackendError::terminal(message.clone())),
-    }
-}
-
-/// The WIT name of an error kind, as journals store it.
-fn error_kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::AgentFailed => "agent-failed",
-        ErrorKind::BudgetExceeded => "budget-exceeded",
-        ErrorKind::AgentCapExceeded => "agent-cap-exceeded",
-        ErrorKind::ToolFailed => "tool-failed",
-        ErrorKind::InvalidRequest => "invalid-request",
-    }
-}
-
-fn error_kind(name: &str) -> ErrorKind {
-    match name {
-        "budget-exceeded" => ErrorKind::BudgetExceeded,
-        "agent-cap-exceeded" => ErrorKind::AgentCapExceeded,
-        "tool-failed" => ErrorKind::ToolFailed,
-        "invalid-request" => ErrorKind::InvalidRequest,
-        _ => ErrorKind::AgentFailed,
-    }
-}
-
 fn leaf_started(leaf: &LeafRequest, path: Vec<Position>) -> EventKind {
     EventKind::LeafStarted {
         call_id: leaf.call_id,
@@ -741,10 +638,6 @@ fn leaf_finished(
         replayed,
         error: result.err(),
     }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

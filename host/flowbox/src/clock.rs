@@ -1,4 +1,5 @@
-//! The guest's deterministic clocks and random source.
+//! The guest's deterministic clocks and random source, and the host's real clock (for the
+//! journal's timestamps and a new run's virtual start) in one place.
 //!
 //! A script may read the time and draw random numbers and still replay exactly: both clocks
 //! start from the run's recorded start and advance by a fixed step per reading plus whatever
@@ -8,7 +9,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
@@ -126,6 +127,24 @@ impl rand_core::TryRng for SeededRandom {
         }
         Ok(())
     }
+}
+
+/// The host's real time, in nanoseconds since the Unix epoch (0 before it, saturating after
+/// the year 2554).
+pub(crate) fn unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// A duration in whole milliseconds, saturating.
+pub(crate) fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The host's real time, in milliseconds since the Unix epoch.
+pub(crate) fn unix_millis() -> u64 {
+    unix_nanos() / 1_000_000
 }
 
 #[cfg(test)]

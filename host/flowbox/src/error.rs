@@ -8,7 +8,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::bindings;
-use crate::events::ErrorInfo;
 
 /// Why a run did not produce a result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -253,6 +252,44 @@ const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 /// The longest exception class name kept.
 const MAX_EXCEPTION_NAME_BYTES: usize = 200;
 
+/// A run error as data: what the CLI's `--json` prints and what events carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorInfo {
+    /// The error's kind, such as `uncaught` or `out_of_fuel`.
+    pub kind: String,
+    /// The message.
+    pub message: String,
+    /// The script line, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The Python exception type of an uncaught exception.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exception: Option<String>,
+}
+
+impl From<&crate::RunError> for ErrorInfo {
+    fn from(error: &crate::RunError) -> Self {
+        if let crate::RunError::Recorded(info) = error {
+            return info.clone();
+        }
+        let exception = match error {
+            crate::RunError::Script(e) | crate::RunError::Rejected(e) => e.exception.clone(),
+            _ => None,
+        };
+        let message = match error {
+            // The line is its own field; keep the message free of it.
+            crate::RunError::Script(e) | crate::RunError::Rejected(e) => e.message.clone(),
+            other => other.to_string(),
+        };
+        Self {
+            kind: error.kind().to_owned(),
+            message,
+            line: error.line(),
+            exception,
+        }
+    }
+}
+
 /// Turns the guest's script error into a run error.
 pub(crate) fn from_guest(error: bindings::ScriptError, memory_limit: u64) -> RunError {
     use bindings::ScriptErrorKind as K;
@@ -274,11 +311,11 @@ pub(crate) fn from_guest(error: bindings::ScriptError, memory_limit: u64) -> Run
     // a root model's context to a readable size.
     let script_error = ScriptError {
         kind,
-        message: crate::host::clip(error.message, MAX_ERROR_MESSAGE_BYTES),
+        message: crate::text::clip(error.message, MAX_ERROR_MESSAGE_BYTES),
         line: error.line,
         exception: error
             .exception
-            .map(|name| crate::host::clip(name, MAX_EXCEPTION_NAME_BYTES)),
+            .map(|name| crate::text::clip(name, MAX_EXCEPTION_NAME_BYTES)),
     };
     if kind.is_before_running() {
         RunError::Rejected(script_error)

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use crate::error::ErrorInfo;
 use crate::outcome::Summary;
 
 /// One thing that happened in a run.
@@ -158,44 +159,6 @@ pub enum EventKind {
         /// How many events were lost.
         missed: u64,
     },
-}
-
-/// A run error as data: what the CLI's `--json` prints and what events carry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorInfo {
-    /// The error's kind, such as `uncaught` or `out_of_fuel`.
-    pub kind: String,
-    /// The message.
-    pub message: String,
-    /// The script line, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-    /// The Python exception type of an uncaught exception.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exception: Option<String>,
-}
-
-impl From<&crate::RunError> for ErrorInfo {
-    fn from(error: &crate::RunError) -> Self {
-        if let crate::RunError::Recorded(info) = error {
-            return info.clone();
-        }
-        let exception = match error {
-            crate::RunError::Script(e) | crate::RunError::Rejected(e) => e.exception.clone(),
-            _ => None,
-        };
-        let message = match error {
-            // The line is its own field; keep the message free of it.
-            crate::RunError::Script(e) | crate::RunError::Rejected(e) => e.message.clone(),
-            other => other.to_string(),
-        };
-        Self {
-            kind: error.kind().to_owned(),
-            message,
-            line: error.line(),
-            exception,
-        }
-    }
 }
 
 /// A subscription to the events of every run of a [`crate::Runtime`].

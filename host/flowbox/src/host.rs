@@ -8,10 +8,10 @@ use serde_json::Value;
 
 use crate::RunError;
 use crate::bindings::host::{self, BudgetState, CallError, Completion, RunSettings};
+use crate::call_request::{self, CallFailure};
 use crate::events::{EventKind, MetaPhase};
 use crate::journal::journal_error;
-use crate::request::{self, CallFailure};
-use crate::run::RunCtx;
+use crate::run_ctx::RunCtx;
 
 impl host::Host for RunCtx {
     fn settings(&mut self) -> wasmtime::Result<RunSettings> {
@@ -48,7 +48,7 @@ impl host::Host for RunCtx {
         options: Option<host::AgentOptions>,
         path: host::Path,
     ) -> wasmtime::Result<Result<host::Handle, CallError>> {
-        let decoded = match request::decode_agent(&prompt, options, path, &self.limits) {
+        let decoded = match call_request::decode_agent(&prompt, options, path, &self.limits) {
             Ok(decoded) => decoded,
             Err(failure) => return Ok(Err(to_wit(failure))),
         };
@@ -65,8 +65,8 @@ impl host::Host for RunCtx {
         arguments: String,
         path: host::Path,
     ) -> wasmtime::Result<Result<host::Handle, CallError>> {
-        let checked = request::decode_tool_arguments(&name, &arguments, &self.limits)
-            .and_then(|arguments| Ok((arguments, request::decode_path(path)?)));
+        let checked = call_request::decode_tool_arguments(&name, &arguments, &self.limits)
+            .and_then(|arguments| Ok((arguments, call_request::decode_path(path)?)));
         let (arguments, path) = match checked {
             Ok(checked) => checked,
             Err(failure) => return Ok(Err(to_wit(failure))),
@@ -122,23 +122,10 @@ impl host::Host for RunCtx {
     }
 }
 
-/// `text` cut to at most `limit` bytes (on a character boundary), with a marker saying how
-/// much was left out.
-pub(crate) fn clip(mut text: String, limit: usize) -> String {
-    if text.len() <= limit {
-        return text;
-    }
-    let total = text.len();
-    let cut = text.floor_char_boundary(limit);
-    text.truncate(cut);
-    text.push_str(&format!("… [{} more bytes cut]", total - cut));
-    text
-}
-
 impl RunCtx {
     /// A log line or phase title within the message limit.
     fn clip(&self, text: String) -> String {
-        clip(text, self.limits.max_message_bytes)
+        crate::text::clip(text, self.limits.max_message_bytes)
     }
 
     /// Counts log and phase text against the output limit; past it, the run ends. Every

@@ -21,11 +21,14 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 mod bindings;
+mod budget;
 mod cache;
+mod call_request;
 mod calls;
 mod clock;
-mod engine;
+mod entry;
 mod error;
 mod events;
 mod host;
@@ -33,19 +36,23 @@ mod journal;
 mod limits;
 pub mod orchestrator;
 mod outcome;
-mod request;
 mod run;
+mod run_ctx;
+mod run_request;
+mod runtime;
+mod shared;
+mod text;
 mod thread;
 
-pub use engine::{Runtime, RuntimeBuilder, SetupError};
-pub use error::{RunError, ScriptError, ScriptErrorKind};
-pub use events::{ErrorInfo, Event, EventKind, EventStream, MetaPhase, Position};
+pub use error::{ErrorInfo, RunError, ScriptError, ScriptErrorKind};
+pub use events::{Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
     BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,
 };
 pub use limits::Limits;
 pub use outcome::{RunOutcome, Summary};
-pub use run::RunRequest;
+pub use run_request::RunRequest;
+pub use runtime::{Runtime, RuntimeBuilder, SetupError};
 
 /// The attribute the backend, chat-model, tool and store traits are written with: implement
 /// them as `#[flowbox::async_trait] impl LeafBackend for MyBackend { ... }`.

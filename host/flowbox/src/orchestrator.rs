@@ -7,7 +7,6 @@
 //! message, line and a hint), and decides whether more work is needed.
 
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use flowbox_backends::{
     BackendError, ChatModel, ChatRequest, Conversation, Message, Tool, ToolError, ToolSet,
@@ -17,7 +16,8 @@ use flowbox_store::WorkflowRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::events::ErrorInfo;
+use crate::ErrorInfo;
+use crate::clock::unix_millis;
 use crate::{Limits, RunRequest, Runtime};
 
 /// The name root models call the workflow tool by.
@@ -245,9 +245,7 @@ impl WorkflowTool {
             leaves: u64::from(summary.agents_spawned),
             tokens: summary.tokens_spent,
             ok: outcome.result.is_ok(),
-            recorded_unix_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            recorded_unix_ms: unix_millis(),
         };
         let mut output = json!({
             "ok": outcome.result.is_ok(),

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::RunError;
-use crate::events::ErrorInfo;
+use crate::error::ErrorInfo;
 
 /// A compact account of a run, successful or not.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,6 @@
 //! Thread ids: the name of a run, which also seeds its random source.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use flowbox_store::UtcTime;
 use sha2::{Digest, Sha256};
@@ -10,15 +9,13 @@ use sha2::{Digest, Sha256};
 /// sort by age, and 64 random bits, so ids of runs started together never meet.
 pub(crate) fn new_thread_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let now = crate::clock::unix_nanos();
     let digest = Sha256::new()
-        .chain_update(now.as_nanos().to_le_bytes())
+        .chain_update(now.to_le_bytes())
         .chain_update(std::process::id().to_le_bytes())
         .chain_update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes())
         .finalize();
-    let t = UtcTime::from_unix_secs(now.as_secs());
+    let t = UtcTime::from_unix_secs(now / 1_000_000_000);
     let random: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!(
         "{:04}{:02}{:02}-{:02}{:02}{:02}-{random}",

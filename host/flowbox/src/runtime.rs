@@ -6,8 +6,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use flowbox_backends::{LeafBackend, ToolSet};
 use flowbox_store::CheckpointStore;
@@ -16,14 +14,13 @@ use tokio::sync::broadcast;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
+use crate::RunRequest;
 use crate::bindings::{Workflow, WorkflowPre};
-use crate::events::{Event, EventStream};
-use crate::run::{self, RunCtx, RunRequest};
+use crate::events::EventStream;
+use crate::run::{self};
+use crate::run_ctx::RunCtx;
+use crate::shared::{EpochTicker, Shared};
 use crate::{Limits, RunError, RunOutcome, cache};
-
-/// How often the engine's epoch advances: the granularity of deadlines and of yielding
-/// between concurrent busy runs.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The guest's wasm stack. Recursion through the interpreter's C code (a deeply nested
 /// expression, `map` calling a Python function calling `map`, ...) needs far more than
@@ -46,29 +43,6 @@ const GUEST_SHA256: &str = env!("FLOWBOX_GUEST_SHA256");
 #[derive(Debug, Clone)]
 pub struct Runtime {
     shared: Arc<Shared>,
-}
-
-/// What every run of a runtime shares.
-pub(crate) struct Shared {
-    pub(crate) engine: Engine,
-    pub(crate) pre: WorkflowPre<RunCtx>,
-    pub(crate) backend: Arc<dyn LeafBackend>,
-    pub(crate) tools: ToolSet,
-    pub(crate) limits: Limits,
-    pub(crate) events: broadcast::Sender<Event>,
-    pub(crate) store: Option<Arc<dyn CheckpointStore>>,
-    _ticker: EpochTicker,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("backend", &self.backend)
-            .field("tools", &self.tools)
-            .field("limits", &self.limits)
-            .field("store", &self.store)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Why a runtime could not be built.
@@ -263,7 +237,7 @@ impl Runtime {
         };
         let header = match header {
             Ok(header) => header,
-            Err(error) => return run::rejected(thread_id, error),
+            Err(error) => return crate::admission::rejected(thread_id, error),
         };
         let mut request = RunRequest::new(header.script)
             .args(header.args)
@@ -294,34 +268,6 @@ impl Runtime {
     /// The limits runs get by default.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
-    }
-}
-
-/// Advances the engine's epoch on a background thread until dropped.
-struct EpochTicker {
-    stop: Arc<AtomicBool>,
-}
-
-impl EpochTicker {
-    fn start(engine: Engine) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        std::thread::Builder::new()
-            .name("flowbox-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
-                }
-            })
-            .expect("spawning the epoch thread");
-        Self { stop }
-    }
-}
-
-impl Drop for EpochTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -1,0 +1,218 @@
+//! Admitting a run: its input checked and, with a journal, its thread started, resumed or
+//! answered from its record — under the thread's claim, so one thread runs in one place.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use flowbox_store::{Claim, RunHeader, StoredRun};
+
+use crate::calls::Checkpoints;
+use crate::clock::{unix_millis, unix_nanos};
+use crate::events::RunEvents;
+use crate::journal::{JournalWriter, LeafCache, Replay, journal_error, sha256_hex};
+use crate::run_ctx::Plan;
+use crate::shared::Shared;
+use crate::{ErrorInfo, Limits, RunError, RunOutcome, RunRequest, Summary};
+
+/// What `prepare` decided.
+pub(crate) enum Prepared {
+    /// Run the guest with this plan and these args, holding the thread's claim when journaled.
+    Run(Plan, String, Option<Claim>),
+    /// The thread already finished; this is its recorded outcome.
+    Finished(RunOutcome),
+}
+
+/// Checks the input and, with a journal, starts the thread or picks up where it stopped. A
+/// resumed thread runs with the limits and guard it started with, unless the request sets
+/// limits of its own.
+pub(crate) async fn prepare(
+    shared: &Shared,
+    request: &RunRequest,
+    thread_id: String,
+    generated: bool,
+    events: Arc<RunEvents>,
+) -> Result<Prepared, RunError> {
+    let now = unix_nanos();
+    let mut plan = Plan {
+        thread_id,
+        events,
+        limits: request
+            .limits
+            .clone()
+            .unwrap_or_else(|| shared.limits.clone()),
+        guard: request.guard,
+        start_unix_nanos: now,
+        checkpoints: Checkpoints::default(),
+    };
+    let Some(store) = &shared.store else {
+        if request.reuse_leaves_from.is_some() {
+            return Err(RunError::Journal(
+                "reusing leaves needs a journal; configure a store".into(),
+            ));
+        }
+        let args_text = check_input(&request.script, &request.args, &plan.limits)?;
+        return Ok(Prepared::Run(plan, args_text, None));
+    };
+    if let Some(from) = &request.reuse_leaves_from {
+        let earlier = store
+            .load(from)
+            .await
+            .map_err(journal_error)?
+            .ok_or_else(|| RunError::UnknownThread(from.clone()))?;
+        plan.checkpoints.cache = Some(LeafCache::new(earlier.entries));
+    }
+    let mut existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
+    if existing.is_some() && generated {
+        // A generated id names a new thread; on the (astronomically rare) collision, draw again.
+        plan.thread_id = crate::thread::new_thread_id();
+        existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
+    }
+    // A refused or finished thread is answered before it is claimed, so it leaves no lease.
+    if let Admission::Finished(outcome) = admit(&mut plan, request, existing.as_ref())? {
+        return Ok(Prepared::Finished(*outcome));
+    }
+    let claim = store.claim(&plan.thread_id).await.map_err(journal_error)?;
+    // Read again under the claim: another run may have moved the thread on meanwhile.
+    let existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
+    let args_text = match admit(&mut plan, request, existing.as_ref())? {
+        Admission::Finished(outcome) => return Ok(Prepared::Finished(*outcome)),
+        Admission::Run(args_text) => args_text,
+    };
+    match existing {
+        None => {
+            let header = RunHeader {
+                thread_id: plan.thread_id.clone(),
+                script: request.script.clone(),
+                script_sha256: sha256_hex(request.script.as_bytes()),
+                args: request.args.clone(),
+                args_sha256: sha256_hex(args_text.as_bytes()),
+                start_unix_nanos: now,
+                seed: plan.thread_id.clone(),
+                limits: serde_json::to_value(&plan.limits).unwrap_or(Value::Null),
+                guard: plan.guard,
+                created_unix_ms: unix_millis(),
+            };
+            store.begin(&header).await.map_err(journal_error)?;
+            plan.checkpoints.journal = Some(JournalWriter::new(
+                Arc::clone(store),
+                plan.thread_id.clone(),
+                &[],
+            ));
+        }
+        Some(run) => {
+            plan.start_unix_nanos = run.header.start_unix_nanos;
+            plan.checkpoints.journal = Some(JournalWriter::new(
+                Arc::clone(store),
+                plan.thread_id.clone(),
+                &run.entries,
+            ));
+            plan.checkpoints.replay = Some(Replay::new(run.entries));
+        }
+    }
+    Ok(Prepared::Run(plan, args_text, Some(claim)))
+}
+
+/// Whether a journaled request may run.
+enum Admission {
+    /// Yes, with these args (as JSON text).
+    Run(String),
+    /// The thread already finished: this is its recorded outcome.
+    Finished(Box<RunOutcome>),
+}
+
+/// Checks a request against its thread as journaled (`None`: a new thread): a resumed thread
+/// takes the limits (unless the request sets its own) and guard it started with, and must be
+/// given the same script and args.
+fn admit(
+    plan: &mut Plan,
+    request: &RunRequest,
+    existing: Option<&StoredRun>,
+) -> Result<Admission, RunError> {
+    let Some(run) = existing else {
+        return check_input(&request.script, &request.args, &plan.limits).map(Admission::Run);
+    };
+    let header = &run.header;
+    if request.limits.is_none() {
+        plan.limits = serde_json::from_value(header.limits.clone()).map_err(|e| {
+            RunError::Journal(format!(
+                "the limits thread {} started with are unreadable: {e}",
+                plan.thread_id
+            ))
+        })?;
+    }
+    plan.guard = header.guard;
+    let args_text = check_input(&request.script, &request.args, &plan.limits)?;
+    if header.script_sha256 != sha256_hex(request.script.as_bytes()) {
+        return Err(RunError::Divergence(format!(
+            "the script is not the one thread {} started with",
+            plan.thread_id
+        )));
+    }
+    if header.args_sha256 != sha256_hex(args_text.as_bytes()) {
+        return Err(RunError::Divergence(format!(
+            "the args are not the ones thread {} started with",
+            plan.thread_id
+        )));
+    }
+    Ok(match &run.end {
+        Some(end) => Admission::Finished(Box::new(recorded_outcome(
+            &plan.thread_id,
+            end.outcome.clone(),
+        ))),
+        None => Admission::Run(args_text),
+    })
+}
+
+/// The outcome of a run refused before it started.
+pub(crate) fn rejected(thread_id: &str, error: RunError) -> RunOutcome {
+    RunOutcome {
+        result: Err(error),
+        summary: Summary {
+            thread_id: thread_id.to_owned(),
+            ..Summary::default()
+        },
+        recorded: false,
+    }
+}
+
+/// The outcome a finished thread recorded, as a [`RunOutcome`].
+fn recorded_outcome(thread_id: &str, outcome: Value) -> RunOutcome {
+    let mut summary: Summary =
+        serde_json::from_value(outcome["summary"].clone()).unwrap_or_default();
+    summary.thread_id = thread_id.to_owned();
+    let result = if outcome["ok"] == Value::Bool(true) {
+        Ok(outcome["result"].clone())
+    } else {
+        Err(
+            serde_json::from_value::<ErrorInfo>(outcome["error"].clone())
+                .map(RunError::Recorded)
+                .unwrap_or_else(|e| {
+                    RunError::Journal(format!("the recorded outcome is unreadable: {e}"))
+                }),
+        )
+    };
+    RunOutcome {
+        result,
+        summary,
+        recorded: true,
+    }
+}
+
+pub(crate) fn check_input(script: &str, args: &Value, limits: &Limits) -> Result<String, RunError> {
+    if script.len() > limits.max_script_bytes {
+        return Err(RunError::ScriptTooLarge {
+            size: script.len(),
+            limit: limits.max_script_bytes,
+        });
+    }
+    let args_text = args.to_string();
+    if args_text.len() > limits.max_message_bytes {
+        return Err(RunError::InvalidArgs(format!(
+            "the args are {} bytes of JSON; the limit is {} bytes",
+            args_text.len(),
+            limits.max_message_bytes
+        )));
+    }
+    Ok(args_text)
+}

@@ -1,0 +1,101 @@
+//! A call as the journal keeps it: the request's identity, and its outcome as the guest
+//! received it; and back, an entry as the completion or backend reply it stands for.
+
+use std::time::Duration;
+
+use flowbox_backends::{BackendError, LeafReply, LeafRequest, Usage};
+use flowbox_store::{Entry, EntryOutcome};
+use serde_json::{Value, json};
+
+use crate::bindings::host::ErrorKind;
+use crate::call_request::CallFailure;
+use crate::clock::millis;
+use crate::journal::CallRecord;
+
+/// What identifies an agent request in the journal: everything the script chose, nothing the
+/// runtime assigned (the handle, the idempotency key, the tree position).
+pub(crate) fn agent_request_json(leaf: &LeafRequest) -> Value {
+    json!({
+        "kind": "agent",
+        "prompt": leaf.prompt,
+        "schema": leaf.schema,
+        "agent_type": leaf.agent_type,
+        "label": leaf.label,
+        "instruction": leaf.instruction,
+        "model": leaf.model,
+        "tools": leaf.tools,
+        "instance_id": leaf.instance_id,
+    })
+}
+
+pub(crate) fn journal_entry(
+    seq: u64,
+    batch: u64,
+    handle: u64,
+    outcome: &Result<String, CallFailure>,
+    record: CallRecord,
+    usage: Usage,
+    duration: Duration,
+) -> Entry {
+    Entry {
+        seq,
+        batch,
+        handle,
+        kind: record.kind,
+        fingerprint: record.fingerprint,
+        request: record.request,
+        outcome: match outcome {
+            Ok(value) => EntryOutcome::Ok {
+                value: value.clone(),
+            },
+            Err(failure) => EntryOutcome::Err {
+                kind: error_kind_name(failure.kind).to_owned(),
+                message: failure.message.clone(),
+            },
+        },
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        duration_ms: millis(duration),
+    }
+}
+
+pub(crate) fn entry_usage(entry: &Entry) -> Usage {
+    Usage {
+        input_tokens: entry.input_tokens,
+        output_tokens: entry.output_tokens,
+    }
+}
+
+/// A cached entry as the backend result it stands in for.
+pub(crate) fn entry_reply(entry: &Entry) -> Result<LeafReply, BackendError> {
+    match &entry.outcome {
+        EntryOutcome::Ok { value } => serde_json::from_str(value)
+            .map(|value| LeafReply {
+                value,
+                usage: entry_usage(entry),
+            })
+            .map_err(|e| BackendError::terminal(format!("a cached result is not JSON: {e}"))),
+        EntryOutcome::Err { message, .. } => Err(BackendError::terminal(message.clone())),
+    }
+}
+
+/// The WIT name of an error kind, as journals store it.
+pub(crate) fn error_kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::AgentFailed => "agent-failed",
+        ErrorKind::BudgetExceeded => "budget-exceeded",
+        ErrorKind::AgentCapExceeded => "agent-cap-exceeded",
+        ErrorKind::ToolFailed => "tool-failed",
+        ErrorKind::InvalidRequest => "invalid-request",
+    }
+}
+
+pub(crate) fn error_kind(name: &str) -> ErrorKind {
+    match name {
+        "budget-exceeded" => ErrorKind::BudgetExceeded,
+        "agent-cap-exceeded" => ErrorKind::AgentCapExceeded,
+        "tool-failed" => ErrorKind::ToolFailed,
+        "invalid-request" => ErrorKind::InvalidRequest,
+        _ => ErrorKind::AgentFailed,
+    }
+}

@@ -1,0 +1,221 @@
+//! The state of one run: a fresh `Store` holding a [`RunCtx`].
+//!
+//! Everything a run may touch is built here per run and dropped with the store: the WASI
+//! context (no files, no environment, no arguments, no network, virtual clocks, seeded
+//! random, capped stdout/stderr), the memory limiter, and the calls in flight (dropping them
+//! cancels any leaf still running).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use flowbox_backends::{LeafBackend, ToolSet};
+use flowbox_store::CheckpointStore;
+
+use crate::calls::{CallSettings, Calls, Checkpoints};
+use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
+use crate::error::TrapContext;
+use crate::events::RunEvents;
+use crate::{Limits, RunError};
+
+/// How much of the guest's own stdout/stderr is kept for diagnostics. Scripts' `print` goes
+/// to the log instead; these only carry interpreter-level messages.
+const GUEST_STDIO_BYTES: usize = 64 << 10;
+
+/// The most table elements the guest may grow to (the interpreter needs a few thousand).
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// The state of one run, owned by its `Store`.
+pub(crate) struct RunCtx {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) memory: MemoryLimiter,
+    pub(crate) calls: Calls,
+    pub(crate) limits: Limits,
+    pub(crate) guard: bool,
+    pub(crate) time: VirtualTime,
+    pub(crate) events: Arc<RunEvents>,
+    pub(crate) record: Record,
+    pub(crate) thread_id: String,
+    /// The journal, when the runtime keeps one.
+    pub(crate) store: Option<Arc<dyn CheckpointStore>>,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+/// What the run reported about itself, for the summary.
+#[derive(Debug, Default)]
+pub(crate) struct Record {
+    pub name: Option<String>,
+    pub phases: Vec<String>,
+    pub logs: Vec<String>,
+    pub output_bytes: usize,
+}
+
+impl WasiView for RunCtx {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps linear memory and remembers whether a growth was refused, so a trap that follows
+/// (an interpreter abort) is reported as running out of memory.
+pub(crate) struct MemoryLimiter {
+    limit: u64,
+    pub(crate) denied: bool,
+    /// The initial size the guest's memory was refused, when the cap is below it.
+    refused_at_start: Option<usize>,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Refusing (rather than trapping) lets the interpreter raise `MemoryError`, which the
+        // script may catch.
+        let allowed = desired as u64 <= self.limit;
+        self.denied |= !allowed;
+        if !allowed && current == 0 {
+            // The memory is being created: the cap is below the guest's initial size.
+            self.refused_at_start = Some(desired);
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+/// How a run starts: its identity, virtual start time, and journal.
+pub(crate) struct Plan {
+    pub(crate) thread_id: String,
+    pub(crate) events: Arc<RunEvents>,
+    pub(crate) limits: Limits,
+    pub(crate) guard: bool,
+    pub(crate) start_unix_nanos: u64,
+    pub(crate) checkpoints: Checkpoints,
+}
+
+impl RunCtx {
+    /// The state of a run of `plan`, whose leaves go to `backend` and whose `call_tool`
+    /// calls reach `tools`, journaled in `store`.
+    pub(crate) fn new(
+        backend: Arc<dyn LeafBackend>,
+        tools: ToolSet,
+        store: Option<Arc<dyn CheckpointStore>>,
+        plan: Plan,
+    ) -> Self {
+        let Plan {
+            thread_id,
+            events,
+            limits,
+            guard,
+            start_unix_nanos,
+            checkpoints,
+        } = plan;
+        let thread_id = thread_id.as_str();
+        let time = VirtualTime::default();
+        let stdout = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
+        let stderr = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
+        let seed = SeededRandom::new(thread_id, "seed");
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .wall_clock(WallClock {
+                start_unix_nanos,
+                time: time.clone(),
+            })
+            .monotonic_clock(MonotonicClock { time: time.clone() })
+            .secure_random(SeededRandom::new(thread_id, "secure"))
+            .insecure_random(SeededRandom::new(thread_id, "insecure"))
+            .insecure_random_seed(seed.seed_u128())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let calls = Calls::new(
+            backend,
+            tools,
+            Arc::clone(&events),
+            CallSettings {
+                thread_id: thread_id.to_owned(),
+                max_agents: limits.max_agents,
+                max_tool_calls: limits.max_tool_calls,
+                max_concurrency: limits.max_concurrency,
+                max_reply_bytes: limits.max_message_bytes,
+                budget: limits.budget_tokens,
+            },
+            checkpoints,
+        );
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            memory: MemoryLimiter {
+                limit: limits.memory_bytes,
+                denied: false,
+                refused_at_start: None,
+            },
+            calls,
+            limits,
+            guard,
+            time,
+            events,
+            record: Record::default(),
+            thread_id: thread_id.to_owned(),
+            store,
+            stdout,
+            stderr,
+        }
+    }
+
+    pub(crate) fn trap_context(&self) -> TrapContext {
+        let mut guest_output = String::from_utf8_lossy(&self.stderr.contents()).into_owned();
+        guest_output.push_str(&String::from_utf8_lossy(&self.stdout.contents()));
+        TrapContext {
+            fuel_limit: self.limits.fuel,
+            memory_limit: self.limits.memory_bytes,
+            memory_denied: self.memory.denied,
+            memory_refused_at_start: self.memory.refused_at_start,
+            timeout: self.limits.timeout,
+            guest_stderr: guest_output,
+        }
+    }
+}
+
+/// A fresh store for one run, with fuel, memory cap and deadline in place.
+pub(crate) fn new_store(engine: &Engine, ctx: RunCtx) -> Result<Store<RunCtx>, RunError> {
+    let limits = ctx.limits.clone();
+    let mut store = Store::new(engine, ctx);
+    store.limiter(|ctx| &mut ctx.memory);
+    store
+        .set_fuel(limits.fuel)
+        .map_err(|e| RunError::Host(format!("cannot set fuel: {e}")))?;
+    // Each epoch tick (see `engine::EpochTicker`) lets other runs on this thread progress and
+    // checks the deadline, so a CPU-bound script is stopped on time.
+    let deadline = Instant::now() + limits.timeout;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        Ok(if Instant::now() >= deadline {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+    Ok(store)
+}

@@ -1,0 +1,73 @@
+//! What every run of a [`Runtime`](crate::Runtime) shares: the engine and its epoch ticker,
+//! the pre-linked guest, the backend, the code-callable tools, the default limits, the event
+//! channel and the journal. Runs borrow it; nothing in it changes after the runtime is built.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use flowbox_backends::{LeafBackend, ToolSet};
+use flowbox_store::CheckpointStore;
+use tokio::sync::broadcast;
+use wasmtime::Engine;
+
+use crate::Limits;
+use crate::bindings::WorkflowPre;
+use crate::events::Event;
+use crate::run_ctx::RunCtx;
+
+/// How often the engine's epoch advances: the granularity of deadlines and of yielding
+/// between concurrent busy runs.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// What every run of a runtime shares.
+pub(crate) struct Shared {
+    pub(crate) engine: Engine,
+    pub(crate) pre: WorkflowPre<RunCtx>,
+    pub(crate) backend: Arc<dyn LeafBackend>,
+    pub(crate) tools: ToolSet,
+    pub(crate) limits: Limits,
+    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) store: Option<Arc<dyn CheckpointStore>>,
+    /// Stops advancing the engine's epoch when the last run and runtime let go.
+    pub(crate) _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("backend", &self.backend)
+            .field("tools", &self.tools)
+            .field("limits", &self.limits)
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Advances the engine's epoch on a background thread until dropped.
+pub(crate) struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    pub(crate) fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("flowbox-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        Self { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
