@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use flowbox::backends::FakeBackend;
 use flowbox::store::{CheckpointStore, MemoryStore, RunStatus};
-use flowbox::{BackendError, LeafBackend, LeafReply, LeafRequest, RunError, RunRequest, Runtime};
+use flowbox::{
+    BackendError, LeafBackend, LeafReply, LeafRequest, RunError, RunErrorClass, RunErrorKind,
+    RunRequest, Runtime,
+};
 use flowbox_tests::{CountingBackend, root};
 use serde_json::json;
 
@@ -112,8 +115,8 @@ async fn a_finished_thread_returns_its_recorded_outcome() {
         .await;
     let again = live.resume("failed", None).await;
     let error = again.result.unwrap_err();
-    assert_eq!(error.kind(), "uncaught");
-    assert_eq!(error.exit_code(), 1);
+    assert_eq!(error.kind(), RunErrorKind::Uncaught);
+    assert_eq!(error.class(), RunErrorClass::Script);
     assert_eq!(error.line(), Some(1));
 }
 
@@ -163,7 +166,7 @@ async fn a_journal_that_disagrees_with_the_script_stops_with_the_call_named() {
         matches!(&error, RunError::Divergence(m) if m.contains("call 2")),
         "{error}"
     );
-    assert_eq!(error.kind(), "divergence");
+    assert_eq!(error.kind(), RunErrorKind::Divergence);
 }
 
 #[tokio::test]
@@ -225,7 +228,10 @@ async fn a_thread_runs_in_one_place_at_a_time() {
     );
     let error = second.result.unwrap_err();
     assert!(matches!(error, RunError::ThreadInUse(_)), "{error}");
-    assert_eq!((error.kind(), error.exit_code()), ("thread_in_use", 2));
+    assert_eq!(
+        (error.kind(), error.class()),
+        (RunErrorKind::ThreadInUse, RunErrorClass::Rejected)
+    );
     assert!(
         error.to_string().contains("thread shared is being run"),
         "{error}"
@@ -273,7 +279,7 @@ async fn resuming_needs_a_known_thread_and_a_journal() {
     let rt = runtime(Arc::new(FakeBackend::new()), Arc::new(MemoryStore::new()));
     let error = rt.resume("ghost", None).await.result.unwrap_err();
     assert_eq!(error, RunError::UnknownThread("ghost".into()));
-    assert_eq!(error.exit_code(), 2);
+    assert_eq!(error.class(), RunErrorClass::Rejected);
     let plain = flowbox_tests::runtime();
     let error = plain.resume("ghost", None).await.result.unwrap_err();
     assert!(matches!(error, RunError::Journal(_)), "{error}");
@@ -347,7 +353,7 @@ async fn thread_ids_are_checked_before_anything_runs() {
             .run_request(RunRequest::new("return 1").thread_id(bad))
             .await;
         let error = outcome.result.unwrap_err();
-        assert_eq!(error.kind(), "invalid_thread_id", "{bad:?}");
-        assert_eq!(error.exit_code(), 2);
+        assert_eq!(error.kind(), RunErrorKind::InvalidThreadId, "{bad:?}");
+        assert_eq!(error.class(), RunErrorClass::Rejected);
     }
 }

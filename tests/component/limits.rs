@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowbox::{Limits, RunError, RunRequest, Runtime};
+use flowbox::{Limits, RunError, RunErrorClass, RunRequest, Runtime};
 use flowbox_tests::{CountingBackend, result_of, runtime, runtime_with};
 use serde_json::json;
 
@@ -45,7 +45,7 @@ async fn fuel_limit_violated() {
         .await
         .unwrap_err();
     assert_eq!(error, RunError::OutOfFuel { limit: 200_000_000 });
-    assert_eq!(error.exit_code(), 3);
+    assert_eq!(error.class(), RunErrorClass::Limit);
 }
 
 #[tokio::test]
@@ -87,7 +87,7 @@ async fn memory_limit_violated_is_a_catchable_memory_error() {
         matches!(error, RunError::OutOfMemory { limit_bytes, line: Some(3) } if limit_bytes == 64 << 20),
         "{error:?}"
     );
-    assert_eq!(error.exit_code(), 3);
+    assert_eq!(error.class(), RunErrorClass::Limit);
 }
 
 #[tokio::test]
@@ -183,7 +183,7 @@ async fn script_size_limit() {
         matches!(error, RunError::ScriptTooLarge { limit: 100, .. }),
         "{error:?}"
     );
-    assert_eq!(error.exit_code(), 2);
+    assert_eq!(error.class(), RunErrorClass::Rejected);
 }
 
 #[tokio::test]
@@ -349,7 +349,7 @@ async fn args_larger_than_a_message_are_refused_before_running() {
         error.to_string().contains("the limit is 1000 bytes"),
         "{error}"
     );
-    assert_eq!(error.exit_code(), 2);
+    assert_eq!(error.class(), RunErrorClass::Rejected);
     assert_eq!(big.summary.fuel_used, 0, "nothing ran");
 }
 

@@ -361,7 +361,7 @@ async fn raw_runtime_probes(runtime: &Runtime, failures: &mut Vec<String>) {
                 // A trap ends the guest (guest_failure); an exception the bridge raises past
                 // the `except` ends the script (uncaught). Either way the host stands.
                 Ok(_) => {}
-                Err(error) if matches!(error.kind(), "guest_failure" | "uncaught") => {}
+                Err(error) if matches!(error.kind().as_str(), "guest_failure" | "uncaught") => {}
                 Err(error) => failures.push(format!("{probe}: ended with {error:?}")),
             }
             println!("{probe:<40} {}", summary(&outcome));
@@ -459,7 +459,7 @@ impl Attempt {
             failures.push(format!("{name}: the secret leaked: {text}"));
         }
         println!("{name:<40} {}", summary(outcome));
-        let kind = outcome.result.as_ref().err().map(|e| e.kind());
+        let kind = outcome.result.as_ref().err().map(|e| e.kind().as_str());
         match (self.expect.as_str(), kind) {
             ("forbidden", Some("forbidden")) => {
                 if outcome
@@ -493,11 +493,9 @@ impl Attempt {
             ));
         }
         if let Some((kind, message)) = &self.error {
-            let matched = outcome
-                .result
-                .as_ref()
-                .err()
-                .is_some_and(|e| e.kind() == kind && e.to_string().contains(message.as_str()));
+            let matched = outcome.result.as_ref().err().is_some_and(|e| {
+                e.kind().as_str() == kind && e.to_string().contains(message.as_str())
+            });
             if !matched {
                 failures.push(format!(
                     "{name}: expected {kind} with {message:?}, got {text}"

@@ -25,6 +25,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
+use flowbox::RunErrorClass;
 
 /// Exit codes, as documented in `--help` and the README.
 const AFTER_HELP: &str = "\
@@ -113,11 +114,11 @@ impl Failure {
         }
     }
 
-    /// A run error, with the code its kind maps to.
+    /// A run error, with the code its class maps to.
     pub(crate) fn run(error: flowbox::RunError) -> Self {
         Self {
-            code: u8::try_from(error.exit_code()).unwrap_or(1),
-            kind: error.kind().to_owned(),
+            code: exit_code(&error),
+            kind: error.kind().as_str().to_owned(),
             error: error.into(),
         }
     }
@@ -130,6 +131,15 @@ impl Failure {
             "error": {"kind": self.kind, "message": format!("{:#}", self.error)},
             "summary": null,
         })
+    }
+}
+
+/// The exit code of a run error, by its class (as `AFTER_HELP` documents).
+pub(crate) fn exit_code(error: &flowbox::RunError) -> u8 {
+    match error.class() {
+        RunErrorClass::Script | RunErrorClass::Machinery => 1,
+        RunErrorClass::Rejected => 2,
+        RunErrorClass::Limit => 3,
     }
 }
 

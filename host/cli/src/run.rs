@@ -130,7 +130,7 @@ pub(crate) fn report(outcome: RunOutcome, json: bool) -> Result<u8, Failure> {
         out!("{}", outcome.to_json());
         return Ok(match &outcome.result {
             Ok(_) => 0,
-            Err(error) => u8::try_from(error.exit_code()).unwrap_or(1),
+            Err(error) => crate::exit_code(error),
         });
     }
     let summary = &outcome.summary;

@@ -9,6 +9,7 @@ use flowbox_store::{Claim, RunHeader, StoredRun};
 
 use crate::calls::Checkpoints;
 use crate::clock::{unix_millis, unix_nanos};
+use crate::error::JournalError;
 use crate::events::RunEvents;
 use crate::journal::{JournalWriter, LeafCache, Replay, journal_error, sha256_hex};
 use crate::run_ctx::Plan;
@@ -47,9 +48,9 @@ pub(crate) async fn prepare(
     };
     let Some(store) = &shared.store else {
         if request.reuse_leaves_from.is_some() {
-            return Err(RunError::Journal(
-                "reusing leaves needs a journal; configure a store".into(),
-            ));
+            return Err(RunError::Journal(JournalError::NotConfigured(
+                "reusing leaves",
+            )));
         }
         let args_text = check_input(&request.script, &request.args, &plan.limits)?;
         return Ok(Prepared::Run(plan, args_text, None));
@@ -135,10 +136,10 @@ fn admit(
     let header = &run.header;
     if request.limits.is_none() {
         plan.limits = serde_json::from_value(header.limits.clone()).map_err(|e| {
-            RunError::Journal(format!(
-                "the limits thread {} started with are unreadable: {e}",
-                plan.thread_id
-            ))
+            RunError::Journal(JournalError::Corrupt {
+                thread_id: plan.thread_id.clone(),
+                detail: format!("the limits it started with are unreadable: {e}"),
+            })
         })?;
     }
     plan.guard = header.guard;
@@ -188,7 +189,10 @@ fn recorded_outcome(thread_id: &str, outcome: Value) -> RunOutcome {
             serde_json::from_value::<ErrorInfo>(outcome["error"].clone())
                 .map(RunError::Recorded)
                 .unwrap_or_else(|e| {
-                    RunError::Journal(format!("the recorded outcome is unreadable: {e}"))
+                    RunError::Journal(JournalError::Corrupt {
+                        thread_id: thread_id.to_owned(),
+                        detail: format!("the recorded outcome is unreadable: {e}"),
+                    })
                 }),
         )
     };

@@ -1,11 +1,15 @@
 //! The errors a run can end with, and the one place wasmtime's errors are classified.
 //!
 //! A script can catch what it may handle (a failed leaf, an exhausted budget) as a Python
-//! exception; everything here ends the run. [`RunError::exit_code`] is what the CLI returns.
+//! exception; everything here ends the run. Every error has a [`RunErrorKind`] (its stable
+//! snake_case name) and each kind one [`RunErrorClass`], matched exhaustively: a new variant
+//! nobody classified does not compile.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use flowbox_store::StoreError;
 
 use crate::bindings;
 
@@ -89,9 +93,9 @@ pub enum RunError {
     /// asked for something other than what the journal recorded at that point.
     #[error("the run diverged from its journal: {0}")]
     Divergence(String),
-    /// The checkpoint journal could not be read or written.
+    /// The checkpoint journal could not be read or written, or holds what it cannot.
     #[error("the journal failed: {0}")]
-    Journal(String),
+    Journal(#[source] JournalError),
     /// No thread has this id in the journal.
     #[error("no thread {0} in the journal")]
     UnknownThread(String),
@@ -114,29 +118,202 @@ fn detail(line: &Option<u32>) -> String {
     line.map(|l| format!(" (line {l})")).unwrap_or_default()
 }
 
-impl RunError {
-    /// A stable, snake_case name for this kind of error (used in JSON output and events).
-    pub fn kind(&self) -> &str {
+/// Why the journal failed a run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// What was asked needs a journal and the runtime has none.
+    #[error("{0} needs a journal; configure a store")]
+    NotConfigured(&'static str),
+    /// A thread's journal holds something this build cannot read back.
+    #[error("thread {thread_id}'s journal is damaged: {detail}")]
+    Corrupt {
+        /// The thread.
+        thread_id: String,
+        /// What could not be read.
+        detail: String,
+    },
+}
+
+/// The four classes of run errors, which decide what a caller does about one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunErrorClass {
+    /// The input was refused before anything ran: fix it and run again.
+    Rejected,
+    /// A resource limit was breached: fuel, memory, time, stack, output or result size.
+    Limit,
+    /// The script ran and failed: an uncaught exception or a result that is not JSON.
+    Script,
+    /// flowbox's own machinery failed (the journal, a divergence, the guest or the host):
+    /// not the script's fault, and the thread stays open to resume once it is fixed.
+    Machinery,
+}
+
+/// The kind of a run error: its stable name in JSON output, events and the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunErrorKind {
+    /// [`RunError::ScriptTooLarge`].
+    ScriptTooLarge,
+    /// [`RunError::InvalidArgs`].
+    InvalidArgs,
+    /// [`RunError::InvalidThreadId`].
+    InvalidThreadId,
+    /// The script does not parse.
+    Syntax,
+    /// `meta` is invalid or misplaced.
+    InvalidMeta,
+    /// The guard refused a construct.
+    Forbidden,
+    /// No entry point.
+    NoEntryPoint,
+    /// An exception the script did not catch.
+    Uncaught,
+    /// The return value is not JSON.
+    InvalidResult,
+    /// [`RunError::OutOfFuel`].
+    OutOfFuel,
+    /// [`RunError::OutOfMemory`].
+    OutOfMemory,
+    /// [`RunError::MemoryCapTooSmall`].
+    MemoryCapTooSmall,
+    /// [`RunError::Timeout`].
+    Timeout,
+    /// [`RunError::StackOverflow`].
+    StackOverflow,
+    /// [`RunError::OutputTooLarge`].
+    OutputTooLarge,
+    /// [`RunError::ResultTooLarge`].
+    ResultTooLarge,
+    /// [`RunError::Divergence`].
+    Divergence,
+    /// [`RunError::Journal`].
+    JournalFailure,
+    /// [`RunError::UnknownThread`].
+    UnknownThread,
+    /// [`RunError::ThreadInUse`].
+    ThreadInUse,
+    /// [`RunError::Guest`].
+    GuestFailure,
+    /// [`RunError::Host`].
+    HostFailure,
+}
+
+impl RunErrorKind {
+    /// The class this kind belongs to.
+    pub fn class(self) -> RunErrorClass {
+        use RunErrorClass::{Limit, Machinery, Rejected, Script};
         match self {
-            Self::ScriptTooLarge { .. } => "script_too_large",
-            Self::InvalidArgs(_) => "invalid_args",
-            Self::InvalidThreadId(_) => "invalid_thread_id",
-            Self::Rejected(e) | Self::Script(e) => e.kind.as_str(),
-            Self::OutOfFuel { .. } => "out_of_fuel",
-            Self::OutOfMemory { .. } => "out_of_memory",
-            Self::MemoryCapTooSmall { .. } => "memory_cap_too_small",
-            Self::Timeout { .. } => "timeout",
-            Self::StackOverflow => "stack_overflow",
-            Self::OutputTooLarge { .. } => "output_too_large",
-            Self::ResultTooLarge { .. } => "result_too_large",
-            Self::Divergence(_) => "divergence",
-            Self::Journal(_) => "journal_failure",
-            Self::UnknownThread(_) => "unknown_thread",
-            Self::ThreadInUse(_) => "thread_in_use",
-            Self::Recorded(info) => &info.kind,
-            Self::Guest(_) => "guest_failure",
-            Self::Host(_) => "host_failure",
+            Self::ScriptTooLarge
+            | Self::InvalidArgs
+            | Self::InvalidThreadId
+            | Self::Syntax
+            | Self::InvalidMeta
+            | Self::Forbidden
+            | Self::NoEntryPoint
+            | Self::UnknownThread
+            | Self::ThreadInUse
+            | Self::MemoryCapTooSmall => Rejected,
+            Self::OutOfFuel
+            | Self::OutOfMemory
+            | Self::Timeout
+            | Self::StackOverflow
+            | Self::OutputTooLarge
+            | Self::ResultTooLarge => Limit,
+            Self::Uncaught | Self::InvalidResult => Script,
+            Self::Divergence | Self::JournalFailure | Self::GuestFailure | Self::HostFailure => {
+                Machinery
+            }
         }
+    }
+
+    /// Whether an error of this kind, once the run has started, is its thread's outcome. The
+    /// script's result or error is (a breached limit and a refused script included); a
+    /// failure of the machinery is not, nor is a cap too small to start the interpreter (run
+    /// it again with a larger one), nor a thread that is missing or held elsewhere.
+    pub fn ends_thread(self) -> bool {
+        match self.class() {
+            RunErrorClass::Machinery => false,
+            RunErrorClass::Limit | RunErrorClass::Script => true,
+            RunErrorClass::Rejected => !matches!(
+                self,
+                Self::MemoryCapTooSmall
+                    | Self::UnknownThread
+                    | Self::ThreadInUse
+                    | Self::InvalidThreadId
+            ),
+        }
+    }
+
+    /// The snake_case name, as serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ScriptTooLarge => "script_too_large",
+            Self::InvalidArgs => "invalid_args",
+            Self::InvalidThreadId => "invalid_thread_id",
+            Self::Syntax => "syntax",
+            Self::InvalidMeta => "invalid_meta",
+            Self::Forbidden => "forbidden",
+            Self::NoEntryPoint => "no_entry_point",
+            Self::Uncaught => "uncaught",
+            Self::InvalidResult => "invalid_result",
+            Self::OutOfFuel => "out_of_fuel",
+            Self::OutOfMemory => "out_of_memory",
+            Self::MemoryCapTooSmall => "memory_cap_too_small",
+            Self::Timeout => "timeout",
+            Self::StackOverflow => "stack_overflow",
+            Self::OutputTooLarge => "output_too_large",
+            Self::ResultTooLarge => "result_too_large",
+            Self::Divergence => "divergence",
+            Self::JournalFailure => "journal_failure",
+            Self::UnknownThread => "unknown_thread",
+            Self::ThreadInUse => "thread_in_use",
+            Self::GuestFailure => "guest_failure",
+            Self::HostFailure => "host_failure",
+        }
+    }
+}
+
+impl std::fmt::Display for RunErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl RunError {
+    /// This error's kind (its stable name).
+    pub fn kind(&self) -> RunErrorKind {
+        match self {
+            Self::ScriptTooLarge { .. } => RunErrorKind::ScriptTooLarge,
+            Self::InvalidArgs(_) => RunErrorKind::InvalidArgs,
+            Self::InvalidThreadId(_) => RunErrorKind::InvalidThreadId,
+            Self::Rejected(e) | Self::Script(e) => e.kind.run_error_kind(),
+            Self::OutOfFuel { .. } => RunErrorKind::OutOfFuel,
+            Self::OutOfMemory { .. } => RunErrorKind::OutOfMemory,
+            Self::MemoryCapTooSmall { .. } => RunErrorKind::MemoryCapTooSmall,
+            Self::Timeout { .. } => RunErrorKind::Timeout,
+            Self::StackOverflow => RunErrorKind::StackOverflow,
+            Self::OutputTooLarge { .. } => RunErrorKind::OutputTooLarge,
+            Self::ResultTooLarge { .. } => RunErrorKind::ResultTooLarge,
+            Self::Divergence(_) => RunErrorKind::Divergence,
+            Self::Journal(_) => RunErrorKind::JournalFailure,
+            Self::UnknownThread(_) => RunErrorKind::UnknownThread,
+            Self::ThreadInUse(_) => RunErrorKind::ThreadInUse,
+            Self::Recorded(info) => info.kind,
+            Self::Guest(_) => RunErrorKind::GuestFailure,
+            Self::Host(_) => RunErrorKind::HostFailure,
+        }
+    }
+
+    /// This error's class: rejected input, a breached limit, a failed script, or the
+    /// machinery.
+    pub fn class(&self) -> RunErrorClass {
+        self.kind().class()
     }
 
     /// The script line the error points at, when known.
@@ -151,46 +328,9 @@ impl RunError {
 
     /// Whether a resource limit was breached (fuel, memory, time, stack, sizes).
     pub fn is_limit(&self) -> bool {
-        LIMIT_KINDS.contains(&self.kind())
-    }
-
-    /// The CLI's exit code: 1 the script failed, 2 the input was rejected before running,
-    /// 3 a limit was breached.
-    pub fn exit_code(&self) -> i32 {
-        let kind = self.kind();
-        if REJECTED_KINDS.contains(&kind) {
-            2
-        } else if LIMIT_KINDS.contains(&kind) {
-            3
-        } else {
-            1
-        }
+        self.class() == RunErrorClass::Limit
     }
 }
-
-/// Kinds of errors found before anything ran (exit code 2).
-const REJECTED_KINDS: &[&str] = &[
-    "script_too_large",
-    "invalid_args",
-    "invalid_thread_id",
-    "syntax",
-    "invalid_meta",
-    "forbidden",
-    "no_entry_point",
-    "unknown_thread",
-    "thread_in_use",
-    "memory_cap_too_small",
-];
-
-/// Kinds of breached limits (exit code 3).
-const LIMIT_KINDS: &[&str] = &[
-    "out_of_fuel",
-    "out_of_memory",
-    "timeout",
-    "stack_overflow",
-    "output_too_large",
-    "result_too_large",
-];
 
 /// A script error reported by the guest, with the script's own line numbers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -226,24 +366,21 @@ pub enum ScriptErrorKind {
 }
 
 impl ScriptErrorKind {
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
+    /// The run error kind of the same name.
+    pub fn run_error_kind(self) -> RunErrorKind {
         match self {
-            Self::Syntax => "syntax",
-            Self::InvalidMeta => "invalid_meta",
-            Self::Forbidden => "forbidden",
-            Self::NoEntryPoint => "no_entry_point",
-            Self::Uncaught => "uncaught",
-            Self::InvalidResult => "invalid_result",
+            Self::Syntax => RunErrorKind::Syntax,
+            Self::InvalidMeta => RunErrorKind::InvalidMeta,
+            Self::Forbidden => RunErrorKind::Forbidden,
+            Self::NoEntryPoint => RunErrorKind::NoEntryPoint,
+            Self::Uncaught => RunErrorKind::Uncaught,
+            Self::InvalidResult => RunErrorKind::InvalidResult,
         }
     }
 
     /// Whether this error is found before the script starts running.
     pub fn is_before_running(self) -> bool {
-        matches!(
-            self,
-            Self::Syntax | Self::InvalidMeta | Self::Forbidden | Self::NoEntryPoint
-        )
+        self.run_error_kind().class() == RunErrorClass::Rejected
     }
 }
 
@@ -256,7 +393,7 @@ const MAX_EXCEPTION_NAME_BYTES: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorInfo {
     /// The error's kind, such as `uncaught` or `out_of_fuel`.
-    pub kind: String,
+    pub kind: RunErrorKind,
     /// The message.
     pub message: String,
     /// The script line, when known.
@@ -282,7 +419,7 @@ impl From<&crate::RunError> for ErrorInfo {
             other => other.to_string(),
         };
         Self {
-            kind: error.kind().to_owned(),
+            kind: error.kind(),
             message,
             line: error.line(),
             exception,
@@ -377,23 +514,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn exit_codes_follow_the_documented_classes() {
+    fn errors_fall_in_their_documented_classes() {
         let rejected = RunError::Rejected(ScriptError {
             kind: ScriptErrorKind::Syntax,
             message: "bad".into(),
             line: Some(3),
             exception: None,
         });
-        assert_eq!(rejected.exit_code(), 2);
+        assert_eq!(rejected.class(), RunErrorClass::Rejected);
         assert_eq!(rejected.line(), Some(3));
-        assert_eq!(rejected.kind(), "syntax");
+        assert_eq!(rejected.kind(), RunErrorKind::Syntax);
         assert_eq!(
-            RunError::ScriptTooLarge { size: 2, limit: 1 }.exit_code(),
-            2
+            RunError::ScriptTooLarge { size: 2, limit: 1 }.class(),
+            RunErrorClass::Rejected
         );
-        assert_eq!(RunError::OutOfFuel { limit: 1 }.exit_code(), 3);
-        assert_eq!(RunError::StackOverflow.exit_code(), 3);
-        assert_eq!(RunError::Guest("x".into()).exit_code(), 1);
+        assert_eq!(
+            RunError::OutOfFuel { limit: 1 }.class(),
+            RunErrorClass::Limit
+        );
+        assert!(RunError::StackOverflow.is_limit());
+        assert_eq!(
+            RunError::Guest("x".into()).class(),
+            RunErrorClass::Machinery
+        );
+        // A refused script is its thread's outcome; a cap too small to start is not.
+        assert!(rejected.kind().ends_thread());
+        assert!(!RunErrorKind::MemoryCapTooSmall.ends_thread());
+        assert!(!RunErrorKind::Divergence.ends_thread());
+    }
+
+    #[test]
+    fn kinds_serialise_as_their_snake_case_names() {
+        for kind in [
+            RunErrorKind::ScriptTooLarge,
+            RunErrorKind::NoEntryPoint,
+            RunErrorKind::OutOfFuel,
+            RunErrorKind::JournalFailure,
+            RunErrorKind::ThreadInUse,
+        ] {
+            let text = serde_json::to_string(&kind).unwrap();
+            assert_eq!(text, format!("\"{}\"", kind.as_str()));
+            assert_eq!(serde_json::from_str::<RunErrorKind>(&text).unwrap(), kind);
+        }
+        assert!(serde_json::from_str::<RunErrorKind>("\"no_such_kind\"").is_err());
     }
 
     fn context() -> TrapContext {

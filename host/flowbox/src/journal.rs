@@ -98,7 +98,7 @@ impl JournalWriter {
 pub(crate) fn journal_error(error: StoreError) -> RunError {
     match error {
         StoreError::InUse { .. } => RunError::ThreadInUse(error.to_string()),
-        other => RunError::Journal(other.to_string()),
+        other => RunError::Journal(other.into()),
     }
 }
 

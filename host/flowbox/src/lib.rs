@@ -44,7 +44,9 @@ mod shared;
 mod text;
 mod thread;
 
-pub use error::{ErrorInfo, RunError, ScriptError, ScriptErrorKind};
+pub use error::{
+    ErrorInfo, JournalError, RunError, RunErrorClass, RunErrorKind, ScriptError, ScriptErrorKind,
+};
 pub use events::{Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
     BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,

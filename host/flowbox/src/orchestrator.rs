@@ -16,9 +16,8 @@ use flowbox_store::WorkflowRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::ErrorInfo;
 use crate::clock::unix_millis;
-use crate::{Limits, RunRequest, Runtime};
+use crate::{ErrorInfo, Limits, RunErrorKind, RunRequest, Runtime};
 
 /// The name root models call the workflow tool by.
 pub const RUN_WORKFLOW: &str = "run_workflow";
@@ -319,24 +318,25 @@ impl WorkflowTool {
 
 /// What to do about an error, for a model that is about to retry.
 fn hint(error: &ErrorInfo) -> Option<&'static str> {
-    Some(match error.kind.as_str() {
-        "forbidden" if error.message.contains("import") => {
-            "imports are not available except the listed pure modules; use the injected \
-             primitives (agent, parallel, pipeline, call_tool, phase, log, args, budget)"
+    use RunErrorKind as K;
+    Some(match error.kind {
+        K::Forbidden => {
+            "rewrite the flagged line without that construct and keep scripts as glue; imports \
+             are not available except the listed pure modules, and the injected primitives \
+             (agent, parallel, pipeline, call_tool, phase, log, args, budget) need none"
         }
-        "forbidden" => "rewrite the flagged line without that construct; keep scripts as glue",
-        "syntax" => "fix the syntax error at the given line",
-        "invalid_meta" => {
+        K::Syntax => "fix the syntax error at the given line",
+        K::InvalidMeta => {
             "meta must be the first assignment: a literal dict with non-empty name and \
              description strings, or leave meta out"
         }
-        "no_entry_point" => {
+        K::NoEntryPoint => {
             "define `async def main():` that returns the result, or end the body with `return result`"
         }
-        "invalid_result" => {
+        K::InvalidResult => {
             "return only JSON values: dicts with string keys, lists, strings, numbers, booleans, None"
         }
-        "uncaught" => match error.exception.as_deref() {
+        K::Uncaught => match error.exception.as_deref() {
             Some("AgentError") => {
                 "a leaf failed; catch AgentError around that call, or use parallel(), which turns \
                  failed branches into None"
@@ -353,26 +353,34 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
             Some("NameError") => "only the injected primitives and the script's own names exist",
             _ => "fix the error at the given line",
         },
-        "out_of_fuel" | "timeout" => {
+        K::StackOverflow => {
+            "the script recursed or nested a value too deeply; use a loop, or flatter data"
+        }
+        K::OutOfFuel | K::Timeout => {
             "the script did too much work itself; leave the thinking to leaves and keep the \
              script as orchestration glue"
         }
-        "out_of_memory" | "output_too_large" | "result_too_large" => {
+        K::OutOfMemory | K::OutputTooLarge | K::ResultTooLarge => {
             "the script held, printed or returned too much; keep less data and return a summary"
         }
-        "script_too_large" => "write a shorter script; put instructions in the leaves' prompts",
-        "divergence" => {
+        K::ScriptTooLarge => "write a shorter script; put instructions in the leaves' prompts",
+        K::Divergence => {
             "that thread_id belongs to a run of another script or other args; leave thread_id \
              out, or choose a new one, to run this script"
         }
-        "invalid_thread_id" => {
+        K::InvalidThreadId => {
             "a thread_id is a short name of letters, digits, '-', '_', '.' or ':'; or leave it out"
         }
-        "thread_in_use" => {
+        K::ThreadInUse => {
             "another run is using that thread_id; wait for it, or leave thread_id out to start \
              a new thread"
         }
-        _ => return None,
+        K::InvalidArgs => "pass args as one JSON value within the host's message limit",
+        K::UnknownThread
+        | K::MemoryCapTooSmall
+        | K::JournalFailure
+        | K::GuestFailure
+        | K::HostFailure => return None,
     })
 }
 

@@ -125,19 +125,12 @@ impl Drop for RunEnded<'_> {
     }
 }
 
-/// Whether a run's result is its thread's outcome. A result or an error of the script (a
-/// breached limit included) is final; a failure of the machinery — the journal, a
-/// divergence, a crash of the guest or the host — is not: the thread stays open to resume.
+/// Whether a run's result is its thread's outcome (see [`crate::RunErrorKind::ends_thread`]).
 fn ends_thread(result: &Result<Value, RunError>) -> bool {
-    !matches!(
-        result,
-        Err(RunError::Divergence(_)
-            | RunError::MemoryCapTooSmall { .. }
-            | RunError::Journal(_)
-            | RunError::Guest(_)
-            | RunError::Host(_)
-            | RunError::UnknownThread(_))
-    )
+    result
+        .as_ref()
+        .err()
+        .is_none_or(|error| error.kind().ends_thread())
 }
 
 /// Parses and checks a script without running it; returns its `meta`.

@@ -16,6 +16,7 @@ use wasmtime::{Config, Engine};
 
 use crate::RunRequest;
 use crate::bindings::{Workflow, WorkflowPre};
+use crate::error::JournalError;
 use crate::events::EventStream;
 use crate::run::{self};
 use crate::run_ctx::RunCtx;
@@ -226,9 +227,9 @@ impl Runtime {
     /// The script, args, guard and (unless `limits` is given) the limits come from the journal.
     pub async fn resume(&self, thread_id: &str, limits: Option<Limits>) -> RunOutcome {
         let header = match &self.shared.store {
-            None => Err(RunError::Journal(
-                "resuming needs a journal; configure a store".into(),
-            )),
+            None => Err(RunError::Journal(JournalError::NotConfigured(
+                "resuming a thread",
+            ))),
             Some(store) => match store.load(thread_id).await {
                 Err(error) => Err(crate::journal::journal_error(error)),
                 Ok(None) => Err(RunError::UnknownThread(thread_id.to_owned())),

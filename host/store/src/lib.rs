@@ -254,7 +254,7 @@ impl WorkflowTotals {
 }
 
 /// Why the journal could not be read or written.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
     /// The file is not a flowbox journal, or it is damaged.
