@@ -5,21 +5,22 @@
 //! exception, never a host panic.
 
 use flowbox_backends::LeafRequest;
+use flowbox_store::CallErrorKind;
 use serde_json::Value;
 
 use crate::Limits;
-use crate::bindings::host::{AgentOptions, ErrorKind};
+use crate::bindings::host::AgentOptions;
 use crate::events::Position;
 
 /// A call that failed, as the script will see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CallFailure {
-    pub kind: ErrorKind,
+    pub kind: CallErrorKind,
     pub message: String,
 }
 
 impl CallFailure {
-    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: CallErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -27,7 +28,7 @@ impl CallFailure {
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::InvalidRequest, message)
+        Self::new(CallErrorKind::InvalidRequest, message)
     }
 }
 
@@ -309,7 +310,7 @@ mod tests {
         let limits = Limits::default();
         assert!(decode_tool_arguments("t", "{}", &limits).is_ok());
         let err = decode_tool_arguments("t", "[1]", &limits).unwrap_err();
-        assert_eq!(err.kind, ErrorKind::InvalidRequest);
+        assert_eq!(err.kind, CallErrorKind::InvalidRequest);
         assert!(decode_tool_arguments("t", "{", &limits).is_err());
     }
 
@@ -412,7 +413,7 @@ mod tests {
                             prop_assert!(jsonschema::meta::is_valid(schema));
                         }
                     }
-                    Err(failure) => prop_assert_eq!(failure.kind, ErrorKind::InvalidRequest),
+                    Err(failure) => prop_assert_eq!(failure.kind, CallErrorKind::InvalidRequest),
                 }
             }
 
@@ -420,7 +421,7 @@ mod tests {
             fn tool_arguments_decode_or_fail_cleanly(name in ".{0,300}", arguments in json_text()) {
                 match decode_tool_arguments(&name, &arguments, &Limits::default()) {
                     Ok(value) => prop_assert!(value.is_object()),
-                    Err(failure) => prop_assert_eq!(failure.kind, ErrorKind::InvalidRequest),
+                    Err(failure) => prop_assert_eq!(failure.kind, CallErrorKind::InvalidRequest),
                 }
             }
         }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use flowbox_backends::{
     BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, ToolSet, Usage,
 };
-use flowbox_store::{CallKind, Entry, EntryOutcome};
+use flowbox_store::{CallErrorKind, CallKind, Entry, EntryOutcome};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
@@ -28,11 +28,10 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use crate::RunError;
-use crate::bindings::host::ErrorKind;
 use crate::budget::Budget;
 use crate::call_request::{CallFailure, DecodedAgent};
 use crate::clock::millis;
-use crate::entry::{agent_request_json, entry_reply, entry_usage, error_kind, journal_entry};
+use crate::entry::{agent_request_json, entry_reply, entry_usage, journal_entry};
 use crate::events::{EventKind, Position, RunEvents};
 use crate::journal::{CallRecord, JournalWriter, LeafCache, Replay};
 
@@ -197,7 +196,7 @@ impl Calls {
     ) -> Result<Result<u64, CallFailure>, RunError> {
         if self.agents_started >= self.max_agents {
             return Ok(Err(CallFailure::new(
-                ErrorKind::AgentCapExceeded,
+                CallErrorKind::AgentCapExceeded,
                 format!(
                     "this run may start at most {} leaf agents and has started them all",
                     self.max_agents
@@ -206,7 +205,7 @@ impl Calls {
         }
         if let Some((spent, total)) = self.budget.exhausted() {
             return Ok(Err(CallFailure::new(
-                ErrorKind::BudgetExceeded,
+                CallErrorKind::BudgetExceeded,
                 format!(
                     "the token budget is spent ({spent} of {total} tokens); no new leaf can start"
                 ),
@@ -276,13 +275,13 @@ impl Calls {
     ) -> Result<Result<u64, CallFailure>, RunError> {
         if let Err(error) = self.tools.validate(&name, &arguments) {
             return Ok(Err(CallFailure::new(
-                ErrorKind::ToolFailed,
+                CallErrorKind::ToolFailed,
                 error.to_string(),
             )));
         }
         if self.tools_called >= self.max_tool_calls {
             return Ok(Err(CallFailure::new(
-                ErrorKind::ToolFailed,
+                CallErrorKind::ToolFailed,
                 format!(
                     "this run may make at most {} tool calls and has made them all",
                     self.max_tool_calls
@@ -533,9 +532,7 @@ impl Calls {
                 handle: entry.handle,
                 outcome: match entry.outcome {
                     EntryOutcome::Ok { value } => Ok(value),
-                    EntryOutcome::Err { kind, message } => {
-                        Err(CallFailure::new(error_kind(&kind), message))
-                    }
+                    EntryOutcome::Err { kind, message } => Err(CallFailure::new(kind, message)),
                 },
             });
         }
@@ -551,8 +548,8 @@ impl Calls {
         result: Result<LeafReply, BackendError>,
     ) -> (Completion, Usage) {
         let failed = match kind {
-            CallKind::Agent => ErrorKind::AgentFailed,
-            CallKind::Tool => ErrorKind::ToolFailed,
+            CallKind::Agent => CallErrorKind::AgentFailed,
+            CallKind::Tool => CallErrorKind::ToolFailed,
         };
         let (outcome, usage) = match result {
             Ok(reply) => {
@@ -737,7 +734,7 @@ mod tests {
         start(&mut calls, "a").unwrap();
         start(&mut calls, "b").unwrap();
         let err = start(&mut calls, "c").unwrap_err();
-        assert_eq!(err.kind, ErrorKind::AgentCapExceeded);
+        assert_eq!(err.kind, CallErrorKind::AgentCapExceeded);
         assert_eq!(calls.agents_started(), 2);
     }
 
@@ -757,7 +754,7 @@ mod tests {
         }
         assert_eq!(calls.spent().total(), 20);
         let err = start(&mut calls, "c").unwrap_err();
-        assert_eq!(err.kind, ErrorKind::BudgetExceeded);
+        assert_eq!(err.kind, CallErrorKind::BudgetExceeded);
         assert!(err.message.contains("20 of 15"), "{}", err.message);
     }
 
@@ -777,7 +774,7 @@ mod tests {
         start(&mut calls, "a").unwrap();
         let done = next(&mut calls).await.unwrap();
         let err = done[0].outcome.as_ref().unwrap_err();
-        assert_eq!(err.kind, ErrorKind::AgentFailed);
+        assert_eq!(err.kind, CallErrorKind::AgentFailed);
         assert!(err.message.contains("backend bug"), "{}", err.message);
     }
 
@@ -804,7 +801,7 @@ mod tests {
         start(&mut calls, "b").unwrap();
         next(&mut calls).await.unwrap();
         let err = start(&mut calls, "c").unwrap_err();
-        assert_eq!(err.kind, ErrorKind::BudgetExceeded);
+        assert_eq!(err.kind, CallErrorKind::BudgetExceeded);
     }
 
     #[tokio::test]

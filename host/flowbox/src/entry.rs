@@ -7,7 +7,6 @@ use flowbox_backends::{BackendError, LeafReply, LeafRequest, Usage};
 use flowbox_store::{Entry, EntryOutcome};
 use serde_json::{Value, json};
 
-use crate::bindings::host::ErrorKind;
 use crate::call_request::CallFailure;
 use crate::clock::millis;
 use crate::journal::CallRecord;
@@ -49,7 +48,7 @@ pub(crate) fn journal_entry(
                 value: value.clone(),
             },
             Err(failure) => EntryOutcome::Err {
-                kind: error_kind_name(failure.kind).to_owned(),
+                kind: failure.kind,
                 message: failure.message.clone(),
             },
         },
@@ -76,26 +75,5 @@ pub(crate) fn entry_reply(entry: &Entry) -> Result<LeafReply, BackendError> {
             })
             .map_err(|e| BackendError::terminal(format!("a cached result is not JSON: {e}"))),
         EntryOutcome::Err { message, .. } => Err(BackendError::terminal(message.clone())),
-    }
-}
-
-/// The WIT name of an error kind, as journals store it.
-pub(crate) fn error_kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::AgentFailed => "agent-failed",
-        ErrorKind::BudgetExceeded => "budget-exceeded",
-        ErrorKind::AgentCapExceeded => "agent-cap-exceeded",
-        ErrorKind::ToolFailed => "tool-failed",
-        ErrorKind::InvalidRequest => "invalid-request",
-    }
-}
-
-pub(crate) fn error_kind(name: &str) -> ErrorKind {
-    match name {
-        "budget-exceeded" => ErrorKind::BudgetExceeded,
-        "agent-cap-exceeded" => ErrorKind::AgentCapExceeded,
-        "tool-failed" => ErrorKind::ToolFailed,
-        "invalid-request" => ErrorKind::InvalidRequest,
-        _ => ErrorKind::AgentFailed,
     }
 }

@@ -4,6 +4,7 @@
 //! are checked in `request`, calls are run by `calls`. Breaching an output limit ends the run
 //! (a trap carrying a [`RunError`]); a bad request is an error value the script sees.
 
+use flowbox_store::CallErrorKind;
 use serde_json::Value;
 
 use crate::RunError;
@@ -141,9 +142,18 @@ impl RunCtx {
     }
 }
 
+/// A call failure as the WIT type: the one place our call-error kind becomes the generated
+/// one.
 fn to_wit(failure: CallFailure) -> CallError {
+    use host::ErrorKind as Wit;
     CallError {
-        kind: failure.kind,
+        kind: match failure.kind {
+            CallErrorKind::AgentFailed => Wit::AgentFailed,
+            CallErrorKind::BudgetExceeded => Wit::BudgetExceeded,
+            CallErrorKind::AgentCapExceeded => Wit::AgentCapExceeded,
+            CallErrorKind::ToolFailed => Wit::ToolFailed,
+            CallErrorKind::InvalidRequest => Wit::InvalidRequest,
+        },
         message: failure.message,
     }
 }

@@ -85,6 +85,36 @@ impl CallKind {
     }
 }
 
+/// Why a call failed, as the script saw it. Journals store it by its kebab-case name (the
+/// WIT `error-kind`'s); a name this build does not know is a damaged journal. Exhaustive on
+/// purpose: a new kind must be converted wherever kinds are, or nothing compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallErrorKind {
+    /// The leaf agent failed (`AgentError`).
+    AgentFailed,
+    /// The token budget was spent before the leaf could start (`BudgetExceeded`).
+    BudgetExceeded,
+    /// The run already started as many leaves as it may (`AgentCapExceeded`).
+    AgentCapExceeded,
+    /// A host tool failed or its arguments were rejected (`ToolError`).
+    ToolFailed,
+    /// The request itself is malformed (`ValueError`).
+    InvalidRequest,
+}
+
+impl std::fmt::Display for CallErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::AgentFailed => "agent-failed",
+            Self::BudgetExceeded => "budget-exceeded",
+            Self::AgentCapExceeded => "agent-cap-exceeded",
+            Self::ToolFailed => "tool-failed",
+            Self::InvalidRequest => "invalid-request",
+        })
+    }
+}
+
 /// How a journaled call ended, exactly as the guest received it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -96,8 +126,8 @@ pub enum EntryOutcome {
     },
     /// The failure the script saw.
     Err {
-        /// The WIT error kind, such as `agent-failed`.
-        kind: String,
+        /// Why it failed.
+        kind: CallErrorKind,
         /// The message.
         message: String,
     },
@@ -419,7 +449,7 @@ pub(crate) mod contract {
             request: json!({"prompt": format!("p{seq}")}),
             outcome: if seq % 3 == 2 {
                 EntryOutcome::Err {
-                    kind: "agent-failed".into(),
+                    kind: CallErrorKind::AgentFailed,
                     message: "boom".into(),
                 }
             } else {

@@ -763,6 +763,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn call_error_kinds_are_stored_by_name_and_an_unknown_one_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("journal.db")).unwrap();
+        store.begin(&header("t")).await.unwrap();
+        // Entry 2 of the contract's entries is a failed call.
+        store
+            .append("t", &[entry(0, 0), entry(1, 0), entry(2, 0)])
+            .await
+            .unwrap();
+        let stored: String = {
+            let connection = store.connection.lock().unwrap();
+            connection
+                .query_row("SELECT outcome FROM entries WHERE seq = 2", [], |row| {
+                    row.get(0)
+                })
+                .unwrap()
+        };
+        assert_eq!(
+            stored,
+            r#"{"status":"err","kind":"agent-failed","message":"boom"}"#
+        );
+        {
+            let connection = store.connection.lock().unwrap();
+            connection
+                .execute(
+                    "UPDATE entries SET outcome = ?1 WHERE seq = 2",
+                    [r#"{"status":"err","kind":"made-up","message":"boom"}"#],
+                )
+                .unwrap();
+        }
+        let err = store.load("t").await.unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains("made-up"), "{err}");
+    }
+
+    #[tokio::test]
     async fn a_file_that_is_not_a_database_is_refused_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.db");
