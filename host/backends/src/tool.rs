@@ -165,7 +165,7 @@ pub(crate) fn schema_errors(validator: &jsonschema::Validator, value: &Value) ->
     let errors: Vec<String> = validator
         .iter_errors(value)
         .map(|error| {
-            let at = error.instance_path.to_string();
+            let at = error.instance_path().to_string();
             if at.is_empty() {
                 error.to_string()
             } else {
