@@ -5,6 +5,7 @@ mod cases;
 mod durable;
 mod events;
 mod faults;
+mod json_fidelity;
 mod limits;
 mod orchestrator;
 mod patterns;

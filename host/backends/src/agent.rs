@@ -733,7 +733,8 @@ mod tests {
         assert_eq!(
             sent.messages,
             vec![Message::User {
-                text: "{\n  \"n\": [\n    1,\n    2\n  ],\n  \"task\": \"sum\"\n}".into()
+                // Keys in the script's order.
+                text: "{\n  \"task\": \"sum\",\n  \"n\": [\n    1,\n    2\n  ]\n}".into()
             }]
         );
         assert_eq!(sent.tools.len(), 1);

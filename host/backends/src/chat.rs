@@ -11,7 +11,7 @@ use crate::{BackendError, Usage};
 
 /// A message of the conversation, after the system prompt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "snake_case")]
+#[serde(tag = "role", rename_all = "snake_case", try_from = "WireMessage")]
 pub enum Message {
     /// What the user (or the script, for a leaf) says.
     User {
@@ -36,6 +36,51 @@ pub enum Message {
         #[serde(default)]
         is_error: bool,
     },
+}
+
+/// A [`Message`] as read: one plain struct rather than serde's buffering of a tagged enum, which
+/// cannot hold integers past 64 bits, so tool arguments keep their exact numbers. The JSON shape
+/// is the tagged enum's.
+#[derive(Deserialize)]
+struct WireMessage {
+    role: Role,
+    text: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCall>,
+    call_id: Option<String>,
+    content: Option<String>,
+    #[serde(default)]
+    is_error: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    User,
+    Assistant,
+    Tool,
+}
+
+impl TryFrom<WireMessage> for Message {
+    type Error = String;
+
+    fn try_from(wire: WireMessage) -> Result<Self, String> {
+        let missing = |field: &str| format!("missing field `{field}`");
+        Ok(match wire.role {
+            Role::User => Self::User {
+                text: wire.text.ok_or_else(|| missing("text"))?,
+            },
+            Role::Assistant => Self::Assistant {
+                text: wire.text.ok_or_else(|| missing("text"))?,
+                tool_calls: wire.tool_calls,
+            },
+            Role::Tool => Self::Tool {
+                call_id: wire.call_id.ok_or_else(|| missing("call_id"))?,
+                content: wire.content.ok_or_else(|| missing("content"))?,
+                is_error: wire.is_error,
+            },
+        })
+    }
 }
 
 /// A tool call the model asked for.
@@ -124,5 +169,74 @@ pub trait ChatModel: Send + Sync + std::fmt::Debug {
     /// it cannot, the agent loop runs the tool phase first and then a tool-free structured turn.
     fn combines_tools_and_structure(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Numbers past `u64` and `f64` precision, a subnormal, a negative zero, keys out of order.
+    const ARGUMENTS: &str = r#"{"z":1180591620717411303424,"r":0.21599615170364495,"neg":-36893488147419103232,"tiny":5e-324,"zero":-0.0}"#;
+
+    #[test]
+    fn messages_keep_tool_arguments_exactly() {
+        // `Message` is tagged by its role, so serde buffers it before it picks the variant.
+        let text = format!(
+            r#"{{"role":"assistant","text":"","tool_calls":[{{"id":"c1","name":"t","arguments":{ARGUMENTS}}}]}}"#
+        );
+        let message: Message = serde_json::from_str(&text).unwrap();
+        let Message::Assistant { tool_calls, .. } = &message else {
+            panic!("{message:?}");
+        };
+        assert_eq!(tool_calls[0].arguments.to_string(), ARGUMENTS);
+        assert_eq!(serde_json::to_string(&message).unwrap(), text);
+        let value = serde_json::to_value(&message).unwrap();
+        assert_eq!(serde_json::from_value::<Message>(value).unwrap(), message);
+    }
+
+    #[test]
+    fn every_role_reads_as_it_is_written() {
+        for message in [
+            Message::User { text: "u".into() },
+            Message::Assistant {
+                text: "a".into(),
+                tool_calls: Vec::new(),
+            },
+            Message::Tool {
+                call_id: "c".into(),
+                content: "{}".into(),
+                is_error: true,
+            },
+        ] {
+            let text = serde_json::to_string(&message).unwrap();
+            assert_eq!(serde_json::from_str::<Message>(&text).unwrap(), message);
+        }
+        let tool: Message =
+            serde_json::from_str(r#"{"role":"tool","call_id":"c","content":"x"}"#).unwrap();
+        assert!(matches!(
+            tool,
+            Message::Tool {
+                is_error: false,
+                ..
+            }
+        ));
+        for (bad, expected) in [
+            (
+                r#"{"role":"tool","call_id":"c"}"#,
+                "missing field `content`",
+            ),
+            (r#"{"role":"user"}"#, "missing field `text`"),
+            (
+                r#"{"role":"system","text":"s"}"#,
+                "unknown variant `system`",
+            ),
+            (r#"{"text":"t"}"#, "missing field `role`"),
+        ] {
+            let err = serde_json::from_str::<Message>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expected), "{bad}: {err}");
+        }
     }
 }

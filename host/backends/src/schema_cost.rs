@@ -9,7 +9,10 @@
 //! `{"$ref": "#"}` properties, checked against a deep value). [`check`] walks the paths the
 //! validator would take, counting the schema nodes it would compile or copy (memory, about a
 //! KiB each) and the (schema, value) pairs it would evaluate (time), and stops at a budget;
-//! `schema_value` calls it before validating.
+//! `schema_value` calls it before validating. A regex match the engine cannot finish (it has a
+//! backtracking limit) makes the validator evaluate the whole value again under each outcome, up
+//! to [`RUNS_WITH_PATTERNS`] times in all, so with a pattern in the schema every pair counts as
+//! that many.
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,6 +23,10 @@ const MAX_COMPILED: usize = 40_000;
 
 /// The most (schema, value) pairs one check may evaluate: milliseconds.
 const MAX_EVALUATED: usize = 1_000_000;
+
+/// The most times the validator evaluates a value when regex matches go unfinished (jsonschema's
+/// limit on the outcomes it assumes).
+const RUNS_WITH_PATTERNS: usize = 64;
 
 /// The deepest the validator may recurse, compiling or evaluating: each level takes a few KiB
 /// of stack, and a runtime worker has 2 MiB. Real schemas and values nest a dozen levels; a
@@ -35,6 +42,11 @@ pub(crate) fn check(schema: &Value, value: &Value) -> Result<(), String> {
         root: schema,
         compiled: 0,
         evaluated: 0,
+        step_cost: if has_patterns(schema) {
+            RUNS_WITH_PATTERNS
+        } else {
+            1
+        },
         instances: HashSet::new(),
         costs: HashMap::new(),
     };
@@ -66,8 +78,12 @@ struct Estimate<'a> {
     root: &'a Value,
     /// Schema nodes compiled or copied so far, against [`MAX_COMPILED`].
     compiled: usize,
-    /// (schema, value) pairs evaluated so far, against [`MAX_EVALUATED`].
+    /// (schema, value) pairs evaluated so far, each counted `step_cost` times, against
+    /// [`MAX_EVALUATED`].
     evaluated: usize,
+    /// How many times the validator may evaluate each pair: [`RUNS_WITH_PATTERNS`] when the
+    /// schema has a pattern, else once.
+    step_cost: usize,
     /// The compiled references met so far, each named by the chain of references leading to
     /// it: the validator compiles a reference once per place in its tree, however many
     /// values pass through it.
@@ -89,7 +105,7 @@ impl<'a> Estimate<'a> {
     }
 
     fn step(&mut self) -> Result<(), String> {
-        self.evaluated += 1;
+        self.evaluated = self.evaluated.saturating_add(self.step_cost);
         if self.evaluated > MAX_EVALUATED {
             return Err(too_costly(format!("take more than {MAX_EVALUATED} steps")));
         }
@@ -313,6 +329,28 @@ fn push_subschemas<'v>(schema: &'v Map<String, Value>, out: &mut Vec<&'v Value>)
     }
 }
 
+/// Whether the schema document has a `pattern` or `patternProperties` anywhere (`$defs` and
+/// unreferenced parts included, and a property that happens to be named so: the count errs on
+/// the safe side).
+fn has_patterns(root: &Value) -> bool {
+    let mut pending = vec![root];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Object(map) => {
+                if map.get("pattern").is_some_and(Value::is_string)
+                    || map.get("patternProperties").is_some_and(Value::is_object)
+                {
+                    return true;
+                }
+                pending.extend(map.values());
+            }
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// What the estimate cannot follow, anywhere in the schema (`$defs` included): a reference
 /// that is not a local JSON pointer, an identifier below the root (it would change what `#`
 /// means there), a dynamic reference, or `unevaluated*` (which compiles the schema again).
@@ -377,6 +415,21 @@ mod tests {
         // Items through one reference compile it once, however many there are.
         let many: Vec<Value> = (0..5000).map(|_| json!({"next": {}})).collect();
         check(&schema, &json!({"plan": many})).unwrap();
+    }
+
+    #[test]
+    fn a_pattern_makes_every_step_count_for_each_run_the_validator_may_take() {
+        let items = |n: usize| json!({"items": (0..n).collect::<Vec<_>>()});
+        let plain = json!({"properties": {"items": {"items": {"type": "integer"}}}});
+        let patterned = json!({"properties": {"items": {"items": {"type": "integer"}},
+                                              "name": {"type": "string", "pattern": "^(a|a)*b$"}}});
+        check(&plain, &items(100_000)).unwrap();
+        check(&patterned, &items(1_000)).unwrap();
+        let err = check(&patterned, &items(100_000)).unwrap_err();
+        assert!(err.contains("take more than 1000000 steps"), "{err}");
+        let named = json!({"$defs": {"p": {"patternProperties": {"^x": {}}}}});
+        assert!(has_patterns(&named));
+        assert!(!has_patterns(&plain));
     }
 
     #[test]

@@ -95,6 +95,75 @@ fn args_come_from_flags_or_files() {
     assert_eq!(stdout_json(&output)["result"], json!({}));
 }
 
+/// The issue's own example, 2**70, -(2**65), a float a lossy parser gets one bit wrong, the
+/// smallest subnormal, a negative zero, and keys out of alphabetical order.
+const EXACT_ARGS: &str = r#"{"id":12345678901234567890123,"zeta":1180591620717411303424,"neg":-36893488147419103232,"r":0.21599615170364495,"tiny":5e-324,"nz":-0.0,"x":{"b":1,"a":2}}"#;
+
+#[test]
+fn json_keeps_numbers_and_key_order_through_run_show_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let db = db.to_str().unwrap();
+    let path = script(
+        &dir,
+        "exact.py",
+        "await agent(args)\nreturn {'args': args, 'made': [2**70, -(2**65), 0.21599615170364495, 5e-324, -0.0]}\n",
+    );
+    let expected = format!(
+        r#"{{"args":{EXACT_ARGS},"made":[1180591620717411303424,-36893488147419103232,0.21599615170364495,5e-324,-0.0]}}"#
+    );
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["run", &path, "--args", EXACT_ARGS, "--db", db];
+        argv.extend(extra);
+        flowbox(&argv)
+    };
+    let output = run(&["--thread", "exact", "--json"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(stdout_json(&output)["result"].to_string(), expected);
+    // The printed text itself, not only what it parses to.
+    let printed = String::from_utf8(output.stdout).unwrap();
+    assert!(printed.contains(&expected), "{printed}");
+
+    let shown = flowbox(&["show", "exact", "--db", db, "--json"]);
+    let shown = stdout_json(&shown);
+    assert_eq!(shown["header"]["args"].to_string(), EXACT_ARGS);
+    assert_eq!(
+        shown["entries"][0]["request"]["prompt"].to_string(),
+        EXACT_ARGS
+    );
+    assert_eq!(shown["outcome"]["result"].to_string(), expected);
+
+    // The finished thread's args still match their recorded hash: no divergence.
+    for output in [
+        flowbox(&["resume", "exact", "--db", db, "--json"]),
+        run(&["--thread", "exact", "--json"]),
+    ] {
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        assert_eq!(stdout_json(&output)["result"].to_string(), expected);
+    }
+
+    // The pretty-printed result keeps them too.
+    let output = run(&["--no-journal"]);
+    assert_eq!(output.status.code(), Some(0));
+    let pretty = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        pretty.contains("\"id\": 12345678901234567890123,"),
+        "{pretty}"
+    );
+    let value: Value = serde_json::from_str(&pretty).unwrap();
+    assert_eq!(value.to_string(), expected);
+}
+
 #[test]
 fn a_failing_script_exits_1_with_the_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -1085,7 +1154,8 @@ return {"plain": plain, "with_file": with_file, "rated": rated, "fast": fast,
     assert_eq!(result["plain"], "say hi via base-model");
     assert_eq!(
         result["with_file"],
-        "the file says {\"bytes\":7,\"content\":\"ship it\",\"path\":\"notes/todo.txt\",\"truncated\":false}"
+        // The tool's result with its keys in the tool's own order.
+        "the file says {\"path\":\"notes/todo.txt\",\"content\":\"ship it\",\"bytes\":7,\"truncated\":false}"
     );
     assert_eq!(result["rated"], json!({"score": 4}));
     assert_eq!(result["fast"], "quick via small-model");

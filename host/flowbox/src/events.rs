@@ -277,4 +277,44 @@ mod tests {
         let back: Event = serde_json::from_value(json).unwrap();
         assert_eq!(back, event);
     }
+
+    #[test]
+    fn events_deserialise_from_text_with_their_numbers() {
+        // Events are parsed from JSON text (an `--events` file, a journal) as well as from values.
+        let text = r#"{"thread_id":"t","seq":18446744073709551615,"type":"leaf_finished","call_id":7,"ok":false,"tokens":12,"duration_ms":3,"replayed":true,"error":"boom"}"#;
+        let event: Event = serde_json::from_str(text).unwrap();
+        assert_eq!(event.seq, u64::MAX);
+        assert_eq!(
+            event.kind,
+            EventKind::LeafFinished {
+                call_id: 7,
+                ok: false,
+                tokens: 12,
+                duration_ms: 3,
+                replayed: true,
+                error: Some("boom".into()),
+            }
+        );
+        assert_eq!(serde_json::to_string(&event).unwrap(), text);
+        let finished = Event {
+            thread_id: "t".into(),
+            seq: 2,
+            kind: EventKind::RunFinished {
+                ok: false,
+                summary: Box::new(Summary {
+                    tokens_spent: 5,
+                    fuel_used: 123_456_789_012,
+                    ..Summary::default()
+                }),
+                error: Some(ErrorInfo {
+                    kind: crate::RunErrorKind::Uncaught,
+                    message: "m".into(),
+                    line: Some(4),
+                    exception: None,
+                }),
+            },
+        };
+        let text = serde_json::to_string(&finished).unwrap();
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), finished);
+    }
 }

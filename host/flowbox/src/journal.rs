@@ -17,9 +17,44 @@ use sha2::{Digest, Sha256};
 
 use crate::RunError;
 
-/// SHA-256 of a request's canonical JSON (object keys sorted), hex.
+/// SHA-256 of a request's canonical JSON, hex: compact, object keys sorted, every string and
+/// number as its JSON text. This is the text journals were fingerprinted by when the host still
+/// sorted keys, so their threads still replay; a request can differ from its journaled self only
+/// in key order when the same script on the same args runs elsewhere, never by accident.
 pub(crate) fn fingerprint(request: &Value) -> String {
-    hex(&Sha256::digest(request.to_string().as_bytes()))
+    let mut text = String::new();
+    canonical(request, &mut text);
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut members: Vec<_> = map.iter().collect();
+            members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (n, (key, member)) in members.into_iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(key.as_str()).to_string());
+                out.push(':');
+                canonical(member, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 /// SHA-256 of bytes, hex.
@@ -237,6 +272,26 @@ mod tests {
             fingerprint(&a),
             fingerprint(&json!({"prompt": "x ", "label": "l"}))
         );
+        // Numbers by their text: a float's last bit, a negative zero, a big integer.
+        let number = |text: &str| fingerprint(&serde_json::from_str(text).unwrap());
+        for (x, y) in [
+            ("0.21599615170364495", "0.21599615170364497"),
+            ("-0.0", "0.0"),
+            ("1180591620717411303424", "1180591620717411303425"),
+        ] {
+            assert_ne!(number(x), number(y), "{x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn fingerprints_are_those_of_journals_written_with_sorted_keys() {
+        // As journals recorded it before key order was kept: compact JSON, keys sorted.
+        let text =
+            r#"{"z":{"b":[1,{"y":"\u0000\"","x":null}],"a":true},"kind":"agent","é":-1.5e-7}"#;
+        let sorted =
+            r#"{"kind":"agent","z":{"a":true,"b":[1,{"x":null,"y":"\u0000\""}]},"é":-1.5e-7}"#;
+        let request: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(fingerprint(&request), sha256_hex(sorted.as_bytes()));
     }
 
     #[test]

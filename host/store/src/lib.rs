@@ -596,3 +596,41 @@ pub(crate) mod contract {
         let _after = store.claim("c3").await.unwrap();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records as the journal holds them, as JSON text: read back, they write the same text.
+    fn round_trips<T: Serialize + serde::de::DeserializeOwned>(text: &str) -> T {
+        let value: T = serde_json::from_str(text).unwrap();
+        assert_eq!(serde_json::to_string(&value).unwrap(), text);
+        value
+    }
+
+    #[test]
+    fn records_keep_their_numbers_and_key_order() {
+        let args = r#"{"zeta":1180591620717411303424,"r":0.21599615170364495,"tiny":5e-324,"nz":-0.0,"a":-36893488147419103232}"#;
+        let header: RunHeader = round_trips(&format!(
+            r#"{{"thread_id":"t","script":"return args","script_sha256":"s","args":{args},"args_sha256":"a","start_unix_nanos":18446744073709551615,"seed":"t","limits":{{"fuel":20000000000,"timeout":600.0}},"guard":true,"created_unix_ms":1}}"#
+        ));
+        assert_eq!(header.args.to_string(), args);
+        assert_eq!(header.start_unix_nanos, u64::MAX);
+        // A journal written before numbers were kept exactly, keys sorted, opens as it was.
+        round_trips::<RunHeader>(
+            r#"{"thread_id":"t","script":"return args","script_sha256":"s","args":{"id":1.2345678901234568e+22,"r":0.21599615170364497},"args_sha256":"a","start_unix_nanos":1,"seed":"t","limits":{},"guard":true,"created_unix_ms":1}"#,
+        );
+        let entry: Entry = round_trips(&format!(
+            r#"{{"seq":0,"batch":0,"handle":1,"kind":"tool","fingerprint":"f","request":{{"kind":"tool","name":"echo","arguments":{args}}},"outcome":{{"status":"ok","value":"{{\"n\":1180591620717411303425}}"}},"input_tokens":0,"output_tokens":0,"duration_ms":3}}"#
+        ));
+        assert_eq!(entry.request["arguments"].to_string(), args);
+        // The outcome is tagged by its status, and carries the reply as the text it was.
+        let failed: EntryOutcome =
+            round_trips(r#"{"status":"err","kind":"tool-failed","message":"no"}"#);
+        assert!(matches!(failed, EntryOutcome::Err { .. }));
+        let end: RunEnd = round_trips(&format!(
+            r#"{{"status":"succeeded","outcome":{{"ok":true,"result":{args}}},"finished_unix_ms":2}}"#
+        ));
+        assert_eq!(end.outcome["result"].to_string(), args);
+    }
+}

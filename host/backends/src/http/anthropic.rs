@@ -300,8 +300,11 @@ struct MessagesReply {
     usage: WireUsage,
 }
 
+/// A content block, tagged by `"type"` on the wire. It is read as a map and taken apart by hand:
+/// serde's derived tagged enums buffer their content first, and that buffer cannot hold integers
+/// past 64 bits, which a tool's `input` must keep exactly.
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(try_from = "Map<String, Value>")]
 enum Block {
     Text {
         text: String,
@@ -311,8 +314,31 @@ enum Block {
         name: String,
         input: Value,
     },
-    #[serde(other)]
+    /// Thinking and server-side tool blocks.
     Other,
+}
+
+impl TryFrom<Map<String, Value>> for Block {
+    type Error = String;
+
+    fn try_from(mut block: Map<String, Value>) -> Result<Self, String> {
+        let mut text = |field: &str| match block.remove(field) {
+            Some(Value::String(text)) => Ok(text),
+            Some(_) => Err(format!("invalid type: `{field}` is not a string")),
+            None => Err(format!("missing field `{field}`")),
+        };
+        Ok(match text("type")?.as_str() {
+            "text" => Self::Text {
+                text: text("text")?,
+            },
+            "tool_use" => Self::ToolUse {
+                id: text("id")?,
+                name: text("name")?,
+                input: block.remove("input").ok_or("missing field `input`")?,
+            },
+            _ => Self::Other,
+        })
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -323,4 +349,45 @@ struct WireUsage {
     output_tokens: u64,
     cache_creation_input_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_input_keeps_its_numbers_and_key_order() {
+        let input = r#"{"z":1180591620717411303424,"r":0.21599615170364495,"neg":-36893488147419103232,"tiny":5e-324,"zero":-0.0}"#;
+        let text = format!(
+            r#"{{"content":[{{"type":"thinking","thinking":"hm","signature":"s"}},{{"type":"text","text":"ok"}},{{"type":"tool_use","id":"t1","name":"f","input":{input}}}],"stop_reason":"tool_use","usage":{{"input_tokens":3,"output_tokens":4}}}}"#
+        );
+        let reply: MessagesReply = serde_json::from_str(&text).unwrap();
+        assert!(matches!(reply.content[0], Block::Other));
+        assert!(matches!(&reply.content[1], Block::Text { text } if text == "ok"));
+        let Block::ToolUse {
+            id,
+            name,
+            input: value,
+        } = &reply.content[2]
+        else {
+            panic!("not a tool use");
+        };
+        assert_eq!((id.as_str(), name.as_str()), ("t1", "f"));
+        assert_eq!(value.to_string(), input);
+        for (bad, expected) in [
+            (r#"{"text":"no type"}"#, "missing field `type`"),
+            (r#"{"type":"text"}"#, "missing field `text`"),
+            (
+                r#"{"type":"tool_use","id":"t","name":"f"}"#,
+                "missing field `input`",
+            ),
+            (r#"{"type":"text","text":1}"#, "`text` is not a string"),
+        ] {
+            let err = serde_json::from_str::<Block>(bad)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(err.contains(expected), "{bad}: {err}");
+        }
+    }
 }
