@@ -15,7 +15,7 @@ from fakehost import FakeHost, src
 
 from flowbox_sdk.host import CallFailed
 
-WIT = Path(__file__).resolve().parents[2] / "wit"
+WIT = Path(__file__).resolve().parents[2] / "host" / "flowbox" / "wit"
 OPTION_FIELDS = ("schema", "agent_type", "label", "instruction", "model", "tools", "instance_id")
 
 
