@@ -8,7 +8,7 @@ import _string  # the parser behind str.format, to read replacement fields exact
 import ast
 
 from .modules import ALLOWED_MODULES, available_modules_hint
-from .script import FORBIDDEN, ScriptFailure
+from .errors import FORBIDDEN, ScriptFailure
 
 # Attributes that reach frames, code objects and tracebacks, from which globals and builtins
 # are one step away. `co_*` is matched by prefix.
