@@ -3,8 +3,9 @@ protocol and hands `run`/`check` to the SDK. componentize-py runs this module at
 snapshots the interpreter, so whatever it imports is all that exists at run time.
 """
 
-# Importing flowbox_sdk preloads the standard library scripts may use: `flowbox_sdk.modules`
-# imports every allowed module (ALLOWED_MODULES) and the helpers they import lazily.
+# Importing flowbox_sdk reads the script contract and preloads the standard library scripts may
+# use: `flowbox_sdk.modules` imports every module the contract allows and the helpers they
+# import lazily.
 import functools
 import gc
 import os
