@@ -105,18 +105,17 @@ class _LeafWait(_Wait):
 class AgentCall(_LeafCall):
     """What `agent(...)` returns."""
 
-    __slots__ = ("_prompt", "_options")
+    __slots__ = ("_request",)
     _what = "agent(...)"
 
-    def __init__(self, scheduler: Scheduler, prompt_json: str, options: AgentOptions | None):
+    def __init__(self, scheduler: Scheduler, request: tuple[str, AgentOptions | None]):
         self._awaited = False
         self._scheduler = scheduler
-        self._prompt = prompt_json
-        self._options = options
+        self._request = request  # the prompt's JSON text and the options, or None
 
     def _start(self, path):
         try:
-            return self._scheduler.host.start_agent(self._prompt, self._options, path)
+            return self._scheduler.host.start_agent(*self._request, path)
         except CallFailed as failure:
             raise exception_for(failure.kind, failure.message) from None
 
@@ -464,7 +463,7 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             and tools is None
             and instance_id is None
         ):
-            return AgentCall(scheduler, prompt_json, None)
+            return AgentCall(scheduler, (prompt_json, None))
         schema_json = None
         if schema is not None:
             if not isinstance(schema, dict):
@@ -472,25 +471,23 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
                     f"agent() schema must be a dict (a JSON Schema), not {type(schema).__name__}"
                 )
             schema_json = _json_argument("agent", schema, "schema")
-        options = (
+        text_options = (
             ("agent_type", agent_type),
             ("label", label),
             ("instruction", instruction),
             ("model", model),
             ("instance_id", instance_id),
         )
-        for option, value in options:
+        for option, value in text_options:
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"agent() {option} must be a str, not {type(value).__name__}")
         if tools is not None:
             if not isinstance(tools, list) or not all(isinstance(tool, str) for tool in tools):
                 raise TypeError("agent() tools must be a list of tool names (str)")
             tools = list(tools)
-        return AgentCall(
-            scheduler,
-            prompt_json,
-            AgentOptions(schema_json, agent_type, label, instruction, model, tools, instance_id),
-        )
+        options = AgentOptions(schema_json, agent_type, label, instruction, model, tools,
+                               instance_id)  # fmt: skip
+        return AgentCall(scheduler, (prompt_json, options))
 
     def call_tool(name, /, **kwargs) -> ToolCall:
         if not isinstance(name, str):
