@@ -4,7 +4,7 @@
 CARGO ?= cargo
 GUEST := host/flowbox/guest/flowbox_guest.wasm.gz
 GUEST_SOURCES := $(shell find guest-python -name '*.py' -not -path '*/tests/*') \
-	host/flowbox/wit/flowbox.wit guest-python/build.sh
+	host/flowbox/wit/flowbox.wit host/flowbox/contract/script.json guest-python/build.sh
 
 .PHONY: all guest build demo test test-guest lint doc out-of-tree bench fuzz
 

@@ -3,8 +3,9 @@ protocol and hands `run`/`check` to the SDK. componentize-py runs this module at
 snapshots the interpreter, so whatever it imports is all that exists at run time.
 """
 
-# Importing flowbox_sdk preloads the standard library scripts may use: `flowbox_sdk.modules`
-# imports every allowed module (ALLOWED_MODULES) and the helpers they import lazily.
+# Importing flowbox_sdk reads the script contract and preloads the standard library scripts may
+# use: `flowbox_sdk.modules` imports every module the contract allows and the helpers they
+# import lazily.
 import functools
 import gc
 import os
@@ -62,27 +63,19 @@ class WitHost:
     def started(self, meta_json):
         wit.started(None if meta_json is None else _printable(meta_json))
 
-    def start_agent(
-        self, prompt, schema, agent_type, label, instruction, model, tools, instance_id, path
-    ) -> int:
-        options = None
-        if (
-            schema is not None
-            or agent_type is not None
-            or label is not None
-            or instruction is not None
-            or model is not None
-            or tools is not None
-            or instance_id is not None
-        ):
-            options = wit.AgentOptions(
-                _text(schema, "schema"), _text(agent_type, "agent_type"), _text(label, "label"),
-                _text(instruction, "instruction"), _text(model, "model"),
+    def start_agent(self, prompt, options, path) -> int:
+        record = None
+        if options is not None:
+            tools = options.tools
+            record = wit.AgentOptions(
+                _text(options.schema, "schema"), _text(options.agent_type, "agent_type"),
+                _text(options.label, "label"), _text(options.instruction, "instruction"),
+                _text(options.model, "model"),
                 None if tools is None else [_text(tool, "tools") for tool in tools],
-                _text(instance_id, "instance_id"),
+                _text(options.instance_id, "instance_id"),
             )  # fmt: skip
         try:
-            return wit.start_agent(_text(prompt, "prompt"), options, path)
+            return wit.start_agent(_text(prompt, "prompt"), record, path)
         except Err as error:
             raise _call_failed(error) from None
 

@@ -44,8 +44,10 @@ out="$repo/host/flowbox/guest"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$guest"
+# The second module path is the script contract's folder: the SDK reads script.json from the
+# module path while componentize-py pre-initialises it, and the snapshot keeps what it read.
 "$venv/bin/componentize-py" -d "$repo/host/flowbox/wit" -w workflow componentize app \
-    -p "$guest" -o "$work/flowbox_guest.wasm"
+    -p "$guest" -p "$repo/host/flowbox/contract" -o "$work/flowbox_guest.wasm"
 # Compressed so the crate's package stays under the registry's 10 MiB (18 MB -> ~6 MB); -n
 # keeps the name and time out of the header, so the same component gives the same bytes.
 gzip -9 -n -c "$work/flowbox_guest.wasm" > "$work/flowbox_guest.wasm.gz"

@@ -4,18 +4,19 @@
 implements (over the WIT bindings in the guest, with a fake in the tests).
 """
 
+from .errors import CallFailed, ScriptFailure
 from .host import (
+    AgentOptions,
     BudgetState,
-    CallFailed,
     Completion,
     Host,
     Settings,
     virtual_sleep,
 )
 from .runner import check, run
-from .script import ScriptFailure
 
 __all__ = [
+    "AgentOptions",
     "BudgetState",
     "CallFailed",
     "Completion",

@@ -1,14 +1,16 @@
 """The script guard: an AST check that runs after parsing and before anything executes, and
 rejects with a line-numbered message what a workflow script has no business doing (imports
-outside the allowlist, private and dunder attributes, frames, eval and friends).
-It exists for clear, early errors; the WebAssembly boundary is what actually contains a script.
+outside the contract's modules, private and dunder attributes, frames, the builtins the
+contract refuses). It exists for clear, early errors, so that no builtin a script names fails
+later with a NameError; the WebAssembly boundary is what actually contains a script.
 """
 
 import _string  # the parser behind str.format, to read replacement fields exactly as it does
 import ast
 
-from .modules import ALLOWED_MODULES, available_modules_hint
-from .script import FORBIDDEN, ScriptFailure
+from .contract import LITERAL_ATTRIBUTE_NAME, MODULES, REFUSED_BUILTINS
+from .errors import FORBIDDEN, ScriptFailure
+from .modules import available_modules_hint
 
 # Attributes that reach frames, code objects and tracebacks, from which globals and builtins
 # are one step away. `co_*` is matched by prefix.
@@ -23,29 +25,6 @@ _INTERNAL_ATTRIBUTES = frozenset(
         "mro", "with_traceback",
     }
 )  # fmt: skip
-
-# Builtins a script does not get, each with what to do instead. A script that binds one of
-# these names itself (`input = args["input"]`) is using its own variable, which is fine.
-_UNAVAILABLE_BUILTINS = {
-    "open": "workflow scripts have no files; use call_tool",
-    "input": "workflow scripts have no standard input; read args",
-    "eval": "workflow scripts cannot run code from strings",
-    "exec": "workflow scripts cannot run code from strings",
-    "compile": "workflow scripts cannot run code from strings",
-    "getattr": "access attributes directly (obj.name), or keep the data in a dict",
-    "setattr": "assign attributes directly (obj.name = value), or keep the data in a dict",
-    "delattr": "delete attributes directly (del obj.name), or keep the data in a dict",
-    "hasattr": "keep optional data in a dict and test it with `in`",
-    "vars": "introspection is not available; keep the data in a dict",
-    "globals": "introspection is not available; keep the data in a dict",
-    "locals": "introspection is not available; keep the data in a dict",
-    "dir": "introspection is not available; keep the data in a dict",
-    "memoryview": "workflow scripts have no raw memory access",
-    "breakpoint": "workflow scripts run unattended",
-    "help": "workflow scripts run unattended",
-    "exit": "return from main() (or from the top level) to finish",
-    "quit": "return from main() (or from the top level) to finish",
-}
 
 # Special methods a class in a script may define: value behaviour only, no attribute hooks,
 # descriptors, metaclass or pickling machinery.
@@ -116,10 +95,52 @@ class _Guard(ast.NodeVisitor):
             )
 
     def visit_Name(self, node: ast.Name) -> None:
+        # A script that binds one of the contract's builtin names itself
+        # (`input = args["input"]`) is using its own variable, which is fine.
         self._check_name(node.id, node)
-        reason = _UNAVAILABLE_BUILTINS.get(node.id)
-        if reason and isinstance(node.ctx, ast.Load) and node.id not in self._bound:
+        if not isinstance(node.ctx, ast.Load) or node.id in self._bound:
+            return
+        reason = REFUSED_BUILTINS.get(node.id)
+        if reason:
             raise _reject(f"{node.id}() is not available: {reason}", node)
+        reason = LITERAL_ATTRIBUTE_NAME.get(node.id)
+        if reason:  # not the callee of a call `visit_Call` checked
+            raise _reject(f"{node.id} can only be called directly: {reason}", node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        function = node.func
+        if (
+            isinstance(function, ast.Name)
+            and function.id in LITERAL_ATTRIBUTE_NAME
+            and function.id not in self._bound
+        ):
+            self._check_literal_attribute_call(function.id, node)
+            for child in (*node.args, *node.keywords):
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def _check_literal_attribute_call(self, name: str, node: ast.Call) -> None:
+        """`getattr(obj, "name", default)` and `hasattr(obj, "name")` are `obj.name` with a
+        fallback, so the name is held to the same rules; one computed at run time could be
+        anything, so it must be a literal."""
+        arguments = node.args
+        if any(isinstance(argument, ast.Starred) for argument in arguments[:2]):
+            raise _reject(
+                f"{name}() with * arguments is not available: {LITERAL_ATTRIBUTE_NAME[name]}",
+                node,
+            )
+        if len(arguments) < 2:
+            return  # a TypeError when it runs, naming what is missing
+        attribute = arguments[1]
+        if not (isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)):
+            raise _reject(
+                f"{name}() with a computed attribute name is not available: "
+                f"{LITERAL_ATTRIBUTE_NAME[name]}",
+                node,
+            )
+        if attribute.value != "__name__":  # readable, as in visit_Attribute
+            self._check_attribute(attribute.value, node)
 
     def visit_arg(self, node: ast.arg) -> None:
         self._check_name(node.arg, node)
@@ -229,7 +250,7 @@ class _Guard(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if alias.name not in ALLOWED_MODULES:
+            if alias.name not in MODULES:
                 raise _reject(
                     f"import of '{alias.name}' is not allowed in workflow scripts. "
                     f"{available_modules_hint()}",
@@ -245,7 +266,7 @@ class _Guard(ast.NodeVisitor):
                 f"{available_modules_hint()}",
                 node,
             )
-        if node.module not in ALLOWED_MODULES:
+        if node.module not in MODULES:
             raise _reject(
                 f"import of '{node.module}' is not allowed in workflow scripts. "
                 f"{available_modules_hint()}",

@@ -1,41 +1,14 @@
-"""What a guarded script can reach of Python itself: restricted builtins, and read-only views
-of an allowlist of standard-library modules. A view exposes only a module's public, non-module
-attributes, minus known attribute-walk gadgets, so `import statistics` gives no `statistics.sys`.
+"""What a guarded script can reach of Python itself, as the script contract says: its builtins,
+and read-only views of its standard-library modules. A view exposes only a module's public,
+non-module attributes, minus known attribute-walk gadgets, so `import statistics` gives no
+`statistics.sys`.
 """
 
 import builtins
 import importlib
 import types
 
-# Pure, deterministic modules useful in glue code. All are imported here, when the SDK is
-# imported, which is at component build time: only modules imported then exist in the guest.
-ALLOWED_MODULES = (
-    "base64",
-    "bisect",
-    "collections",
-    "copy",
-    "dataclasses",
-    "datetime",
-    "decimal",
-    "difflib",
-    "enum",
-    "fractions",
-    "functools",
-    "hashlib",
-    "heapq",
-    "itertools",
-    "json",
-    "math",
-    "operator",
-    "random",
-    "re",
-    "statistics",
-    "string",
-    "textwrap",
-    "time",
-    "typing",
-    "unicodedata",
-)
+from . import contract
 
 # Public names that walk attributes by string or evaluate strings as code, which would undo the
 # guard's attribute rules.
@@ -47,14 +20,12 @@ _HIDDEN = {
 
 _MISSING = object()
 
-PRIMITIVE_NAMES = ("agent", "parallel", "pipeline", "call_tool", "phase", "log", "args", "budget")
-
 
 def available_modules_hint() -> str:
     """The sentence every rejected import ends with."""
     return (
-        f"Available modules: {', '.join(ALLOWED_MODULES)}. The primitives "
-        f"{', '.join(PRIMITIVE_NAMES)} are already available without imports."
+        f"Available modules: {', '.join(contract.MODULES)}. The primitives "
+        f"{', '.join(contract.PRIMITIVE_NAMES)} are already available without imports."
     )
 
 
@@ -86,7 +57,10 @@ class ModuleView:
         return f"<module '{self._module.__name__}'>"
 
 
-_VIEWS = {name: ModuleView(importlib.import_module(name)) for name in ALLOWED_MODULES}
+# The contract's modules (pure, deterministic, useful in glue code), all imported here, when the
+# SDK is imported, which is at component build time: only modules imported then exist in the
+# guest.
+_VIEWS = {name: ModuleView(importlib.import_module(name)) for name in contract.MODULES}
 
 # Modules the standard library's C code imports on first use while a script's frame is current
 # (`datetime.strptime` imports `_strptime`). Such an import calls the script's `__import__` only
@@ -113,24 +87,21 @@ def safe_import(name, globals=None, locals=None, fromlist=(), level=0):
     return view
 
 
-# Builtins that compute with values and cannot reach interpreter internals or the outside.
-_SAFE_BUILTINS = (
-    "abs", "all", "any", "ascii", "bin", "bool", "bytes", "callable", "chr", "classmethod",
-    "dict", "divmod", "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "id",
-    "int", "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next",
-    "object", "oct", "ord", "pow", "property", "range", "repr", "reversed", "round", "set",
-    "slice", "sorted", "staticmethod", "str", "sum", "super", "tuple", "type", "zip",
-    "Ellipsis", "NotImplemented",
-    "Exception", "ArithmeticError", "AssertionError", "AttributeError", "ImportError",
-    "IndexError", "KeyError", "LookupError", "MemoryError", "NameError", "NotImplementedError",
-    "OverflowError", "RecursionError", "RuntimeError", "StopIteration", "TimeoutError",
-    "TypeError", "UnicodeError", "ValueError", "ZeroDivisionError",
+def _guarded_builtins() -> dict:
+    """The contract's available builtins, those the guard lets through only with a literal
+    attribute name, and (as the contract says) every exception and warning class."""
+    names = (*contract.AVAILABLE_BUILTINS, *contract.LITERAL_ATTRIBUTE_NAME)
+    namespace = {name: getattr(builtins, name) for name in names}
+    if contract.ALL_EXCEPTION_CLASSES:
+        for name, value in vars(builtins).items():
+            if isinstance(value, type) and issubclass(value, BaseException):
+                namespace[name] = value
     # `class` statements compile to a call of __build_class__.
-    "__build_class__",
-)  # fmt: skip
+    namespace["__build_class__"] = builtins.__build_class__
+    return namespace
 
 
-_SAFE_NAMESPACE = {name: getattr(builtins, name) for name in _SAFE_BUILTINS}
+_SAFE_NAMESPACE = _guarded_builtins()
 
 
 def safe_builtins(print_function) -> dict:

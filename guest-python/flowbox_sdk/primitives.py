@@ -9,7 +9,8 @@ from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Any
 
-from .host import CallFailed, Host, Path, describe_error, exception_for
+from .errors import CallFailed, describe_error, exception_for
+from .host import AgentOptions, Host, Path
 from .jsonvalue import NotJson, from_json, to_json
 from .scheduler import PARK, CoroutineTask, Scheduler
 
@@ -107,10 +108,10 @@ class AgentCall(_LeafCall):
     __slots__ = ("_request",)
     _what = "agent(...)"
 
-    def __init__(self, scheduler: Scheduler, request: tuple):
+    def __init__(self, scheduler: Scheduler, request: tuple[str, AgentOptions | None]):
         self._awaited = False
         self._scheduler = scheduler
-        self._request = request  # the fields of the host's start_agent but the path
+        self._request = request  # the prompt's JSON text and the options, or None
 
     def _start(self, path):
         try:
@@ -453,6 +454,16 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             prompt_json = encode_basestring(prompt)  # to_json's own fast path, two calls sooner
         else:
             prompt_json = _json_argument("agent", prompt, "prompt")
+        if (
+            schema is None
+            and agent_type is None
+            and label is None
+            and instruction is None
+            and model is None
+            and tools is None
+            and instance_id is None
+        ):
+            return AgentCall(scheduler, (prompt_json, None))
         schema_json = None
         if schema is not None:
             if not isinstance(schema, dict):
@@ -460,35 +471,28 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
                     f"agent() schema must be a dict (a JSON Schema), not {type(schema).__name__}"
                 )
             schema_json = _json_argument("agent", schema, "schema")
-        if (
-            agent_type is not None
-            or label is not None
-            or instruction is not None
-            or model is not None
-            or instance_id is not None
-        ):
-            options = (
-                ("agent_type", agent_type),
-                ("label", label),
-                ("instruction", instruction),
-                ("model", model),
-                ("instance_id", instance_id),
-            )
-            for option, value in options:
-                if value is not None and not isinstance(value, str):
-                    raise TypeError(f"agent() {option} must be a str, not {type(value).__name__}")
+        text_options = (
+            ("agent_type", agent_type),
+            ("label", label),
+            ("instruction", instruction),
+            ("model", model),
+            ("instance_id", instance_id),
+        )
+        for option, value in text_options:
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"agent() {option} must be a str, not {type(value).__name__}")
         if tools is not None:
             if not isinstance(tools, list) or not all(isinstance(tool, str) for tool in tools):
                 raise TypeError("agent() tools must be a list of tool names (str)")
             tools = list(tools)
-        request = (prompt_json, schema_json, agent_type, label, instruction, model, tools,
-                   instance_id)  # fmt: skip
-        return AgentCall(scheduler, request)
+        options = AgentOptions(schema_json, agent_type, label, instruction, model, tools,
+                               instance_id)  # fmt: skip
+        return AgentCall(scheduler, (prompt_json, options))
 
-    def call_tool(name, /, **arguments) -> ToolCall:
+    def call_tool(name, /, **kwargs) -> ToolCall:
         if not isinstance(name, str):
             raise TypeError(f"call_tool() name must be a str, not {type(name).__name__}")
-        arguments_json = _json_argument("call_tool", arguments, "arguments")
+        arguments_json = _json_argument("call_tool", kwargs, "arguments")
         return ToolCall(scheduler, name, arguments_json)
 
     def parallel(items) -> Parallel:

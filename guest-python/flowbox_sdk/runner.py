@@ -7,22 +7,25 @@ import json
 import sys
 from typing import Any, NamedTuple
 
-from . import host as host_protocol
+from .errors import (
+    INVALID_RESULT,
+    OUT_OF_MEMORY,
+    SCRIPT_EXCEPTIONS,
+    SYNTAX,
+    UNCAUGHT,
+    ScriptFailure,
+    exception_message,
+)
 from .guard import check_script
-from .host import Host, exception_message
+from .host import Host
 from .jsonvalue import NotJson, to_json
 from .modules import full_builtins, safe_builtins
 from .primitives import is_awaitable, make_primitives
 from .scheduler import Scheduler
 from .script import (
     FILENAME,
-    INVALID_RESULT,
     MEMORY_ERRORS,
-    OUT_OF_MEMORY,
-    SYNTAX,
-    UNCAUGHT,
     Entry,
-    ScriptFailure,
     build,
     extract_meta,
     is_size_overflow,
@@ -33,15 +36,6 @@ from .script import (
 # Globals every script gets besides the primitives: JSON spellings (models write them out of
 # habit) and the exceptions failed calls raise, so `except BudgetExceeded:` needs no import.
 _ALIASES = {"true": True, "false": False, "null": None}
-_EXCEPTIONS = {
-    cls.__name__: cls
-    for cls in (
-        host_protocol.AgentError,
-        host_protocol.BudgetExceeded,
-        host_protocol.AgentCapExceeded,
-        host_protocol.ToolError,
-    )
-}
 
 
 class _Prepared(NamedTuple):
@@ -77,7 +71,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         # Read by `class` statements for the new class's __module__.
         "__name__": "workflow",
         **_ALIASES,
-        **_EXCEPTIONS,
+        **SCRIPT_EXCEPTIONS,
         MEMORY_ERRORS: memory_errors,
         **primitives,
         "args": args,

@@ -7,7 +7,8 @@ from collections import deque
 from collections.abc import Coroutine
 from typing import Any
 
-from .host import CallFailed, Host
+from .errors import CallFailed
+from .host import Host
 
 # What the SDK's awaitables yield to say "this task is blocked; I arranged its wake-up".
 # Anything else reaching the scheduler came from an awaitable flowbox does not know.

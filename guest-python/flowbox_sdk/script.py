@@ -9,6 +9,8 @@ import sys
 import types
 from typing import Any, NamedTuple
 
+from .errors import INVALID_META, NO_ENTRY_POINT, SYNTAX, ScriptFailure
+
 FILENAME = "<workflow>"
 # The async function a direct body is wrapped into; the guard keeps scripts from naming it.
 BODY_FUNCTION = "__flowbox_body__"
@@ -40,33 +42,6 @@ def memory_errors(caught):
     if is_size_overflow(sys.exception()):
         return (*(caught if isinstance(caught, tuple) else (caught,)), OverflowError)
     return caught
-
-
-# WIT `script-error-kind` cases.
-SYNTAX = "syntax"
-INVALID_META = "invalid-meta"
-FORBIDDEN = "forbidden"
-NO_ENTRY_POINT = "no-entry-point"
-UNCAUGHT = "uncaught"
-OUT_OF_MEMORY = "out-of-memory"
-INVALID_RESULT = "invalid-result"
-
-
-class ScriptFailure(Exception):
-    """A script that did not run to a JSON result; mirrors the WIT `script-error` record."""
-
-    def __init__(
-        self,
-        kind: str,
-        message: str,
-        line: int | None = None,
-        exception: str | None = None,
-    ):
-        super().__init__(kind, message, line, exception)
-        self.kind = kind
-        self.message = message
-        self.line = line
-        self.exception = exception
 
 
 class Entry(NamedTuple):

@@ -9,12 +9,13 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from flowbox_sdk import runner
-from flowbox_sdk.host import BudgetState, CallFailed, Completion, Path, Settings
-from flowbox_sdk.script import ScriptFailure
+from flowbox_sdk.errors import CallFailed, ScriptFailure
+from flowbox_sdk.host import AgentOptions, BudgetState, Completion, Path, Settings
 
 
 class AgentRequest(NamedTuple):
-    """One `agent(...)` call as the host received it; mirrors the WIT `agent-request` record."""
+    """One `agent(...)` call as the host received it: the prompt, every option (None when the
+    call passed no options at all) and the path."""
 
     prompt: str
     schema: str | None
@@ -76,8 +77,9 @@ class FakeHost:
     def started(self, meta_json):
         self.calls.append(("started", (meta_json,)))
 
-    def start_agent(self, *fields, **named_fields) -> int:
-        request = AgentRequest(*fields, **named_fields)
+    def start_agent(self, prompt, options, path) -> int:
+        assert options is None or (isinstance(options, AgentOptions) and options != AgentOptions())
+        request = AgentRequest(prompt, *(options or AgentOptions()), path)
         self.calls.append(("start_agent", (request,)))
         return self._start(request)
 

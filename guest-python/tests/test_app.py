@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from fakehost import FakeHost, src
 
-from flowbox_sdk.host import CallFailed
+from flowbox_sdk.errors import CallFailed
+from flowbox_sdk.host import AgentOptions
 
-WIT = Path(__file__).resolve().parents[2] / "wit"
-OPTION_FIELDS = ("schema", "agent_type", "label", "instruction", "model", "tools", "instance_id")
+WIT = Path(__file__).resolve().parents[2] / "host" / "flowbox" / "wit"
 
 
 @pytest.fixture(scope="session")
@@ -55,9 +55,9 @@ class WitFake:
 
         def start_agent(prompt, options, path):
             self.agent_requests.append((prompt, options, path))
-            fields = dict.fromkeys(OPTION_FIELDS) if options is None else vars(options)
+            record = None if options is None else AgentOptions(**vars(options))
             try:
-                return host.start_agent(prompt=prompt, path=list(path), **fields)
+                return host.start_agent(prompt, record, list(path))
             except CallFailed as failure:
                 raise self._err(failure) from None
 

@@ -4,7 +4,7 @@ the completion order, failure isolation, batching, and group/path numbering."""
 import pytest
 from fakehost import src
 
-from flowbox_sdk.host import CallFailed
+from flowbox_sdk.errors import CallFailed
 
 
 def fail_on(word):

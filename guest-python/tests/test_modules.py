@@ -6,11 +6,11 @@ import types
 import pytest
 from fakehost import src
 
-from flowbox_sdk import modules
+from flowbox_sdk import contract, modules
 
 
 def test_every_allowed_module_imports_in_a_script(host):
-    imports = "\n".join(f"import {name}" for name in modules.ALLOWED_MODULES)
+    imports = "\n".join(f"import {name}" for name in contract.MODULES)
     assert host.run(imports + "\nreturn 1\n") == 1
 
 
@@ -96,8 +96,10 @@ def test_stdlib_helpers_are_not_handed_out():
 
 def test_safe_builtins_hold_no_escape_hatches():
     names = set(modules.safe_builtins(print))
-    for dangerous in ("open", "eval", "exec", "compile", "getattr", "vars", "globals",
-                      "BaseException", "memoryview", "input", "breakpoint"):  # fmt: skip
+    for dangerous in ("open", "eval", "exec", "compile", "setattr", "delattr", "vars", "globals",
+                      "locals", "dir", "input", "breakpoint", "help", "exit"):  # fmt: skip
         assert dangerous not in names
     assert {"__build_class__", "__import__", "print", "Exception", "len"} <= names
+    # Harmless inside the guest, so available (getattr and hasattr with a literal name only).
+    assert {"BaseException", "memoryview", "bytearray", "complex", "getattr", "hasattr"} <= names
     assert modules.safe_builtins(print)["__import__"] is modules.safe_import

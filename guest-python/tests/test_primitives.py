@@ -7,7 +7,7 @@ import types
 import pytest
 from fakehost import AgentRequest, src
 
-from flowbox_sdk.host import CallFailed
+from flowbox_sdk.errors import CallFailed
 from flowbox_sdk.primitives import is_awaitable, make_primitives
 from flowbox_sdk.scheduler import Scheduler
 

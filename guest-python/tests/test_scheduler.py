@@ -4,7 +4,8 @@ host-side failures it turns into clear errors. Also the virtual time.sleep."""
 import pytest
 from fakehost import FakeHost
 
-from flowbox_sdk.host import CallFailed, virtual_sleep
+from flowbox_sdk.errors import CallFailed
+from flowbox_sdk.host import virtual_sleep
 from flowbox_sdk.primitives import make_primitives
 from flowbox_sdk.scheduler import PARK, Scheduler
 

@@ -1,6 +1,7 @@
 //! Integration tests through the real guest component: one test binary, so the compiled
 //! component is loaded once per process.
 
+mod builtins;
 mod cases;
 mod durable;
 mod events;

@@ -1,0 +1,102 @@
+"""Every way a run or a call fails, in one place below the rest of the SDK: the WIT's error
+kinds, `CallFailed` (the host refused or failed a call), the exceptions a script sees for a
+failed call, and `ScriptFailure` (a script that did not run to a JSON result).
+"""
+
+# Why a call failed; the WIT `error-kind` cases, spelled as in the WIT.
+AGENT_FAILED = "agent-failed"
+BUDGET_EXCEEDED = "budget-exceeded"
+AGENT_CAP_EXCEEDED = "agent-cap-exceeded"
+TOOL_FAILED = "tool-failed"
+INVALID_REQUEST = "invalid-request"
+
+# Why a script did not run to a result; the WIT `script-error-kind` cases.
+SYNTAX = "syntax"
+INVALID_META = "invalid-meta"
+FORBIDDEN = "forbidden"
+NO_ENTRY_POINT = "no-entry-point"
+UNCAUGHT = "uncaught"
+OUT_OF_MEMORY = "out-of-memory"
+INVALID_RESULT = "invalid-result"
+
+
+class CallFailed(Exception):
+    """The host refused or failed a call; `kind` is one of the call error kinds above."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(kind, message)
+        self.kind = kind
+        self.message = message
+
+
+class ScriptFailure(Exception):
+    """A script that did not run to a JSON result; mirrors the WIT `script-error` record, with
+    `kind` one of the script error kinds above."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        line: int | None = None,
+        exception: str | None = None,
+    ):
+        super().__init__(kind, message, line, exception)
+        self.kind = kind
+        self.message = message
+        self.line = line
+        self.exception = exception
+
+
+# The exceptions a script sees for failed calls. They are injected into the script's globals,
+# so `except BudgetExceeded:` works without an import.
+
+
+class AgentError(Exception):
+    """A leaf agent failed."""
+
+
+class BudgetExceeded(AgentError):
+    """The run's token budget was spent before the leaf could start."""
+
+
+class AgentCapExceeded(AgentError):
+    """The run already started as many leaves as it may."""
+
+
+class ToolError(Exception):
+    """A host tool failed or rejected its arguments."""
+
+
+# What a script's globals hold of the above, by name.
+SCRIPT_EXCEPTIONS = {
+    cls.__name__: cls for cls in (AgentError, BudgetExceeded, AgentCapExceeded, ToolError)
+}
+
+_EXCEPTION_FOR_KIND = {
+    AGENT_FAILED: AgentError,
+    BUDGET_EXCEEDED: BudgetExceeded,
+    AGENT_CAP_EXCEEDED: AgentCapExceeded,
+    TOOL_FAILED: ToolError,
+    # A malformed request is the script's programming error, like any bad argument.
+    INVALID_REQUEST: ValueError,
+}
+
+
+def exception_for(kind: str, message: str) -> Exception:
+    """The exception a script sees for a failed call."""
+    return _EXCEPTION_FOR_KIND.get(kind, AgentError)(message)
+
+
+def exception_message(error: BaseException) -> str:
+    """`str(error)`, or "" when a script-defined `__str__` fails."""
+    try:
+        return str(error)
+    except Exception:
+        return ""
+
+
+def describe_error(error: BaseException) -> str:
+    """`TypeName: message` (or just `TypeName`), for log lines about failures the script does
+    not see."""
+    message = exception_message(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
