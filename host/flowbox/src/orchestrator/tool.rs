@@ -1,0 +1,276 @@
+//! The `run_workflow` tool: its spec, its executor on the embedder's runtime, and the hints
+//! that tell a root model what to do about an error.
+
+use std::sync::{Arc, Mutex};
+
+use flowbox_backends::{Tool, ToolError, ToolSpec};
+use flowbox_store::WorkflowRecord;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::clock::unix_millis;
+use crate::{ErrorInfo, RunErrorKind, RunRequest, Runtime};
+
+/// The name root models call the workflow tool by.
+pub const RUN_WORKFLOW: &str = "run_workflow";
+
+/// The tool description: a hard gate, so models reach for workflows only when they help.
+pub const RUN_WORKFLOW_DESCRIPTION: &str = "Run a Python workflow script that coordinates \
+several leaf agents (fan-out, pipelines, review loops, plan-execute-check) in a sandbox and \
+return its JSON result. Use it ONLY for tasks that genuinely need several coordinated leaf \
+agents; answer simple questions directly. The script's contract is in your instructions.";
+
+/// The largest result handed back to the root model by default; larger results are truncated
+/// with a marker, because they go back into the model's context.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 32 << 10;
+
+/// The input of `run_workflow`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowInput {
+    /// The workflow script.
+    pub script: String,
+    /// The script's `args`.
+    #[serde(default)]
+    pub args: Option<Value>,
+    /// A thread id to run under (resuming it if the journal has it).
+    #[serde(default)]
+    pub thread_id: Option<String>,
+}
+
+/// The `run_workflow` tool: hand it to any agent framework (name, description and argument
+/// schema in [`Tool::spec`]), and its executor runs the script on the embedder's [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct WorkflowTool {
+    runtime: Runtime,
+    max_result_bytes: usize,
+    conversation_id: Option<String>,
+    /// The runs this tool made, for the orchestrator's answer.
+    runs: Arc<Mutex<Vec<WorkflowRecord>>>,
+}
+
+impl WorkflowTool {
+    /// A tool running workflows on `runtime`.
+    pub fn new(runtime: Runtime) -> Self {
+        Self {
+            runtime,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            conversation_id: None,
+            runs: Arc::default(),
+        }
+    }
+
+    /// Truncates results whose JSON is larger than `bytes` (default 32 KiB).
+    pub fn max_result_bytes(mut self, bytes: usize) -> Self {
+        self.max_result_bytes = bytes;
+        self
+    }
+
+    /// Records every run in the runtime's journal under this conversation (without one, runs
+    /// are recorded under the empty conversation id), and scopes the thread ids the model
+    /// chooses to it (`{conversation}.{name}`).
+    pub fn conversation(mut self, conversation_id: impl Into<String>) -> Self {
+        self.conversation_id = Some(conversation_id.into());
+        self
+    }
+
+    /// The runs this tool made so far.
+    pub fn runs(&self) -> Vec<WorkflowRecord> {
+        self.runs.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Runs a workflow and returns what the root model gets back: the result and a compact
+    /// summary, or an error it can act on.
+    pub async fn execute(&self, input: WorkflowInput) -> Value {
+        let mut request = RunRequest::new(input.script);
+        if let Some(args) = input.args {
+            request = request.args(args);
+        }
+        if let Some(thread_id) = input.thread_id {
+            // Within a conversation, a model's thread names are its own: it can resume its
+            // threads but cannot reach another conversation's.
+            request = request.thread_id(match &self.conversation_id {
+                Some(conversation) => format!("{conversation}.{thread_id}"),
+                None => thread_id,
+            });
+        }
+        let outcome = self.runtime.run_request(request).await;
+        let summary = &outcome.summary;
+        let record = WorkflowRecord {
+            conversation_id: self.conversation_id.clone().unwrap_or_default(),
+            thread_id: summary.thread_id.clone(),
+            name: summary.name.clone(),
+            leaves: u64::from(summary.agents_spawned),
+            tokens: summary.tokens_spent,
+            ok: outcome.result.is_ok(),
+            recorded_unix_ms: unix_millis(),
+        };
+        let mut output = json!({
+            "ok": outcome.result.is_ok(),
+            "summary": {
+                "thread_id": summary.thread_id,
+                "name": summary.name,
+                "leaves": summary.agents_spawned,
+                "tokens": summary.tokens_spent,
+                "phases": summary.phases,
+                "duration_ms": summary.duration_ms,
+            },
+        });
+        match &outcome.result {
+            Ok(result) => output["result"] = self.truncated(result),
+            Err(error) => {
+                let info = ErrorInfo::from(error);
+                output["error"] = json!({
+                    "kind": info.kind,
+                    "message": info.message,
+                    "line": info.line,
+                    "exception": info.exception,
+                    "hint": hint(&info),
+                });
+            }
+        }
+        // A finished thread asked for again, or one another run holds, ran nothing here: it
+        // is not a run of its own, so the totals count every run once.
+        if outcome.recorded {
+            output["note"] = json!(
+                "this thread had already finished: this is its recorded outcome and nothing ran \
+                 again; leave thread_id out to run the script anew"
+            );
+            return output;
+        }
+        if matches!(outcome.result, Err(crate::RunError::ThreadInUse(_))) {
+            return output;
+        }
+        if let Some(store) = self.runtime.store() {
+            // The answer matters more than the bookkeeping: a failed record is reported in
+            // the output rather than failing the tool.
+            if let Err(error) = store.record_workflow(&record).await {
+                output["journal_error"] = json!(error.to_string());
+            }
+        }
+        self.runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(record);
+        output
+    }
+
+    fn truncated(&self, result: &Value) -> Value {
+        let text = result.to_string();
+        if text.len() <= self.max_result_bytes {
+            return result.clone();
+        }
+        let cut = text.floor_char_boundary(self.max_result_bytes);
+        json!({
+            "truncated": true,
+            "bytes": text.len(),
+            "preview": format!("{}…", &text[..cut]),
+            "note": format!(
+                "the result was {} bytes of JSON; only the first {} are shown. Return less \
+                 (a summary, counts, the items that matter).",
+                text.len(),
+                self.max_result_bytes
+            ),
+        })
+    }
+}
+
+/// What to do about an error, for a model that is about to retry.
+fn hint(error: &ErrorInfo) -> Option<&'static str> {
+    use RunErrorKind as K;
+    Some(match error.kind {
+        K::Forbidden => {
+            "rewrite the flagged line without that construct and keep scripts as glue; imports \
+             are not available except the listed pure modules, and the injected primitives \
+             (agent, parallel, pipeline, call_tool, phase, log, args, budget) need none"
+        }
+        K::Syntax => "fix the syntax error at the given line",
+        K::InvalidMeta => {
+            "meta must be the first assignment: a literal dict with non-empty name and \
+             description strings, or leave meta out"
+        }
+        K::NoEntryPoint => {
+            "define `async def main():` that returns the result, or end the body with `return result`"
+        }
+        K::InvalidResult => {
+            "return only JSON values: dicts with string keys, lists, strings, numbers, booleans, None"
+        }
+        K::Uncaught => match error.exception.as_deref() {
+            Some("AgentError") => {
+                "a leaf failed; catch AgentError around that call, or use parallel(), which turns \
+                 failed branches into None"
+            }
+            Some("BudgetExceeded") => {
+                "the token budget is spent; do less work or report what you have"
+            }
+            Some("AgentCapExceeded") => {
+                "the run started too many leaves; batch the work into fewer agent calls"
+            }
+            Some("ToolError") => {
+                "a tool call failed; check the tool name and arguments, or catch ToolError"
+            }
+            Some("NameError") => {
+                "that name is not defined: the injected primitives, Python's builtins and the \
+                 script's own names are all there is; check the spelling"
+            }
+            _ => "fix the error at the given line",
+        },
+        K::StackOverflow => {
+            "the script recursed or nested a value too deeply; use a loop, or flatter data"
+        }
+        K::OutOfFuel | K::Timeout => {
+            "the script did too much work itself; leave the thinking to leaves and keep the \
+             script as orchestration glue"
+        }
+        K::OutOfMemory | K::OutputTooLarge | K::ResultTooLarge => {
+            "the script held, printed or returned too much; keep less data and return a summary"
+        }
+        K::ScriptTooLarge => "write a shorter script; put instructions in the leaves' prompts",
+        K::Divergence => {
+            "that thread_id belongs to a run of another script or other args; leave thread_id \
+             out, or choose a new one, to run this script"
+        }
+        K::InvalidThreadId => {
+            "a thread_id is a short name of letters, digits, '-', '_', '.' or ':'; or leave it out"
+        }
+        K::ThreadInUse => {
+            "another run is using that thread_id; wait for it, or leave thread_id out to start \
+             a new thread"
+        }
+        K::InvalidArgs => "pass args as one JSON value within the host's message limit",
+        K::UnknownThread
+        | K::MemoryCapTooSmall
+        | K::JournalFailure
+        | K::GuestFailure
+        | K::HostFailure => return None,
+    })
+}
+
+#[async_trait::async_trait]
+impl Tool for WorkflowTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: RUN_WORKFLOW.into(),
+            description: RUN_WORKFLOW_DESCRIPTION.into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "script": {"type": "string", "description": "The workflow script (Python)."},
+                    "args": {"description": "JSON the script reads as `args`."},
+                    "thread_id": {"type": "string", "description": "A name for this run (letters, digits, -_.:); naming an earlier run of this conversation resumes it or returns its result."}
+                },
+                "required": ["script"],
+                "additionalProperties": false
+            }),
+        }
+    }
+
+    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
+        let input: WorkflowInput =
+            serde_json::from_value(arguments).map_err(|e| ToolError::InvalidArguments {
+                tool: RUN_WORKFLOW.into(),
+                message: e.to_string(),
+            })?;
+        Ok(self.execute(input).await)
+    }
+}
