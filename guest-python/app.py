@@ -25,8 +25,13 @@ def _kind_name(kind) -> str:
     return kind.name.lower().replace("_", "-")
 
 
+def _failure(error) -> CallFailed:
+    """A WIT `call-error` as the SDK's CallFailed."""
+    return CallFailed(_kind_name(error.kind), error.message, error.retryable, error.cause)
+
+
 def _call_failed(error: Err) -> CallFailed:
-    return CallFailed(_kind_name(error.value.kind), error.value.message)
+    return _failure(error.value)
 
 
 def _text(value, what: str):
@@ -116,8 +121,7 @@ def _completion(completion) -> Completion:
     handle, outcome = completion
     if type(outcome) is Ok:
         return _new_completion((handle, True, outcome.value))
-    error = outcome.value
-    return _new_completion((handle, False, (_kind_name(error.kind), error.message)))
+    return _new_completion((handle, False, _failure(outcome.value)))
 
 
 def _script_error(failure: ScriptFailure) -> Err:

@@ -8,6 +8,7 @@ AGENT_FAILED = "agent-failed"
 BUDGET_EXCEEDED = "budget-exceeded"
 AGENT_CAP_EXCEEDED = "agent-cap-exceeded"
 TOOL_FAILED = "tool-failed"
+TOOL_CAP_EXCEEDED = "tool-cap-exceeded"
 INVALID_REQUEST = "invalid-request"
 
 # Why a script did not run to a result; the WIT `script-error-kind` cases.
@@ -21,12 +22,17 @@ INVALID_RESULT = "invalid-result"
 
 
 class CallFailed(Exception):
-    """The host refused or failed a call; `kind` is one of the call error kinds above."""
+    """The host refused or failed a call; `kind` is one of the call error kinds above,
+    `retryable` whether the same call may succeed if made again, and `cause` the backend's
+    word for the failure (such as "rate_limited"), when it gave one. Mirrors the WIT
+    `call-error` record."""
 
-    def __init__(self, kind: str, message: str):
-        super().__init__(kind, message)
+    def __init__(self, kind: str, message: str, retryable: bool = False, cause: str | None = None):
+        super().__init__(kind, message, retryable, cause)
         self.kind = kind
         self.message = message
+        self.retryable = retryable
+        self.cause = cause
 
 
 class ScriptFailure(Exception):
@@ -51,7 +57,20 @@ class ScriptFailure(Exception):
 # so `except BudgetExceeded:` works without an import.
 
 
-class AgentError(Exception):
+class _CallError(Exception):
+    """A failed call as the script sees it: `str(e)` is the message, `e.retryable` says
+    whether making the same call again may succeed (a rate limit, a timeout), and `e.kind`
+    names the failure in a word: the backend's cause when it gave one (such as
+    "rate_limited" or "truncated"), else the call's own kind ("agent_failed",
+    "budget_exceeded", ...)."""
+
+    def __init__(self, message: str = "", *, kind: str = "", retryable: bool = False):
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable
+
+
+class AgentError(_CallError):
     """A leaf agent failed."""
 
 
@@ -63,13 +82,18 @@ class AgentCapExceeded(AgentError):
     """The run already started as many leaves as it may."""
 
 
-class ToolError(Exception):
+class ToolError(_CallError):
     """A host tool failed or rejected its arguments."""
+
+
+class ToolCapExceeded(ToolError):
+    """The run already made as many tool calls as it may."""
 
 
 # What a script's globals hold of the above, by name.
 SCRIPT_EXCEPTIONS = {
-    cls.__name__: cls for cls in (AgentError, BudgetExceeded, AgentCapExceeded, ToolError)
+    cls.__name__: cls
+    for cls in (AgentError, BudgetExceeded, AgentCapExceeded, ToolError, ToolCapExceeded)
 }
 
 _EXCEPTION_FOR_KIND = {
@@ -77,14 +101,19 @@ _EXCEPTION_FOR_KIND = {
     BUDGET_EXCEEDED: BudgetExceeded,
     AGENT_CAP_EXCEEDED: AgentCapExceeded,
     TOOL_FAILED: ToolError,
+    TOOL_CAP_EXCEEDED: ToolCapExceeded,
     # A malformed request is the script's programming error, like any bad argument.
     INVALID_REQUEST: ValueError,
 }
 
 
-def exception_for(kind: str, message: str) -> Exception:
+def exception_for(failure: CallFailed) -> Exception:
     """The exception a script sees for a failed call."""
-    return _EXCEPTION_FOR_KIND.get(kind, AgentError)(message)
+    cls = _EXCEPTION_FOR_KIND.get(failure.kind, AgentError)
+    if not issubclass(cls, _CallError):
+        return cls(failure.message)
+    kind = failure.cause or failure.kind.replace("-", "_")
+    return cls(failure.message, kind=kind, retryable=failure.retryable)
 
 
 def exception_message(error: BaseException) -> str:

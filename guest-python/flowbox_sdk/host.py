@@ -22,11 +22,11 @@ class BudgetState(NamedTuple):
 
 
 class Completion(NamedTuple):
-    """One finished call: the reply's JSON text when `ok`, else a `(kind, message)` pair."""
+    """One finished call: the reply's JSON text when `ok`, else why it failed."""
 
     handle: int
     ok: bool
-    payload: str | tuple[str, str]
+    payload: "str | CallFailed"
 
 
 class AgentOptions(NamedTuple):

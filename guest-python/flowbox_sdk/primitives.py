@@ -82,8 +82,7 @@ def _leaf_result(completion):
     """The reply of a finished call, or the exception the script sees for a failed one."""
     if completion.ok:
         return from_json(completion.payload)
-    kind, message = completion.payload
-    raise exception_for(kind, message)
+    raise exception_for(completion.payload)
 
 
 class _LeafWait(_Wait):
@@ -117,7 +116,7 @@ class AgentCall(_LeafCall):
         try:
             return self._scheduler.host.start_agent(*self._request, path)
         except CallFailed as failure:
-            raise exception_for(failure.kind, failure.message) from None
+            raise exception_for(failure) from None
 
 
 class ToolCall(_LeafCall):
@@ -136,7 +135,7 @@ class ToolCall(_LeafCall):
         try:
             return self._scheduler.host.start_tool(self._name, self._arguments_json, path)
         except CallFailed as failure:
-            raise exception_for(failure.kind, failure.message) from None
+            raise exception_for(failure) from None
 
 
 # --- parallel and pipeline ------------------------------------------------------------------

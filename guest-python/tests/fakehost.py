@@ -134,7 +134,7 @@ class FakeHost:
             else:
                 value = self.tool(request.name, request.arguments)
         except CallFailed as failure:
-            return Completion(handle, False, (failure.kind, failure.message))
+            return Completion(handle, False, failure)
         self.spent += self.tokens_per_leaf
         return Completion(handle, True, json.dumps(value))
 

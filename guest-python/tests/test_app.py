@@ -44,7 +44,9 @@ class WitFake:
 
     def _err(self, failure: CallFailed):
         kind = self.wit.ErrorKind[failure.kind.upper().replace("-", "_")]
-        return self.types.Err(self.wit.CallError(kind, failure.message))
+        return self.types.Err(
+            self.wit.CallError(kind, failure.message, failure.retryable, failure.cause)
+        )
 
     def install(self, monkeypatch):
         wit, host = self.wit, self.host
@@ -77,7 +79,7 @@ class WitFake:
                     completion.handle,
                     self.types.Ok(completion.payload)
                     if completion.ok
-                    else self._err(CallFailed(*completion.payload)),
+                    else self._err(completion.payload),
                 )
                 for completion in completions
             ]

@@ -126,6 +126,7 @@ def test_awaiting_an_agent_call_twice(host):
         ("budget-exceeded", "BudgetExceeded"),
         ("agent-cap-exceeded", "AgentCapExceeded"),
         ("tool-failed", "ToolError"),
+        ("tool-cap-exceeded", "ToolCapExceeded"),
         ("invalid-request", "ValueError"),
     ],
 )
@@ -170,6 +171,63 @@ def test_scripts_catch_budget_exceeded_as_agent_error(host):
     assert host.run(script) == [["BudgetExceeded", "no tokens left", True], "AgentError"]
 
 
+def test_a_failed_leaf_says_whether_to_retry_and_why(host):
+    failures = iter(
+        [
+            CallFailed("agent-failed", "slow down", retryable=True, cause="rate_limited"),
+            CallFailed("agent-failed", "refused"),
+            CallFailed("agent-failed", "fine now", retryable=True, cause="rate_limited"),
+        ]
+    )
+
+    def fail(request):
+        failure = next(failures)
+        if failure.message == "fine now":
+            return "done"
+        raise failure
+
+    host.agent = fail
+    script = src(
+        """
+        seen = []
+        for attempt in range(3):
+            try:
+                return [seen, await agent("x")]
+            except AgentError as e:
+                seen.append([str(e), e.retryable, e.kind])
+        """
+    )
+    assert host.run(script) == [
+        [["slow down", True, "rate_limited"], ["refused", False, "agent_failed"]],
+        "done",
+    ]
+
+
+def test_a_refused_start_has_its_kind_and_is_not_retryable(host):
+    host.refuse = lambda request: ("budget-exceeded", "no tokens left")
+    script = src(
+        """
+        try:
+            await agent("x")
+        except AgentError as e:
+            return [type(e).__name__, e.kind, e.retryable]
+        """
+    )
+    assert host.run(script) == ["BudgetExceeded", "budget_exceeded", False]
+
+
+def test_a_script_may_raise_the_errors_itself(host):
+    script = src(
+        """
+        try:
+            raise AgentError("mine")
+        except AgentError as e:
+            return [str(e), e.kind, e.retryable]
+        """
+    )
+    assert host.run(script) == ["mine", "", False]
+
+
 # --- call_tool -----------------------------------------------------------------------------
 
 
@@ -192,6 +250,19 @@ def test_call_tool_failure_is_a_tool_error(host):
     host.tool = fail
     script = "try:\n    await call_tool('search')\nexcept ToolError as e:\n    return str(e)\n"
     assert host.run(script) == "search is down"
+
+
+def test_the_tool_call_cap_is_its_own_tool_error(host):
+    host.refuse = lambda request: ("tool-cap-exceeded", "no more tool calls")
+    script = src(
+        """
+        try:
+            await call_tool('search')
+        except ToolCapExceeded as e:
+            return [str(e), isinstance(e, ToolError), e.kind, e.retryable]
+        """
+    )
+    assert host.run(script) == ["no more tool calls", True, "tool_cap_exceeded", False]
 
 
 def test_call_tool_refused_at_start(host):

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowbox::backends::FakeBackend;
+use flowbox::backends::{FakeBackend, ScriptedBackend};
 use flowbox::store::{CheckpointStore, MemoryStore, RunStatus};
 use flowbox::{
     BackendError, LeafBackend, LeafReply, LeafRequest, RunError, RunErrorClass, RunErrorKind,
@@ -356,4 +356,35 @@ async fn thread_ids_are_checked_before_anything_runs() {
         assert_eq!(error.kind(), RunErrorKind::InvalidThreadId, "{bad:?}");
         assert_eq!(error.class(), RunErrorClass::Rejected);
     }
+}
+
+#[tokio::test]
+async fn a_script_sees_whether_a_failed_leaf_may_be_retried_and_replays_it_the_same() {
+    let backend = ScriptedBackend::from_json(
+        r#"{"rules": [
+            {"prompt": "^flaky$", "error": "provider overloaded", "retryable": true},
+            {"prompt": "^refused$", "error": "content refused"}
+        ]}"#,
+    )
+    .unwrap();
+    let script = "out = []\nfor p in ['flaky', 'refused']:\n    try:\n        await agent(p)\n    except AgentError as e:\n        out.append([p, str(e), e.retryable, e.kind])\nreturn out\n";
+    let store = Arc::new(MemoryStore::new());
+    let live = runtime(Arc::new(backend), store.clone());
+    let first = live
+        .run_request(RunRequest::new(script).thread_id("retry"))
+        .await;
+    let expected = json!([
+        ["flaky", "provider overloaded", true, "agent_failed"],
+        ["refused", "content refused", false, "agent_failed"]
+    ]);
+    assert_eq!(first.result.unwrap(), expected);
+
+    // The journal keeps what the script was told, so a replay decides the same way.
+    let replay = runtime(
+        Arc::new(Unreachable),
+        interrupted_copy(&store, "retry").await,
+    );
+    let again = replay.resume("retry", None).await;
+    assert_eq!(again.result.unwrap(), expected);
+    assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
 }

@@ -198,3 +198,35 @@ async fn tool_calls_share_the_concurrency_slots_and_have_a_lifetime_cap() {
         outcome.summary.logs
     );
 }
+
+#[tokio::test]
+async fn past_the_tool_call_cap_a_script_gets_tool_cap_exceeded() {
+    let slow = Arc::new(Slow::default());
+    let mut tools = ToolSet::new();
+    tools.insert(slow.clone()).unwrap();
+    let rt = Runtime::builder()
+        .backend(FakeBackend::new())
+        .code_tools(tools)
+        .limits(flowbox::Limits::default().with_max_tool_calls(1))
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap();
+    let script = "await call_tool('slow')
+try:
+    await call_tool('slow')
+except ToolCapExceeded as e:
+    return [type(e).__name__, isinstance(e, ToolError), e.kind, e.retryable, str(e)]
+";
+    let outcome = rt.run(script, json!({})).await;
+    assert_eq!(
+        outcome.result.unwrap(),
+        json!([
+            "ToolCapExceeded",
+            true,
+            "tool_cap_exceeded",
+            false,
+            "this run may make at most 1 tool calls and has made them all"
+        ])
+    );
+    assert_eq!(outcome.summary.tools_called, 1);
+}

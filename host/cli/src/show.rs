@@ -55,7 +55,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
     for entry in &run.entries {
         let (status, detail) = match &entry.outcome {
             EntryOutcome::Ok { value } => ("ok", value.clone()),
-            EntryOutcome::Err { kind, message } => ("error", format!("{kind}: {message}")),
+            EntryOutcome::Err { kind, message, .. } => ("error", format!("{kind}: {message}")),
         };
         let request = &entry.request;
         let what = match (entry.kind, request.get("label").and_then(Value::as_str)) {

@@ -17,13 +17,20 @@ use crate::events::Position;
 pub(crate) struct CallFailure {
     pub kind: CallErrorKind,
     pub message: String,
+    /// Whether the same call may succeed if made again.
+    pub retryable: bool,
+    /// The backend's word for the failure, when it gave one.
+    pub cause: Option<String>,
 }
 
 impl CallFailure {
+    /// A failure that making the call again would not change.
     pub(crate) fn new(kind: CallErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
             message: message.into(),
+            retryable: false,
+            cause: None,
         }
     }
 

@@ -281,7 +281,7 @@ impl Calls {
         }
         if self.tools_called >= self.max_tool_calls {
             return Ok(Err(CallFailure::new(
-                CallErrorKind::ToolFailed,
+                CallErrorKind::ToolCapExceeded,
                 format!(
                     "this run may make at most {} tool calls and has made them all",
                     self.max_tool_calls
@@ -532,7 +532,17 @@ impl Calls {
                 handle: entry.handle,
                 outcome: match entry.outcome {
                     EntryOutcome::Ok { value } => Ok(value),
-                    EntryOutcome::Err { kind, message } => Err(CallFailure::new(kind, message)),
+                    EntryOutcome::Err {
+                        kind,
+                        message,
+                        retryable,
+                        cause,
+                    } => Err(CallFailure {
+                        kind,
+                        message,
+                        retryable,
+                        cause,
+                    }),
                 },
             });
         }
@@ -570,7 +580,10 @@ impl Calls {
             }
             // A failed leaf may still have used tokens (turns before it failed): they count.
             Err(error) => (
-                Err(CallFailure::new(failed, error.to_string())),
+                Err(CallFailure {
+                    retryable: error.is_retryable(),
+                    ..CallFailure::new(failed, error.to_string())
+                }),
                 error.usage(),
             ),
         };

@@ -50,6 +50,8 @@ pub(crate) fn journal_entry(
             Err(failure) => EntryOutcome::Err {
                 kind: failure.kind,
                 message: failure.message.clone(),
+                retryable: failure.retryable,
+                cause: failure.cause.clone(),
             },
         },
         input_tokens: usage.input_tokens,

@@ -153,7 +153,10 @@ fn to_wit(failure: CallFailure) -> CallError {
             CallErrorKind::AgentCapExceeded => Wit::AgentCapExceeded,
             CallErrorKind::ToolFailed => Wit::ToolFailed,
             CallErrorKind::InvalidRequest => Wit::InvalidRequest,
+            CallErrorKind::ToolCapExceeded => Wit::ToolCapExceeded,
         },
         message: failure.message,
+        retryable: failure.retryable,
+        cause: failure.cause,
     }
 }

@@ -101,6 +101,8 @@ pub enum CallErrorKind {
     ToolFailed,
     /// The request itself is malformed (`ValueError`).
     InvalidRequest,
+    /// The run already made as many tool calls as it may (`ToolCapExceeded`).
+    ToolCapExceeded,
 }
 
 impl std::fmt::Display for CallErrorKind {
@@ -111,6 +113,7 @@ impl std::fmt::Display for CallErrorKind {
             Self::AgentCapExceeded => "agent-cap-exceeded",
             Self::ToolFailed => "tool-failed",
             Self::InvalidRequest => "invalid-request",
+            Self::ToolCapExceeded => "tool-cap-exceeded",
         })
     }
 }
@@ -130,6 +133,13 @@ pub enum EntryOutcome {
         kind: CallErrorKind,
         /// The message.
         message: String,
+        /// Whether the script was told the call may succeed if made again (journals written
+        /// before this was recorded read as `false`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        retryable: bool,
+        /// The backend's word for the failure, as the script saw it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
     },
 }
 
@@ -451,6 +461,8 @@ pub(crate) mod contract {
                 EntryOutcome::Err {
                     kind: CallErrorKind::AgentFailed,
                     message: "boom".into(),
+                    retryable: false,
+                    cause: None,
                 }
             } else {
                 EntryOutcome::Ok {

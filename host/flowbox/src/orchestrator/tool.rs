@@ -197,14 +197,19 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
         }
         K::Uncaught => match error.exception.as_deref() {
             Some("AgentError") => {
-                "a leaf failed; catch AgentError around that call, or use parallel(), which turns \
-                 failed branches into None"
+                "a leaf failed; catch AgentError around that call (e.retryable says whether \
+                 calling again may succeed), or use parallel(), which turns failed branches into \
+                 None"
             }
             Some("BudgetExceeded") => {
                 "the token budget is spent; do less work or report what you have"
             }
             Some("AgentCapExceeded") => {
                 "the run started too many leaves; batch the work into fewer agent calls"
+            }
+            Some("ToolCapExceeded") => {
+                "the run made all the tool calls it may; call tools fewer times, or ask a leaf \
+                 with tools to do the reading"
             }
             Some("ToolError") => {
                 "a tool call failed; check the tool name and arguments, or catch ToolError"
