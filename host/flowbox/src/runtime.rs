@@ -50,9 +50,10 @@ pub struct Runtime {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetupError {
-    /// wasmtime could not create the engine, compile or link the guest.
-    #[error("cannot prepare the flowbox guest: {0}")]
-    Wasmtime(String),
+    /// wasmtime could not create the engine, compile or link the guest; the source is
+    /// wasmtime's error.
+    #[error("cannot prepare the flowbox guest")]
+    Wasmtime(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// No leaf backend was configured: leaves would have nobody to answer them.
     #[error(
         "no leaf backend: call RuntimeBuilder::backend with the backend that answers leaves \
@@ -154,7 +155,7 @@ impl RuntimeBuilder {
         if GUEST_COMPONENT.is_empty() {
             return Err(SetupError::GuestMissing);
         }
-        let wasmtime_error = |e: wasmtime::Error| SetupError::Wasmtime(format!("{e:#}"));
+        let wasmtime_error = |e: wasmtime::Error| SetupError::Wasmtime(e.into_boxed_dyn_error());
         let mut config = Config::new();
         config
             .consume_fuel(true)
