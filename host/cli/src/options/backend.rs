@@ -1,23 +1,21 @@
-//! Flags shared by the subcommands that run scripts: the backend, its tools, and the limits.
+//! The backend flags: which backend answers leaf calls, the provider's model, profiles and
+//! retries, agent types, and the tools granted.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use flowbox::LeafBackend;
 use flowbox::backends::{
     AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, FakeBackend, ScriptedBackend,
 };
 use flowbox::chat::{ChatModel, FakeChat};
 use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
-use flowbox::store::{CheckpointStore, SqliteStore, StoredRun};
 use flowbox::tools::{ReadRoots, ToolSet};
-use flowbox::{LeafBackend, Limits};
-
-use crate::Failure;
 
 /// Which backend answers leaf calls.
 #[derive(Debug, Clone)]
@@ -86,9 +84,9 @@ pub(crate) struct Backends {
     pub root_model_id: String,
 }
 
-/// Backend and limit flags.
+/// The backend flags: which backend answers leaves, its provider settings, and the tools.
 #[derive(Debug, Args)]
-pub(crate) struct RunOptions {
+pub(crate) struct BackendOptions {
     /// The leaf backend: `fake` (offline, deterministic), `scripted:FILE`, `openai`
     /// (OPENAI_BASE_URL, OPENAI_API_KEY) or `anthropic` (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY).
     #[arg(long, default_value = "fake", value_name = "BACKEND")]
@@ -132,133 +130,9 @@ pub(crate) struct RunOptions {
     /// `Retry-After` obeyed (a longer one fails the call at once), in seconds [default: 60].
     #[arg(long, value_name = "SECS")]
     pub max_backoff: Option<f64>,
-    /// Load limits from a JSON file (any subset of the fields; flags below override it).
-    #[arg(long, value_name = "FILE")]
-    pub limits: Option<PathBuf>,
-    /// Most leaves in flight at once [default: 16].
-    #[arg(long, value_name = "N")]
-    pub max_concurrency: Option<usize>,
-    /// Most leaves one run may start [default: 1000].
-    #[arg(long, value_name = "N")]
-    pub max_agents: Option<u32>,
-    /// Most host tool calls (`call_tool`) one run may make [default: 1000].
-    #[arg(long, value_name = "N")]
-    pub max_tool_calls: Option<u32>,
-    /// Token budget for the run [default: none].
-    #[arg(long, value_name = "TOKENS")]
-    pub budget: Option<u64>,
-    /// Fuel (CPU) for the run [default: 20000000000].
-    #[arg(long, value_name = "N")]
-    pub fuel: Option<u64>,
-    /// Memory cap in MiB [default: 128].
-    #[arg(long, value_name = "MIB")]
-    pub memory_mib: Option<u64>,
-    /// Wall-clock deadline in seconds [default: 600].
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<f64>,
-    /// Largest script accepted, in bytes [default: 65536].
-    #[arg(long, value_name = "BYTES")]
-    pub max_script_bytes: Option<usize>,
-    /// Most `log`/`print` output per run, in bytes [default: 1048576].
-    #[arg(long, value_name = "BYTES")]
-    pub max_output_bytes: Option<usize>,
-    /// Largest result JSON, in bytes [default: 1048576].
-    #[arg(long, value_name = "BYTES")]
-    pub max_result_bytes: Option<usize>,
-    /// Largest single prompt, reply or log line crossing into or out of the guest, in bytes
-    /// [default: 1048576].
-    #[arg(long, value_name = "BYTES")]
-    pub max_message_bytes: Option<usize>,
-    /// Largest JSON Schema passed to `agent`, in bytes [default: 65536].
-    #[arg(long, value_name = "BYTES")]
-    pub max_schema_bytes: Option<usize>,
-    /// Python's recursion limit in the guest [default: 1000].
-    #[arg(long, value_name = "N")]
-    pub recursion_limit: Option<u32>,
 }
 
-impl RunOptions {
-    /// Whether any limit was given on the command line.
-    pub(crate) fn sets_limits(&self) -> bool {
-        self.limits.is_some()
-            || self.max_concurrency.is_some()
-            || self.max_agents.is_some()
-            || self.max_tool_calls.is_some()
-            || self.budget.is_some()
-            || self.fuel.is_some()
-            || self.memory_mib.is_some()
-            || self.timeout.is_some()
-            || self.max_script_bytes.is_some()
-            || self.max_output_bytes.is_some()
-            || self.max_result_bytes.is_some()
-            || self.max_message_bytes.is_some()
-            || self.max_schema_bytes.is_some()
-            || self.recursion_limit.is_some()
-    }
-
-    /// The limits: defaults, then the `--limits` file, then the flags.
-    pub(crate) fn limits(&self) -> anyhow::Result<Limits> {
-        self.limits_over(Limits::default())
-    }
-
-    /// The limits: `base` (or the `--limits` file), then the flags.
-    pub(crate) fn limits_over(&self, base: Limits) -> anyhow::Result<Limits> {
-        let mut limits = match &self.limits {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read limits file {}", path.display()))?;
-                serde_json::from_str(&text)
-                    .with_context(|| format!("invalid limits file {}", path.display()))?
-            }
-            None => base,
-        };
-        if let Some(n) = self.max_concurrency {
-            limits = limits.with_max_concurrency(n);
-        }
-        if let Some(n) = self.max_agents {
-            limits = limits.with_max_agents(n);
-        }
-        if let Some(n) = self.max_tool_calls {
-            limits = limits.with_max_tool_calls(n);
-        }
-        if let Some(n) = self.budget {
-            limits = limits.with_budget_tokens(Some(n));
-        }
-        if let Some(n) = self.fuel {
-            limits = limits.with_fuel(n);
-        }
-        if let Some(mib) = self.memory_mib {
-            limits = limits.with_memory_bytes(mib.saturating_mul(1 << 20));
-        }
-        if let Some(bytes) = self.max_script_bytes {
-            limits = limits.with_max_script_bytes(bytes);
-        }
-        if let Some(bytes) = self.max_output_bytes {
-            limits = limits.with_max_output_bytes(bytes);
-        }
-        if let Some(bytes) = self.max_result_bytes {
-            limits = limits.with_max_result_bytes(bytes);
-        }
-        if let Some(bytes) = self.max_message_bytes {
-            limits = limits.with_max_message_bytes(bytes);
-        }
-        if let Some(bytes) = self.max_schema_bytes {
-            limits = limits.with_max_schema_bytes(bytes);
-        }
-        if let Some(n) = self.recursion_limit {
-            limits = limits.with_recursion_limit(n);
-        }
-        if let Some(secs) = self.timeout {
-            let timeout = Duration::try_from_secs_f64(secs)
-                .map_err(|e| anyhow::anyhow!("invalid --timeout {secs}: {e}"))?;
-            limits = limits.with_timeout(timeout);
-        }
-        if limits.timeout.is_zero() {
-            anyhow::bail!("the wall-time limit (--timeout) must be more than 0 seconds");
-        }
-        Ok(limits)
-    }
-
+impl BackendOptions {
     /// The backend and tools the flags name.
     pub(crate) fn backends(&self) -> anyhow::Result<Backends> {
         let tools = ReadRoots::open(&self.allow_read)
@@ -381,59 +255,4 @@ impl RunOptions {
             ..defaults
         })
     }
-}
-
-/// Where the journal lives.
-#[derive(Debug, Args)]
-pub(crate) struct JournalOptions {
-    /// The journal database [default: $FLOWBOX_DB, else the per-user data directory, such as
-    /// ~/.local/share/flowbox/journal.db].
-    #[arg(long, value_name = "PATH", env = "FLOWBOX_DB")]
-    pub db: Option<PathBuf>,
-}
-
-impl JournalOptions {
-    /// The journal's path.
-    pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
-        match &self.db {
-            Some(path) => Ok(path.clone()),
-            None => default_db_path().ok_or_else(|| {
-                anyhow::anyhow!(
-                    "no per-user data directory is known; pass --db PATH or set FLOWBOX_DB"
-                )
-            }),
-        }
-    }
-
-    /// Opens (or creates) the journal.
-    pub(crate) fn open(&self) -> anyhow::Result<SqliteStore> {
-        let path = self.path()?;
-        Ok(SqliteStore::open(&path)?)
-    }
-}
-
-/// A journaled thread, or an input error saying there is none.
-pub(crate) async fn load_thread(
-    store: &dyn CheckpointStore,
-    thread: &str,
-) -> Result<StoredRun, Failure> {
-    store
-        .load(thread)
-        .await
-        .map_err(|e| Failure::input(anyhow::Error::new(e)))?
-        .ok_or_else(|| Failure::input(anyhow::anyhow!("no thread {thread} in the journal")))
-}
-
-/// `$XDG_DATA_HOME/flowbox/journal.db`, else `~/.local/share/flowbox/journal.db`
-/// (`%LOCALAPPDATA%\flowbox\journal.db` on Windows).
-fn default_db_path() -> Option<PathBuf> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let dir = var("XDG_DATA_HOME")
-        .or_else(|| var("LOCALAPPDATA"))
-        .or_else(|| var("HOME").map(|home| Path::new(&home).join(".local").join("share")))?;
-    Some(dir.join("flowbox").join("journal.db"))
 }
