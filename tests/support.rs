@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests: one runtime per backend, built from the one
-//! compiled guest, and script cases stored as folders.
+//! compiled guest, and reading script cases stored as folders (`tests/cases/`, `tests/escapes/`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -45,6 +45,39 @@ pub fn runtime() -> Runtime {
 pub fn scripted(config: &str, limits: Limits) -> Runtime {
     let backend = ScriptedBackend::from_json(config).expect("a valid scripted config");
     runtime_with(Arc::new(backend), limits)
+}
+
+/// The case folders in `dir` (each one holds a `workflow.py`), sorted by name.
+pub fn case_folders(dir: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list the cases in {}: {e}", dir.display()));
+    let mut folders: Vec<PathBuf> = entries
+        .map(|entry| entry.expect("a readable directory entry").path())
+        .filter(|path| path.join("workflow.py").is_file())
+        .collect();
+    folders.sort();
+    folders
+}
+
+/// A case folder's name: what its test is called and what other cases refer to it by.
+pub fn case_name(folder: &Path) -> String {
+    folder
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A case's JSON file: `None` when it does not exist, an error naming it when it is not JSON.
+pub fn read_case_json(path: &Path) -> Result<Option<Value>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(format!("{}: {error}", path.display())),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|error| format!("{}: {error}", path.display()))
 }
 
 /// Runs `script` with `args` and returns the outcome, printing the summary's logs when the

@@ -2,7 +2,6 @@
 //! component is loaded once per process.
 
 mod builtins;
-mod cases;
 mod durable;
 mod events;
 mod faults;

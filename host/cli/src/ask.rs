@@ -49,7 +49,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     if args.no_guidance {
         builder = builder.guidance(None);
     }
-    if let Some(tokens) = args.options.max_output_tokens {
+    if let Some(tokens) = args.options.backend.max_output_tokens {
         builder = builder.max_tokens(tokens);
     }
     let orchestrator = builder.build();

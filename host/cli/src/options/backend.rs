@@ -1,0 +1,258 @@
+//! The backend flags: which backend answers leaf calls, the provider's model, profiles and
+//! retries, agent types, and the tools granted.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use flowbox::LeafBackend;
+use flowbox::backends::{
+    AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, FakeBackend, ScriptedBackend,
+};
+use flowbox::chat::{ChatModel, FakeChat};
+use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
+use flowbox::tools::{ReadRoots, ToolSet};
+
+/// Which backend answers leaf calls.
+#[derive(Debug, Clone)]
+pub(crate) enum BackendChoice {
+    /// Deterministic offline replies.
+    Fake,
+    /// Replies from a scripted-backend JSON file.
+    Scripted(PathBuf),
+    /// An OpenAI-compatible Chat Completions server.
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
+impl FromStr for BackendChoice {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value {
+            "fake" => Ok(Self::Fake),
+            "openai" => Ok(Self::OpenAi),
+            "anthropic" => Ok(Self::Anthropic),
+            _ => match value.strip_prefix("scripted:") {
+                Some(path) if !path.is_empty() => Ok(Self::Scripted(PathBuf::from(path))),
+                _ => Err(format!(
+                    "unknown backend {value:?}; use `fake`, `scripted:FILE`, `openai` or `anthropic`"
+                )),
+            },
+        }
+    }
+}
+
+/// A `--profile NAME=MODEL` flag.
+#[derive(Debug, Clone)]
+pub(crate) struct Profile {
+    name: String,
+    model: String,
+}
+
+impl FromStr for Profile {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value.split_once('=') {
+            Some((name, model)) if !name.is_empty() && !model.is_empty() => Ok(Self {
+                name: name.to_owned(),
+                model: model.to_owned(),
+            }),
+            _ => Err(format!(
+                "expected NAME=MODEL, such as fast=gpt-4o-mini, not {value:?}"
+            )),
+        }
+    }
+}
+
+/// What the backend flags build: the leaf backend, the tools, and a root agent's model.
+pub(crate) struct Backends {
+    /// Answers `agent(...)`.
+    pub leaf: Arc<dyn LeafBackend>,
+    /// The granted tools: what `call_tool(...)` may call, and what agents may use.
+    pub tools: ToolSet,
+    /// The model a root agent (`flowbox ask`) talks to: the provider's, the scripted file's
+    /// `root` turns, or a fake that answers directly.
+    pub root: Arc<dyn ChatModel>,
+    /// The provider model id of the root agent.
+    pub root_model_id: String,
+}
+
+/// The backend flags: which backend answers leaves, its provider settings, and the tools.
+#[derive(Debug, Args)]
+pub(crate) struct BackendOptions {
+    /// The leaf backend: `fake` (offline, deterministic), `scripted:FILE`, `openai`
+    /// (OPENAI_BASE_URL, OPENAI_API_KEY) or `anthropic` (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY).
+    #[arg(long, default_value = "fake", value_name = "BACKEND")]
+    pub backend: BackendChoice,
+    /// The provider's base URL (openai and anthropic backends) [default: OPENAI_BASE_URL or
+    /// ANTHROPIC_BASE_URL, else the provider's own]. API keys come only from the environment,
+    /// so they never show in shell history or the process list.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// The provider model leaves use by default, and the root agent of `ask` (openai and
+    /// anthropic backends).
+    #[arg(long, value_name = "MODEL", env = "FLOWBOX_MODEL")]
+    pub model: Option<String>,
+    /// A model profile scripts may name with `model=NAME` (repeatable). Scripts can only name
+    /// profiles, never provider models directly.
+    #[arg(long = "profile", value_name = "NAME=MODEL")]
+    pub profiles: Vec<Profile>,
+    /// Leaf templates scripts select with `agent_type=NAME`: a JSON file mapping each NAME to
+    /// {"base_prompt", "model"? (a profile or a provider model), "tools"? (granted tools)}.
+    #[arg(long, value_name = "FILE")]
+    pub agent_types: Option<PathBuf>,
+    /// Grant read access to a directory (repeatable): `read_file` and `list_dir` then work for
+    /// leaves and for scripts' `call_tool`, confined to it.
+    #[arg(long = "allow-read", value_name = "DIR")]
+    pub allow_read: Vec<PathBuf>,
+    /// Most tokens one model turn may write, for leaves and the root agent of `ask` (openai and
+    /// anthropic backends) [default: 4096]. A reply cut off at this limit fails the leaf.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_output_tokens: Option<u32>,
+    /// Most model turns one leaf agent may take, tool calls included (openai and anthropic
+    /// backends) [default: 8].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
+    /// Attempts after the first for a failed provider request (429, 5xx, timeouts) [default: 3].
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+    /// Deadline of one provider request, in seconds [default: 120].
+    #[arg(long, value_name = "SECS")]
+    pub request_timeout: Option<f64>,
+    /// Longest wait between two attempts of a provider request, and the longest
+    /// `Retry-After` obeyed (a longer one fails the call at once), in seconds [default: 60].
+    #[arg(long, value_name = "SECS")]
+    pub max_backoff: Option<f64>,
+}
+
+impl BackendOptions {
+    /// The backend and tools the flags name.
+    pub(crate) fn backends(&self) -> anyhow::Result<Backends> {
+        let tools = ReadRoots::open(&self.allow_read)
+            .map_err(anyhow::Error::msg)?
+            .tools();
+        let (leaf, root, root_model_id): (Arc<dyn LeafBackend>, Arc<dyn ChatModel>, String) =
+            match &self.backend {
+                BackendChoice::Fake => (
+                    self.offline(Arc::new(FakeBackend::new()), &tools)?,
+                    Arc::new(FakeChat::new()),
+                    "fake".into(),
+                ),
+                BackendChoice::Scripted(path) => {
+                    let scripted = ScriptedBackend::from_file(path)?;
+                    let root = Arc::new(scripted.root_model());
+                    (
+                        self.offline(Arc::new(scripted), &tools)?,
+                        root,
+                        "scripted".into(),
+                    )
+                }
+                BackendChoice::OpenAi | BackendChoice::Anthropic => {
+                    let model = self.chat_model()?;
+                    let config = self.agent_config(&tools)?;
+                    let id = config.model.clone();
+                    let leaf = AgentBackend::new(Arc::clone(&model), config, tools.clone());
+                    (Arc::new(leaf), model, id)
+                }
+            };
+        Ok(Backends {
+            leaf,
+            tools,
+            root,
+            root_model_id,
+        })
+    }
+
+    /// An offline leaf backend that refuses what a real one would: profiles not given with
+    /// `--profile`, tools not granted, agent types not in `--agent-types`.
+    fn offline(
+        &self,
+        backend: Arc<dyn LeafBackend>,
+        tools: &ToolSet,
+    ) -> anyhow::Result<Arc<dyn LeafBackend>> {
+        let config = AgentConfig {
+            profiles: self.profile_map(),
+            templates: self.templates(tools)?,
+            ..AgentConfig::default()
+        };
+        Ok(Arc::new(CheckedBackend::new(
+            backend,
+            config,
+            tools.clone(),
+        )))
+    }
+
+    /// The `--agent-types` file's templates, their tool lists checked against `tools`. Being
+    /// the host's own configuration, a template may name a provider model directly.
+    fn templates(&self, tools: &ToolSet) -> anyhow::Result<BTreeMap<String, AgentTemplate>> {
+        let Some(path) = &self.agent_types else {
+            return Ok(BTreeMap::new());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --agent-types {}", path.display()))?;
+        let templates: BTreeMap<String, AgentTemplate> = serde_json::from_str(&text)
+            .with_context(|| format!("--agent-types {} is not valid", path.display()))?;
+        for (name, template) in &templates {
+            if let Some(names) = &template.tools {
+                tools
+                    .select(names)
+                    .with_context(|| format!("agent type {name:?} names a tool not granted"))?;
+            }
+        }
+        Ok(templates)
+    }
+
+    /// The `--profile` flags as profile name → provider model id.
+    fn profile_map(&self) -> BTreeMap<String, String> {
+        self.profiles
+            .iter()
+            .map(|profile| (profile.name.clone(), profile.model.clone()))
+            .collect()
+    }
+
+    /// The provider's chat model, from the environment.
+    fn chat_model(&self) -> anyhow::Result<Arc<dyn ChatModel>> {
+        let mut retry = RetryPolicy::default();
+        if let Some(retries) = self.retries {
+            retry = retry.with_max_retries(retries);
+        }
+        if let Some(secs) = self.request_timeout {
+            let timeout = Duration::try_from_secs_f64(secs)
+                .map_err(|e| anyhow::anyhow!("invalid --request-timeout {secs}: {e}"))?;
+            retry = retry.with_request_timeout(timeout);
+        }
+        if let Some(secs) = self.max_backoff {
+            let backoff = Duration::try_from_secs_f64(secs)
+                .map_err(|e| anyhow::anyhow!("invalid --max-backoff {secs}: {e}"))?;
+            retry = retry.with_max_backoff(backoff);
+        }
+        let base_url = self.base_url.as_deref();
+        Ok(match self.backend {
+            BackendChoice::Anthropic => Arc::new(AnthropicChat::from_env_at(base_url, retry)?),
+            _ => Arc::new(OpenAiChat::from_env_at(base_url, retry)?),
+        })
+    }
+
+    /// The leaf agents' model, profiles and templates.
+    fn agent_config(&self, tools: &ToolSet) -> anyhow::Result<AgentConfig> {
+        let model = self.model.clone().ok_or_else(|| {
+            anyhow::anyhow!("the openai and anthropic backends need --model (or FLOWBOX_MODEL)")
+        })?;
+        let defaults = AgentConfig::default();
+        Ok(AgentConfig {
+            model,
+            profiles: self.profile_map(),
+            templates: self.templates(tools)?,
+            max_turns: self.max_turns.unwrap_or(defaults.max_turns),
+            max_tokens: self.max_output_tokens.unwrap_or(defaults.max_tokens),
+            ..defaults
+        })
+    }
+}

@@ -1,4 +1,0 @@
-# expect: forbidden — the anchors' escape: a coroutine's frame globals
-c = agent("x")
-g = c.cr_frame.f_globals
-return g["__builtins__"]["open"](args["secret_path"]).read()

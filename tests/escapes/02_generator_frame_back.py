@@ -1,5 +1,0 @@
-# expect: forbidden — a generator's frame and the frames behind it
-def gen():
-    yield 1
-frame = gen().gi_frame
-return str(frame.f_back)

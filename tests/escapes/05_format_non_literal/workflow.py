@@ -1,0 +1,2 @@
+template = "{0." + "cr_frame}"
+return template.format(agent("x"))

@@ -1,0 +1,1 @@
+return "{a.cr_frame}".format_map({"a": agent("x")})

@@ -1,0 +1,1 @@
+return f"{(1).__class__.__mro__}"

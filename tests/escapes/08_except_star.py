@@ -1,6 +1,0 @@
-# expect: forbidden — except* and exception groups
-try:
-    raise ValueError("x")
-except* ValueError as group:
-    pass
-return 1

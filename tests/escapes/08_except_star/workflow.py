@@ -1,0 +1,5 @@
+try:
+    raise ValueError("x")
+except* ValueError as group:
+    pass
+return 1

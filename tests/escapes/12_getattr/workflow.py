@@ -1,0 +1,1 @@
+return str(getattr(agent, "__glo" + "bals__"))

@@ -1,2 +1,0 @@
-# expect: forbidden — vars() of an SDK object
-return str(vars(budget))

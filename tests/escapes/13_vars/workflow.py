@@ -1,0 +1,1 @@
+return str(vars(budget))

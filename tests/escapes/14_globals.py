@@ -1,2 +1,0 @@
-# expect: forbidden — the script's globals
-return list(globals())

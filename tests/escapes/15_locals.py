@@ -1,2 +1,0 @@
-# expect: forbidden — locals()
-return list(locals())

@@ -1,0 +1,1 @@
+return eval("__import__('os').environ[" + repr(args["secret_env"]) + "]")

@@ -1,3 +1,0 @@
-# expect: forbidden — exec of a string
-exec("import os\nprint(os.environ[" + repr(args["secret_env"]) + "])")
-return 1

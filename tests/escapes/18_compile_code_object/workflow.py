@@ -1,0 +1,2 @@
+code = compile("1", "x", "eval")
+return 1

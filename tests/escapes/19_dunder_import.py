@@ -1,3 +1,0 @@
-# expect: forbidden — __import__ by name
-os = __import__("os")
-return os.getenv(args["secret_env"])

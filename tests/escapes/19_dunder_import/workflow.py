@@ -1,0 +1,2 @@
+os = __import__("os")
+return os.getenv(args["secret_env"])

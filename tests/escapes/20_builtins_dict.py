@@ -1,2 +1,0 @@
-# expect: forbidden — the builtins mapping
-return __builtins__["open"](args["secret_path"]).read()

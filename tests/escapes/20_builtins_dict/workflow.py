@@ -1,0 +1,1 @@
+return __builtins__["open"](args["secret_path"]).read()

@@ -1,0 +1,1 @@
+return open(args["secret_path"]).read()

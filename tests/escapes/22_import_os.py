@@ -1,3 +1,0 @@
-# expect: forbidden — import os
-import os
-return os.environ.get(args["secret_env"])

@@ -1,0 +1,2 @@
+from os import environ
+return environ.get(args["secret_env"])

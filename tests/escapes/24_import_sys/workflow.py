@@ -1,0 +1,2 @@
+import sys
+return sys.modules["os"].environ.get(args["secret_env"])

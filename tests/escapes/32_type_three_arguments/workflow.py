@@ -1,0 +1,2 @@
+Thing = type("Thing", (object,), {"x": 1})
+return Thing().x

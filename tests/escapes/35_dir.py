@@ -1,2 +1,0 @@
-# expect: forbidden — dir() of the primitives
-return dir(agent)

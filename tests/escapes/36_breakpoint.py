@@ -1,3 +1,0 @@
-# expect: forbidden — the debugger
-breakpoint()
-return 1

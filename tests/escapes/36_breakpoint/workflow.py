@@ -1,0 +1,2 @@
+breakpoint()
+return 1

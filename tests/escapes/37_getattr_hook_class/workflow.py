@@ -1,0 +1,4 @@
+class Proxy:
+    def __getattr__(self, name):
+        return name
+return Proxy().anything

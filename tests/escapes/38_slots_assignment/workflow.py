@@ -1,0 +1,3 @@
+class Point:
+    __slots__ = ("x",)
+return 1

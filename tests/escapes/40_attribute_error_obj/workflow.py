@@ -1,0 +1,4 @@
+try:
+    agent.missing
+except AttributeError as error:
+    return str(type(error.obj))

@@ -1,0 +1,4 @@
+async def inner():
+    return await agent("x")
+c = inner()
+return str(c.cr_await)

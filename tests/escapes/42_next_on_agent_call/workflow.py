@@ -1,0 +1,6 @@
+call = agent("x")
+try:
+    next(call)
+    return "stepped"
+except TypeError as error:
+    return "refused: " + str(error)

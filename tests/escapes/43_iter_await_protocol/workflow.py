@@ -1,0 +1,1 @@
+return str(agent("x").__await__())

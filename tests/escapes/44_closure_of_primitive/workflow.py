@@ -1,0 +1,1 @@
+return str(agent.__closure__)

@@ -1,2 +1,0 @@
-# expect: forbidden — the budget object's host reference
-return str(budget._host)

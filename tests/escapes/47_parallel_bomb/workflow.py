@@ -1,0 +1,2 @@
+items = [lambda: 1] * 10_000_000
+return len(await parallel(items))

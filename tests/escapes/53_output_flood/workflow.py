@@ -1,0 +1,3 @@
+while True:
+    print("flood " * 100)
+return 1

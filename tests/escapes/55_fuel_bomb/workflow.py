@@ -1,0 +1,3 @@
+while True:
+    pass
+return 1

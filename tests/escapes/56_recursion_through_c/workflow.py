@@ -1,0 +1,3 @@
+def f(n):
+    return sum(map(f, [n + 1]))
+return f(0)

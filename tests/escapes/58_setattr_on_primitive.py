@@ -1,3 +1,0 @@
-# expect: forbidden — rebinding SDK internals
-setattr(budget, "total", 10)
-return 1

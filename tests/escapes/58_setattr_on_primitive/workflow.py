@@ -1,0 +1,2 @@
+setattr(budget, "total", 10)
+return 1

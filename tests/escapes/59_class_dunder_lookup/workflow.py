@@ -1,0 +1,1 @@
+return str(type(budget).__dict__)

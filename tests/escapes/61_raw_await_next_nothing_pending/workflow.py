@@ -1,0 +1,14 @@
+import json
+from wit_world.imports import host
+
+def await_raw():
+    try:
+        return [[handle, json.loads(outcome.value)] for handle, outcome in host.await_next()]
+    except Exception as error:
+        return "refused: " + error.value.message
+
+nothing_started = await_raw()
+host.start_agent(json.dumps("mine"), None, [])
+own_call = await_raw()
+all_delivered = await_raw()
+return [nothing_started, own_call, all_delivered]
