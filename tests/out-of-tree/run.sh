@@ -30,6 +30,9 @@ for crate in flowbox-store flowbox-backends flowbox; do
     fi
     tar -xzf "$file" -C "$work/packages"
 done
+# Fresh mtimes: cargo judges path dependencies by them, and an earlier run's build of the same
+# relative paths in the shared target directory must not pass for this one.
+find "$work/packages" -type f -exec touch {} +
 if [[ ! -s "$work/packages/flowbox-0.1.0/guest/flowbox_guest.wasm.gz" ]]; then
     echo "FAIL: the flowbox package does not carry the guest component" >&2
     exit 1
