@@ -164,17 +164,17 @@ pub enum RunErrorKind {
     InvalidArgs,
     /// [`RunError::InvalidThreadId`].
     InvalidThreadId,
-    /// The script does not parse.
+    /// [`ScriptErrorKind::Syntax`].
     Syntax,
-    /// `meta` is invalid or misplaced.
+    /// [`ScriptErrorKind::InvalidMeta`].
     InvalidMeta,
-    /// The guard refused a construct.
+    /// [`ScriptErrorKind::Forbidden`].
     Forbidden,
-    /// No entry point.
+    /// [`ScriptErrorKind::NoEntryPoint`].
     NoEntryPoint,
-    /// An exception the script did not catch.
+    /// [`ScriptErrorKind::Uncaught`].
     Uncaught,
-    /// The return value is not JSON.
+    /// [`ScriptErrorKind::InvalidResult`].
     InvalidResult,
     /// [`RunError::OutOfFuel`].
     OutOfFuel,
