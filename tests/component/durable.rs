@@ -75,7 +75,7 @@ async fn every_completion_is_journaled_and_the_end_recorded() {
     assert!(run.entries.windows(2).all(|w| w[0].batch <= w[1].batch));
     assert_eq!(run.status(), RunStatus::Succeeded);
     let end = run.end.unwrap();
-    assert_eq!(end.outcome["result"], outcome.result.unwrap());
+    assert_eq!(end.outcome.result.unwrap(), outcome.result.unwrap());
 }
 
 #[tokio::test]
