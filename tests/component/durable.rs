@@ -454,7 +454,10 @@ async fn a_damaged_recorded_outcome_is_a_corrupt_journal_not_a_default() {
         assert!(detail.contains("recorded outcome"), "{damaged}: {detail}");
         assert!(!again.recorded, "{damaged}");
         // Left as it was: still finished, with the same (damaged) record.
-        let row = column(&path, "SELECT status || outcome FROM runs WHERE thread_id = 'ended'");
+        let row = column(
+            &path,
+            "SELECT status || outcome FROM runs WHERE thread_id = 'ended'",
+        );
         assert_eq!(row, Some(format!("succeeded{damaged}")));
     }
 }

@@ -8,6 +8,12 @@
 //! [`CheckpointStore`] is the interface; [`MemoryStore`] keeps journals in memory (tests) and
 //! [`SqliteStore`] in one SQLite file, the embedded default. This crate knows nothing of
 //! wasmtime or of the guest.
+//!
+//! Every record is a serde type, read and written only through it: a call's [`CallRequest`]
+//! and [`EntryOutcome`], a finished thread's [`RecordedOutcome`] with its [`Summary`] and
+//! [`ErrorInfo`]. The run's vocabulary that the journal holds (the run-error kinds, the
+//! summary) is defined here, below the runtime, which re-exports it. A record that does not
+//! decode is [`StoreError::CorruptRecord`], never a default.
 
 #![warn(missing_docs)]
 

@@ -176,11 +176,12 @@ async fn a_record_that_does_not_decode_is_a_damaged_record_of_its_thread() {
             "{column} = {value}: {err}"
         );
         assert!(err.to_string().contains("call 2"), "{err}");
-        let connection = store.connection.lock().unwrap();
-        connection
+        store
+            .connection
+            .lock()
+            .unwrap()
             .execute("DELETE FROM entries WHERE seq = 1", [])
             .unwrap();
-        drop(connection);
         store.append("t", &[entry(1, 0)]).await.unwrap();
         assert_eq!(
             store.load("t").await.unwrap().unwrap().entries[1],
