@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowbox::backends::{FakeBackend, ScriptedBackend};
-use flowbox::store::{CheckpointStore, MemoryStore, RunStatus};
+use flowbox::store::{CheckpointStore, MemoryStore, RunStatus, SqliteStore};
 use flowbox::{
-    BackendError, LeafBackend, LeafReply, LeafRequest, RunError, RunErrorClass, RunErrorKind,
-    RunRequest, Runtime,
+    BackendError, JournalError, LeafBackend, LeafReply, LeafRequest, RunError, RunErrorClass,
+    RunErrorKind, RunRequest, Runtime,
 };
 use flowbox_tests::{CountingBackend, root};
 use serde_json::json;
@@ -75,7 +75,7 @@ async fn every_completion_is_journaled_and_the_end_recorded() {
     assert!(run.entries.windows(2).all(|w| w[0].batch <= w[1].batch));
     assert_eq!(run.status(), RunStatus::Succeeded);
     let end = run.end.unwrap();
-    assert_eq!(end.outcome["result"], outcome.result.unwrap());
+    assert_eq!(end.outcome.result.unwrap(), outcome.result.unwrap());
 }
 
 #[tokio::test]
@@ -387,4 +387,108 @@ async fn a_script_sees_whether_a_failed_leaf_may_be_retried_and_replays_it_the_s
     let again = replay.resume("retry", None).await;
     assert_eq!(again.result.unwrap(), expected);
     assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
+}
+
+/// Runs SQL on a journal file, as damage from outside flowbox would.
+fn damage(path: &std::path::Path, sql: &str) {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .execute_batch(sql)
+        .unwrap();
+}
+
+fn column(path: &std::path::Path, sql: &str) -> Option<String> {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(sql, [], |row| row.get(0))
+        .unwrap()
+}
+
+fn corrupt_thread(error: &RunError) -> (&str, &str) {
+    match error {
+        RunError::Journal(JournalError::Corrupt { thread_id, detail }) => (thread_id, detail),
+        other => panic!("expected a corrupt journal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_damaged_entry_is_a_corrupt_journal_and_the_thread_stays_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    let script = "a = await agent('one')\nb = await agent('two')\nreturn [a, b]";
+    let first = runtime(Arc::new(FakeBackend::new()), store.clone())
+        .run_request(RunRequest::new(script).thread_id("damaged"))
+        .await;
+    let expected = first.result.unwrap();
+    // Interrupted before its end, then its second completion damaged.
+    damage(
+        &path,
+        "UPDATE runs SET status = 'running', outcome = NULL, finished_unix_ms = NULL;",
+    );
+    let intact = column(&path, "SELECT outcome FROM entries WHERE seq = 1").unwrap();
+    damage(
+        &path,
+        r#"UPDATE entries SET outcome = '{"status":"ok"}' WHERE seq = 1;"#,
+    );
+    let resumed = runtime(Arc::new(Unreachable), store.clone())
+        .resume("damaged", None)
+        .await;
+    let error = resumed.result.unwrap_err();
+    let (thread_id, detail) = corrupt_thread(&error);
+    assert_eq!(thread_id, "damaged");
+    assert!(detail.contains("entry 1 (call 2)"), "{detail}");
+    assert_eq!(error.kind(), RunErrorKind::JournalFailure);
+    assert_eq!(error.class(), RunErrorClass::Machinery);
+    // Nothing was recorded over it: the thread is open, and resumes once repaired.
+    let status = column(&path, "SELECT status FROM runs WHERE thread_id = 'damaged'");
+    assert_eq!(status.as_deref(), Some("running"));
+    damage(
+        &path,
+        &format!("UPDATE entries SET outcome = '{intact}' WHERE seq = 1;"),
+    );
+    let repaired = runtime(Arc::new(Unreachable), store)
+        .resume("damaged", None)
+        .await;
+    assert_eq!(repaired.result.unwrap(), expected);
+}
+
+#[tokio::test]
+async fn a_damaged_recorded_outcome_is_a_corrupt_journal_not_a_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let store = Arc::new(SqliteStore::open(&path).unwrap());
+    let rt = runtime(Arc::new(FakeBackend::new()), store.clone());
+    rt.run_request(RunRequest::new("return await agent('once')").thread_id("ended"))
+        .await
+        .result
+        .unwrap();
+    let summary = r#"{"thread_id":"ended","name":null,"agents_spawned":1,"tokens_spent":0,"input_tokens":0,"output_tokens":0,"phases":[],"logs":[],"fuel_used":1,"duration_ms":1,"ok":false}"#;
+    for damaged in [
+        // No summary: it used to read as an empty one.
+        r#"{"ok":true,"result":1,"error":null}"#.to_owned(),
+        // A kind of error no build wrote.
+        format!(
+            r#"{{"ok":false,"result":null,"error":{{"kind":"made_up","message":"x"}},"summary":{summary}}}"#
+        ),
+        // A failure without its error.
+        format!(r#"{{"ok":false,"result":null,"error":null,"summary":{summary}}}"#),
+    ] {
+        damage(
+            &path,
+            &format!("UPDATE runs SET outcome = '{damaged}' WHERE thread_id = 'ended';"),
+        );
+        let again = rt.resume("ended", None).await;
+        let error = again.result.unwrap_err();
+        let (thread_id, detail) = corrupt_thread(&error);
+        assert_eq!(thread_id, "ended");
+        assert!(detail.contains("recorded outcome"), "{damaged}: {detail}");
+        assert!(!again.recorded, "{damaged}");
+        // Left as it was: still finished, with the same (damaged) record.
+        let row = column(
+            &path,
+            "SELECT status || outcome FROM runs WHERE thread_id = 'ended'",
+        );
+        assert_eq!(row, Some(format!("succeeded{damaged}")));
+    }
 }

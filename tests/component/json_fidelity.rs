@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use flowbox::backends::{AgentBackend, AgentConfig};
 use flowbox::chat::{ChatModel, ChatRequest, ChatResponse, Message};
-use flowbox::store::{CheckpointStore, EntryOutcome, SqliteStore};
+use flowbox::store::{CallRequest, CheckpointStore, EntryOutcome, SqliteStore};
 use flowbox::tools::{Tool, ToolError, ToolSet, ToolSpec};
 use flowbox::{BackendError, Event, EventKind, LeafBackend, RunOutcome, RunRequest, Runtime};
 use flowbox_tests::root;
@@ -296,18 +296,21 @@ async fn the_journal_and_a_resumed_run_are_exact() {
     let run = reopened.load("exact").await.unwrap().unwrap();
     assert_eq!(run.header.args.to_string(), ARGS);
     assert_eq!(run.entries.len(), 2);
-    assert_eq!(run.entries[0].request["prompt"].to_string(), PROMPT);
-    assert_eq!(run.entries[0].request["schema"].to_string(), SCHEMA);
+    let CallRequest::Agent(agent) = &run.entries[0].request else {
+        panic!("{:?}", run.entries[0].request);
+    };
+    assert_eq!(agent.prompt.to_string(), PROMPT);
+    assert_eq!(agent.schema.as_ref().unwrap().to_string(), SCHEMA);
     assert_eq!(
         run.entries[0].outcome,
         EntryOutcome::Ok {
             value: REPLY.into()
         }
     );
-    assert_eq!(
-        run.entries[1].request["arguments"].to_string(),
-        TOOL_ARGUMENTS
-    );
+    let CallRequest::Tool(tool) = &run.entries[1].request else {
+        panic!("{:?}", run.entries[1].request);
+    };
+    assert_eq!(tool.arguments.to_string(), TOOL_ARGUMENTS);
     let EntryOutcome::Ok { value } = &run.entries[1].outcome else {
         panic!("{:?}", run.entries[1].outcome);
     };
@@ -316,7 +319,10 @@ async fn the_journal_and_a_resumed_run_are_exact() {
         &format!(r#"{{"arguments":{TOOL_ARGUMENTS},"extra":{TOOL_EXTRA}}}"#)
     );
     let end = run.end.clone().unwrap();
-    assert_eq!(end.outcome["result"].to_string(), expected_result());
+    assert_eq!(
+        end.outcome.result.as_ref().unwrap().to_string(),
+        expected_result()
+    );
 
     // A run interrupted before its end resumes from the journal alone, to the same text.
     let copy_path = dir.path().join("copy.db");

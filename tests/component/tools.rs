@@ -118,8 +118,10 @@ async fn tool_calls_are_journaled_and_replayed_like_leaves() {
         .run_request(RunRequest::new(script).thread_id("journaled-tools"))
         .await;
     let run = store.load("journaled-tools").await.unwrap().unwrap();
-    assert_eq!(run.entries[0].kind, flowbox::store::CallKind::Tool);
-    assert_eq!(run.entries[0].request["name"], "read_file");
+    let flowbox::store::CallRequest::Tool(tool) = &run.entries[0].request else {
+        panic!("{:?}", run.entries[0].request);
+    };
+    assert_eq!(tool.name, "read_file");
 
     // Replay from a copy without the end: the tool is not called again — even with the file
     // gone, the journaled content comes back.

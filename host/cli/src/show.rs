@@ -1,8 +1,8 @@
 //! `flowbox show ID`: one thread's header, journal and outcome.
 
 use clap::Args;
-use flowbox::store::{CallKind, EntryOutcome, UtcTime};
-use serde_json::{Value, json};
+use flowbox::store::{CallRequest, EntryOutcome, UtcTime};
+use serde_json::json;
 
 use crate::Failure;
 use crate::options::{JournalOptions, load_thread};
@@ -57,18 +57,12 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
             EntryOutcome::Ok { value } => ("ok", value.clone()),
             EntryOutcome::Err { kind, message, .. } => ("error", format!("{kind}: {message}")),
         };
-        let request = &entry.request;
-        let what = match (entry.kind, request.get("label").and_then(Value::as_str)) {
-            (CallKind::Tool, _) => format!(
-                "tool {}({})",
-                request["name"].as_str().unwrap_or("?"),
-                request["arguments"]
-            ),
-            (_, Some(label)) => label.to_owned(),
-            _ => request
-                .get("prompt")
-                .map(Value::to_string)
-                .unwrap_or_default(),
+        let what = match &entry.request {
+            CallRequest::Tool(tool) => format!("tool {}({})", tool.name, tool.arguments),
+            CallRequest::Agent(agent) => match &agent.label {
+                Some(label) => label.clone(),
+                None => agent.prompt.to_string(),
+            },
         };
         out!(
             "  #{:<4} batch {:<4} call {:<5} {:<6} {:>6} tok  {}  -> {}",
@@ -84,9 +78,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
     match &run.end {
         Some(end) => out!(
             "outcome  {}",
-            terminal_safe(
-                &serde_json::to_string_pretty(&end.outcome).expect("JSON values serialise")
-            )
+            terminal_safe(&serde_json::to_string_pretty(&end.outcome).expect("outcomes serialise"))
         ),
         None => out!(
             "outcome  (not finished: `flowbox resume {}` continues it)",

@@ -1471,3 +1471,93 @@ fn output_that_cannot_be_written_fails_the_command() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("cannot write the output"), "{stderr}");
 }
+
+#[test]
+fn a_journal_of_the_previous_format_resumes_and_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let dump =
+        std::fs::read_to_string(root().join("host/store/tests/fixtures/journal-v2.sql")).unwrap();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(&dump)
+        .unwrap();
+    let db = db.to_str().unwrap();
+    // The thread read notes/plan.txt before it was interrupted; that read is journaled, so
+    // what the file says now never reaches the script.
+    let notes = dir.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("plan.txt"), "changed since").unwrap();
+    // Only the leaf the journal lost may reach the backend; any other prompt fails.
+    let log = dir.path().join("calls.jsonl");
+    let backend = dir.path().join("backend.json");
+    std::fs::write(
+        &backend,
+        json!({
+            "call_log": log,
+            "rules": [{"prompt": "^summarise approve / ship on friday$", "text": "all good",
+                       "tokens": {"input": 30, "output": 5}}]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let resumed = flowbox(&[
+        "resume",
+        "old-interrupted",
+        "--db",
+        db,
+        "--backend",
+        &format!("scripted:{}", backend.display()),
+        "--allow-read",
+        notes.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(
+        resumed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let resumed = stdout_json(&resumed);
+    assert_eq!(
+        resumed["result"].to_string(),
+        r#"{"verdict":{"verdict":"approve","n":1180591620717411303425},"failure":"provider unavailable","summary":"all good","n":1180591620717411303424}"#
+    );
+    assert_eq!(resumed["summary"]["agents_spawned"], 3);
+    assert_eq!(resumed["summary"]["tools_called"], 1);
+    let calls = calls_by_prompt(&log);
+    assert_eq!(
+        calls.into_iter().collect::<Vec<_>>(),
+        [("summarise approve / ship on friday".to_owned(), 1)]
+    );
+    let shown = stdout_json(&flowbox(&["show", "old-interrupted", "--db", db, "--json"]));
+    assert_eq!(shown["status"], "succeeded");
+    assert_eq!(shown["entries"].as_array().unwrap().len(), 4);
+    assert_eq!(shown["outcome"]["result"], resumed["result"]);
+
+    // The finished thread shows as it ended, and resuming it prints its recorded outcome.
+    let shown = flowbox(&["show", "old-finished", "--db", db]);
+    assert_eq!(shown.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(text.contains("status   ok"), "{text}");
+    assert!(text.contains("greet"), "{text}");
+    assert!(text.contains("5e-324"), "{text}");
+    let shown = stdout_json(&flowbox(&["show", "old-finished", "--db", db, "--json"]));
+    assert_eq!(
+        shown["outcome"]["result"].to_string(),
+        r#"{"reply":"[fake greet] hello from an old journal","x":5e-324}"#
+    );
+    assert_eq!(shown["header"]["args"].to_string(), r#"{"x":5e-324}"#);
+    assert!(shown["header"].get("seed").is_none(), "{shown}");
+    let again = stdout_json(&flowbox(&["resume", "old-finished", "--db", db, "--json"]));
+    assert_eq!(again["ok"], true);
+    assert_eq!(again["result"], shown["outcome"]["result"]);
+    assert_eq!(again["summary"]["logs"], json!(["greeted"]));
+    let workflows = flowbox(&["workflows", "--conversation", "conv-old", "--db", db]);
+    assert_eq!(workflows.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&workflows.stdout).contains("old-finished"),
+        "{}",
+        String::from_utf8_lossy(&workflows.stdout)
+    );
+}

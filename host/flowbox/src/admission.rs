@@ -14,7 +14,7 @@ use crate::events::RunEvents;
 use crate::journal::{JournalWriter, LeafCache, Replay, journal_error, sha256_hex};
 use crate::run_ctx::Plan;
 use crate::shared::Shared;
-use crate::{ErrorInfo, Limits, RunError, RunOutcome, RunRequest, Summary};
+use crate::{Limits, RunError, RunOutcome, RunRequest, Summary};
 
 /// What `prepare` decided.
 pub(crate) enum Prepared {
@@ -89,7 +89,6 @@ pub(crate) async fn prepare(
                 args: request.args.clone(),
                 args_sha256: sha256_hex(args_text.as_bytes()),
                 start_unix_nanos: now,
-                seed: plan.thread_id.clone(),
                 limits: serde_json::to_value(&plan.limits).unwrap_or(Value::Null),
                 guard: plan.guard,
                 created_unix_ms: unix_millis(),
@@ -157,7 +156,7 @@ fn admit(
         )));
     }
     Ok(match &run.end {
-        Some(end) => Admission::Finished(Box::new(recorded_outcome(
+        Some(end) => Admission::Finished(Box::new(RunOutcome::from_record(
             &plan.thread_id,
             end.outcome.clone(),
         ))),
@@ -169,37 +168,8 @@ fn admit(
 pub(crate) fn rejected(thread_id: &str, error: RunError) -> RunOutcome {
     RunOutcome {
         result: Err(error),
-        summary: Summary {
-            thread_id: thread_id.to_owned(),
-            ..Summary::default()
-        },
+        summary: Summary::new(thread_id),
         recorded: false,
-    }
-}
-
-/// The outcome a finished thread recorded, as a [`RunOutcome`].
-fn recorded_outcome(thread_id: &str, outcome: Value) -> RunOutcome {
-    let mut summary: Summary =
-        serde_json::from_value(outcome["summary"].clone()).unwrap_or_default();
-    summary.thread_id = thread_id.to_owned();
-    let result = if outcome["ok"] == Value::Bool(true) {
-        Ok(outcome["result"].clone())
-    } else {
-        Err(
-            serde_json::from_value::<ErrorInfo>(outcome["error"].clone())
-                .map(RunError::Recorded)
-                .unwrap_or_else(|e| {
-                    RunError::Journal(JournalError::Corrupt {
-                        thread_id: thread_id.to_owned(),
-                        detail: format!("the recorded outcome is unreadable: {e}"),
-                    })
-                }),
-        )
-    };
-    RunOutcome {
-        result,
-        summary,
-        recorded: true,
     }
 }
 

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use flowbox_backends::{
     BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, ToolSet, Usage,
 };
-use flowbox_store::{CallErrorKind, CallKind, Entry, EntryOutcome};
+use flowbox_store::{CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
@@ -31,7 +31,7 @@ use crate::RunError;
 use crate::budget::Budget;
 use crate::call_request::{CallFailure, DecodedAgent};
 use crate::clock::millis;
-use crate::entry::{agent_request_json, entry_reply, entry_usage, journal_entry};
+use crate::entry::{agent_request, entry_reply, entry_usage, journal_entry};
 use crate::events::{EventKind, Position, RunEvents};
 use crate::journal::{CallRecord, JournalWriter, LeafCache, Replay};
 
@@ -221,7 +221,7 @@ impl Calls {
         }
         let record = self
             .keeps_records()
-            .then(|| CallRecord::new(CallKind::Agent, agent_request_json(&leaf)));
+            .then(|| CallRecord::new(agent_request(&leaf)));
         let replayed = match (&self.checkpoints.replay, &record) {
             (Some(replay), Some(record)) => replay.check_start(handle, record)?,
             _ => false,
@@ -290,10 +290,10 @@ impl Calls {
         }
         let handle = self.next_handle;
         let record = self.keeps_records().then(|| {
-            CallRecord::new(
-                CallKind::Tool,
-                json!({"kind": "tool", "name": name, "arguments": arguments}),
-            )
+            CallRecord::new(CallRequest::Tool(ToolRequest {
+                name: name.clone(),
+                arguments: arguments.clone(),
+            }))
         });
         let replayed = match (&self.checkpoints.replay, &record) {
             (Some(replay), Some(record)) => replay.check_start(handle, record)?,
@@ -662,6 +662,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 mod tests {
     use flowbox_backends::{FakeBackend, ScriptedBackend};
     use flowbox_store::{CheckpointStore, MemoryStore};
+    use serde_json::json;
     use tokio::sync::broadcast;
 
     use super::*;
@@ -856,7 +857,6 @@ mod tests {
             args: Value::Null,
             args_sha256: String::new(),
             start_unix_nanos: 0,
-            seed: thread_id.into(),
             limits: Value::Null,
             guard: true,
             created_unix_ms: 0,
@@ -872,7 +872,7 @@ mod tests {
         let mut handles: Vec<u64> = entries.iter().map(|e| e.handle).collect();
         handles.sort();
         assert_eq!(handles, vec![1, 2, 3]);
-        assert!(entries.iter().all(|e| e.request["kind"] == "agent"));
+        assert!(entries.iter().all(|e| e.kind() == CallKind::Agent));
     }
 
     #[derive(Debug)]

@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use flowbox_backends::{BackendError, LeafReply, LeafRequest, Usage};
-use flowbox_store::{Entry, EntryOutcome};
-use serde_json::{Value, json};
+use flowbox_store::{AgentRequest, CallRequest, Entry, EntryOutcome};
 
 use crate::call_request::CallFailure;
 use crate::clock::millis;
@@ -13,17 +12,16 @@ use crate::journal::CallRecord;
 
 /// What identifies an agent request in the journal: everything the script chose, nothing the
 /// runtime assigned (the handle, the idempotency key, the tree position).
-pub(crate) fn agent_request_json(leaf: &LeafRequest) -> Value {
-    json!({
-        "kind": "agent",
-        "prompt": leaf.prompt,
-        "schema": leaf.schema,
-        "agent_type": leaf.agent_type,
-        "label": leaf.label,
-        "instruction": leaf.instruction,
-        "model": leaf.model,
-        "tools": leaf.tools,
-        "instance_id": leaf.instance_id,
+pub(crate) fn agent_request(leaf: &LeafRequest) -> CallRequest {
+    CallRequest::Agent(AgentRequest {
+        prompt: leaf.prompt.clone(),
+        schema: leaf.schema.clone(),
+        agent_type: leaf.agent_type.clone(),
+        label: leaf.label.clone(),
+        instruction: leaf.instruction.clone(),
+        model: leaf.model.clone(),
+        tools: leaf.tools.clone(),
+        instance_id: leaf.instance_id.clone(),
     })
 }
 
@@ -40,7 +38,6 @@ pub(crate) fn journal_entry(
         seq,
         batch,
         handle,
-        kind: record.kind,
         fingerprint: record.fingerprint,
         request: record.request,
         outcome: match outcome {

@@ -3,13 +3,15 @@
 //! A script can catch what it may handle (a failed leaf, an exhausted budget) as a Python
 //! exception; everything here ends the run. Every error has a [`RunErrorKind`] (its stable
 //! snake_case name) and each kind one [`RunErrorClass`], matched exhaustively: a new variant
-//! nobody classified does not compile.
+//! nobody classified does not compile. The kinds, their classes and [`ErrorInfo`] are the
+//! journal's vocabulary too, so they are defined in the store crate and re-exported here.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use flowbox_store::StoreError;
+pub use flowbox_store::{ErrorInfo, RunErrorClass, RunErrorKind};
 
 use crate::bindings;
 
@@ -138,153 +140,6 @@ pub enum JournalError {
     },
 }
 
-/// The four classes of run errors, which decide what a caller does about one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunErrorClass {
-    /// The input was refused before anything ran: fix it and run again.
-    Rejected,
-    /// A resource limit was breached: fuel, memory, time, stack, output or result size.
-    Limit,
-    /// The script ran and failed: an uncaught exception or a result that is not JSON.
-    Script,
-    /// flowbox's own machinery failed (the journal, a divergence, the guest or the host):
-    /// not the script's fault, and the thread stays open to resume once it is fixed.
-    Machinery,
-}
-
-/// The kind of a run error: its stable name in JSON output, events and the journal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum RunErrorKind {
-    /// [`RunError::ScriptTooLarge`].
-    ScriptTooLarge,
-    /// [`RunError::InvalidArgs`].
-    InvalidArgs,
-    /// [`RunError::InvalidThreadId`].
-    InvalidThreadId,
-    /// [`ScriptErrorKind::Syntax`].
-    Syntax,
-    /// [`ScriptErrorKind::InvalidMeta`].
-    InvalidMeta,
-    /// [`ScriptErrorKind::Forbidden`].
-    Forbidden,
-    /// [`ScriptErrorKind::NoEntryPoint`].
-    NoEntryPoint,
-    /// [`ScriptErrorKind::Uncaught`].
-    Uncaught,
-    /// [`ScriptErrorKind::InvalidResult`].
-    InvalidResult,
-    /// [`RunError::OutOfFuel`].
-    OutOfFuel,
-    /// [`RunError::OutOfMemory`].
-    OutOfMemory,
-    /// [`RunError::MemoryCapTooSmall`].
-    MemoryCapTooSmall,
-    /// [`RunError::Timeout`].
-    Timeout,
-    /// [`RunError::StackOverflow`].
-    StackOverflow,
-    /// [`RunError::OutputTooLarge`].
-    OutputTooLarge,
-    /// [`RunError::ResultTooLarge`].
-    ResultTooLarge,
-    /// [`RunError::Divergence`].
-    Divergence,
-    /// [`RunError::Journal`].
-    JournalFailure,
-    /// [`RunError::UnknownThread`].
-    UnknownThread,
-    /// [`RunError::ThreadInUse`].
-    ThreadInUse,
-    /// [`RunError::Guest`].
-    GuestFailure,
-    /// [`RunError::Host`].
-    HostFailure,
-}
-
-impl RunErrorKind {
-    /// The class this kind belongs to.
-    pub fn class(self) -> RunErrorClass {
-        use RunErrorClass::{Limit, Machinery, Rejected, Script};
-        match self {
-            Self::ScriptTooLarge
-            | Self::InvalidArgs
-            | Self::InvalidThreadId
-            | Self::Syntax
-            | Self::InvalidMeta
-            | Self::Forbidden
-            | Self::NoEntryPoint
-            | Self::UnknownThread
-            | Self::ThreadInUse
-            | Self::MemoryCapTooSmall => Rejected,
-            Self::OutOfFuel
-            | Self::OutOfMemory
-            | Self::Timeout
-            | Self::StackOverflow
-            | Self::OutputTooLarge
-            | Self::ResultTooLarge => Limit,
-            Self::Uncaught | Self::InvalidResult => Script,
-            Self::Divergence | Self::JournalFailure | Self::GuestFailure | Self::HostFailure => {
-                Machinery
-            }
-        }
-    }
-
-    /// Whether an error of this kind, once the run has started, is its thread's outcome. The
-    /// script's result or error is (a breached limit and a refused script included); a
-    /// failure of the machinery is not, nor is a cap too small to start the interpreter (run
-    /// it again with a larger one), nor a thread that is missing or held elsewhere.
-    pub fn ends_thread(self) -> bool {
-        match self.class() {
-            RunErrorClass::Machinery => false,
-            RunErrorClass::Limit | RunErrorClass::Script => true,
-            RunErrorClass::Rejected => !matches!(
-                self,
-                Self::MemoryCapTooSmall
-                    | Self::UnknownThread
-                    | Self::ThreadInUse
-                    | Self::InvalidThreadId
-            ),
-        }
-    }
-
-    /// The snake_case name, as serialised.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ScriptTooLarge => "script_too_large",
-            Self::InvalidArgs => "invalid_args",
-            Self::InvalidThreadId => "invalid_thread_id",
-            Self::Syntax => "syntax",
-            Self::InvalidMeta => "invalid_meta",
-            Self::Forbidden => "forbidden",
-            Self::NoEntryPoint => "no_entry_point",
-            Self::Uncaught => "uncaught",
-            Self::InvalidResult => "invalid_result",
-            Self::OutOfFuel => "out_of_fuel",
-            Self::OutOfMemory => "out_of_memory",
-            Self::MemoryCapTooSmall => "memory_cap_too_small",
-            Self::Timeout => "timeout",
-            Self::StackOverflow => "stack_overflow",
-            Self::OutputTooLarge => "output_too_large",
-            Self::ResultTooLarge => "result_too_large",
-            Self::Divergence => "divergence",
-            Self::JournalFailure => "journal_failure",
-            Self::UnknownThread => "unknown_thread",
-            Self::ThreadInUse => "thread_in_use",
-            Self::GuestFailure => "guest_failure",
-            Self::HostFailure => "host_failure",
-        }
-    }
-}
-
-impl std::fmt::Display for RunErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl RunError {
     /// This error's kind (its stable name).
     pub fn kind(&self) -> RunErrorKind {
@@ -389,21 +244,7 @@ const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 /// The longest exception class name kept.
 const MAX_EXCEPTION_NAME_BYTES: usize = 200;
 
-/// A run error as data: what the CLI's `--json` prints and what events carry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ErrorInfo {
-    /// The error's kind, such as `uncaught` or `out_of_fuel`.
-    pub kind: RunErrorKind,
-    /// The message.
-    pub message: String,
-    /// The script line, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-    /// The Python exception type of an uncaught exception.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exception: Option<String>,
-}
-
+/// A run error as data: what the CLI's `--json` prints, events carry and the journal records.
 impl From<&crate::RunError> for ErrorInfo {
     fn from(error: &crate::RunError) -> Self {
         if let crate::RunError::Recorded(info) = error {
@@ -541,22 +382,6 @@ mod tests {
         assert!(rejected.kind().ends_thread());
         assert!(!RunErrorKind::MemoryCapTooSmall.ends_thread());
         assert!(!RunErrorKind::Divergence.ends_thread());
-    }
-
-    #[test]
-    fn kinds_serialise_as_their_snake_case_names() {
-        for kind in [
-            RunErrorKind::ScriptTooLarge,
-            RunErrorKind::NoEntryPoint,
-            RunErrorKind::OutOfFuel,
-            RunErrorKind::JournalFailure,
-            RunErrorKind::ThreadInUse,
-        ] {
-            let text = serde_json::to_string(&kind).unwrap();
-            assert_eq!(text, format!("\"{}\"", kind.as_str()));
-            assert_eq!(serde_json::from_str::<RunErrorKind>(&text).unwrap(), kind);
-        }
-        assert!(serde_json::from_str::<RunErrorKind>("\"no_such_kind\"").is_err());
     }
 
     fn context() -> TrapContext {

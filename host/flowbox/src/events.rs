@@ -10,8 +10,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-use crate::error::ErrorInfo;
-use crate::outcome::Summary;
+use crate::{ErrorInfo, Summary};
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -296,16 +295,15 @@ mod tests {
             }
         );
         assert_eq!(serde_json::to_string(&event).unwrap(), text);
+        let mut summary = Summary::default();
+        summary.tokens_spent = 5;
+        summary.fuel_used = 123_456_789_012;
         let finished = Event {
             thread_id: "t".into(),
             seq: 2,
             kind: EventKind::RunFinished {
                 ok: false,
-                summary: Box::new(Summary {
-                    tokens_spent: 5,
-                    fuel_used: 123_456_789_012,
-                    ..Summary::default()
-                }),
+                summary: Box::new(summary),
                 error: Some(ErrorInfo {
                     kind: crate::RunErrorKind::Uncaught,
                     message: "m".into(),

@@ -11,17 +11,24 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use flowbox_store::{CallKind, CheckpointStore, Entry, EntryOutcome, StoreError};
+use flowbox_store::{CallKind, CallRequest, CheckpointStore, Entry, EntryOutcome, StoreError};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::RunError;
+use crate::error::JournalError;
 
-/// SHA-256 of a request's canonical JSON, hex: compact, object keys sorted, every string and
-/// number as its JSON text. This is the text journals were fingerprinted by when the host still
-/// sorted keys, so their threads still replay; a request can differ from its journaled self only
-/// in key order when the same script on the same args runs elsewhere, never by accident.
-pub(crate) fn fingerprint(request: &Value) -> String {
+/// SHA-256 of a request's canonical JSON, hex: its JSON object (tagged by its kind, every
+/// option written, unset ones as `null`), compact, object keys sorted, every string and number
+/// as its JSON text. This is the text journals were fingerprinted by when the host still built
+/// requests as JSON values and sorted keys, so their threads still replay; a request can differ
+/// from its journaled self only in key order when the same script on the same args runs
+/// elsewhere, never by accident.
+pub(crate) fn fingerprint(request: &CallRequest) -> String {
+    fingerprint_json(&serde_json::to_value(request).expect("requests serialise"))
+}
+
+fn fingerprint_json(request: &Value) -> String {
     let mut text = String::new();
     canonical(request, &mut text);
     hex(&Sha256::digest(text.as_bytes()))
@@ -66,22 +73,24 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A call's identity for the journal: its kind, its request and the request's fingerprint.
+/// A call's identity for the journal: its request and the request's fingerprint.
 #[derive(Debug, Clone)]
 pub(crate) struct CallRecord {
-    pub kind: CallKind,
-    pub request: Value,
+    pub request: CallRequest,
     pub fingerprint: String,
 }
 
 impl CallRecord {
-    pub(crate) fn new(kind: CallKind, request: Value) -> Self {
+    pub(crate) fn new(request: CallRequest) -> Self {
         let fingerprint = fingerprint(&request);
         Self {
-            kind,
             request,
             fingerprint,
         }
+    }
+
+    pub(crate) fn kind(&self) -> CallKind {
+        self.request.kind()
     }
 }
 
@@ -129,10 +138,23 @@ impl JournalWriter {
     }
 }
 
-/// A store failure as a run error.
+/// A store failure as a run error; a record that does not decode is a corrupt journal of its
+/// thread, naming the record (and the call, for an entry).
 pub(crate) fn journal_error(error: StoreError) -> RunError {
     match error {
         StoreError::InUse { .. } => RunError::ThreadInUse(error.to_string()),
+        StoreError::CorruptRecord {
+            path,
+            thread_id,
+            record,
+            detail,
+        } => RunError::Journal(JournalError::Corrupt {
+            thread_id,
+            detail: format!(
+                "its {record} in {} does not decode: {detail}",
+                path.display()
+            ),
+        }),
         other => RunError::Journal(other.into()),
     }
 }
@@ -150,7 +172,7 @@ impl Replay {
     pub(crate) fn new(entries: Vec<Entry>) -> Self {
         let expected = entries
             .iter()
-            .map(|e| (e.handle, (e.kind, e.fingerprint.clone())))
+            .map(|e| (e.handle, (e.kind(), e.fingerprint.clone())))
             .collect();
         let mut batches: VecDeque<Vec<Entry>> = VecDeque::new();
         for entry in entries {
@@ -168,7 +190,7 @@ impl Replay {
         match self.expected.get(&handle) {
             None => Ok(false),
             Some((kind, fingerprint))
-                if *kind == record.kind && *fingerprint == record.fingerprint =>
+                if *kind == record.kind() && *fingerprint == record.fingerprint =>
             {
                 Ok(true)
             }
@@ -176,7 +198,7 @@ impl Replay {
                 "call {handle} was a different {} in the journal than the {} the script now \
                  makes ({}); the script's control flow changed since the thread was recorded",
                 kind_name(*kind),
-                kind_name(record.kind),
+                kind_name(record.kind()),
                 describe(&record.request),
             ))),
         }
@@ -231,27 +253,40 @@ fn kind_name(kind: CallKind) -> &'static str {
     }
 }
 
-/// A short description of a request for divergence messages.
-pub(crate) fn describe(request: &Value) -> String {
-    let text = request
-        .get("prompt")
-        .or_else(|| request.get("name"))
-        .map_or_else(|| request.to_string(), Value::to_string);
+/// A short description of a request for divergence messages: its prompt, or its tool's name.
+pub(crate) fn describe(request: &CallRequest) -> String {
+    let text = match request {
+        CallRequest::Agent(agent) => agent.prompt.to_string(),
+        CallRequest::Tool(tool) => Value::from(tool.name.as_str()).to_string(),
+    };
     flowbox_backends::preview(&text, 80)
 }
 
 #[cfg(test)]
 mod tests {
+    use flowbox_store::{AgentRequest, ToolRequest};
     use serde_json::json;
 
     use super::*;
 
-    fn entry(seq: u64, batch: u64, handle: u64, request: Value) -> Entry {
+    fn agent(prompt: &str) -> CallRequest {
+        CallRequest::Agent(AgentRequest {
+            prompt: json!(prompt),
+            schema: None,
+            agent_type: None,
+            label: None,
+            instruction: None,
+            model: None,
+            tools: None,
+            instance_id: None,
+        })
+    }
+
+    fn entry(seq: u64, batch: u64, handle: u64, request: CallRequest) -> Entry {
         Entry {
             seq,
             batch,
             handle,
-            kind: CallKind::Agent,
             fingerprint: fingerprint(&request),
             request,
             outcome: EntryOutcome::Ok {
@@ -267,13 +302,13 @@ mod tests {
     fn fingerprints_ignore_key_order_and_see_every_byte() {
         let a: Value = serde_json::from_str(r#"{"prompt": "x", "label": "l"}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"label": "l", "prompt": "x"}"#).unwrap();
-        assert_eq!(fingerprint(&a), fingerprint(&b));
+        assert_eq!(fingerprint_json(&a), fingerprint_json(&b));
         assert_ne!(
-            fingerprint(&a),
-            fingerprint(&json!({"prompt": "x ", "label": "l"}))
+            fingerprint_json(&a),
+            fingerprint_json(&json!({"prompt": "x ", "label": "l"}))
         );
         // Numbers by their text: a float's last bit, a negative zero, a big integer.
-        let number = |text: &str| fingerprint(&serde_json::from_str(text).unwrap());
+        let number = |text: &str| fingerprint_json(&serde_json::from_str(text).unwrap());
         for (x, y) in [
             ("0.21599615170364495", "0.21599615170364497"),
             ("-0.0", "0.0"),
@@ -291,17 +326,47 @@ mod tests {
         let sorted =
             r#"{"kind":"agent","z":{"a":true,"b":[1,{"x":null,"y":"\u0000\""}]},"é":-1.5e-7}"#;
         let request: Value = serde_json::from_str(text).unwrap();
-        assert_eq!(fingerprint(&request), sha256_hex(sorted.as_bytes()));
+        assert_eq!(fingerprint_json(&request), sha256_hex(sorted.as_bytes()));
+    }
+
+    #[test]
+    fn typed_requests_have_the_fingerprints_old_journals_hold() {
+        // Fingerprints from host/store/tests/fixtures/journal-v2.sql, taken when requests were
+        // built as JSON values: open threads written then still replay.
+        let mut greet = agent("hello from an old journal");
+        if let CallRequest::Agent(request) = &mut greet {
+            request.label = Some("greet".into());
+        }
+        assert_eq!(
+            fingerprint(&greet),
+            "a834098fa86f39107a4884592525a79166f4b47a08ddf02b03456891a462b65b"
+        );
+        let read = CallRequest::Tool(ToolRequest {
+            name: "read_file".into(),
+            arguments: json!({"path": "notes/plan.txt"}),
+        });
+        assert_eq!(
+            fingerprint(&read),
+            "2491a8684f1abd9a5ee0788e559fbe6b6ddda2ccbb93cbbf4655d542be1c17ee"
+        );
+        let check: CallRequest = serde_json::from_str(
+            r#"{"kind":"agent","prompt":{"task":"check","n":1180591620717411303424,"x":0.21599615170364495},"schema":{"type":"object","properties":{"verdict":{"enum":["approve","revise"]}},"required":["verdict"]},"agent_type":null,"label":"check","instruction":null,"model":null,"tools":null,"instance_id":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            fingerprint(&check),
+            "0bded2bb245a2096b8262fb489f57f3114a91e43fa89513bb4483bddff1b033e"
+        );
     }
 
     #[test]
     fn replay_groups_batches_and_checks_starts() {
         let mut replay = Replay::new(vec![
-            entry(0, 0, 2, json!({"prompt": "b"})),
-            entry(1, 0, 1, json!({"prompt": "a"})),
-            entry(2, 1, 3, json!({"prompt": "c"})),
+            entry(0, 0, 2, agent("b")),
+            entry(1, 0, 1, agent("a")),
+            entry(2, 1, 3, agent("c")),
         ]);
-        let same = CallRecord::new(CallKind::Agent, json!({"prompt": "a"}));
+        let same = CallRecord::new(agent("a"));
         assert!(replay.check_start(1, &same).unwrap());
         assert!(!replay.check_start(9, &same).unwrap());
         let error = replay.check_start(2, &same).unwrap_err();
@@ -317,12 +382,12 @@ mod tests {
 
     #[test]
     fn the_cache_lends_each_result_once_in_order() {
-        let request = json!({"prompt": "same"});
+        let request = agent("same");
         let mut cache = LeafCache::new(vec![
             entry(0, 0, 1, request.clone()),
             entry(1, 1, 2, request.clone()),
         ]);
-        let record = CallRecord::new(CallKind::Agent, request);
+        let record = CallRecord::new(request);
         assert_eq!(cache.take(&record).unwrap().seq, 0);
         assert_eq!(cache.take(&record).unwrap().seq, 1);
         assert!(cache.take(&record).is_none());

@@ -51,8 +51,9 @@ pub use events::{Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
     BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,
 };
+pub use flowbox_store::Summary;
 pub use limits::Limits;
-pub use outcome::{RunOutcome, Summary};
+pub use outcome::RunOutcome;
 pub use run_request::RunRequest;
 pub use runtime::{Runtime, RuntimeBuilder, SetupError};
 
@@ -88,9 +89,10 @@ pub mod tools {
 /// records, and the two stores (in memory, in SQLite).
 pub mod store {
     pub use flowbox_store::{
-        CallKind, CheckpointStore, Claim, Durability, Entry, EntryOutcome, MemoryStore, RunEnd,
-        RunHeader, RunListing, RunStatus, SqliteStore, StoreError, StoredRun, UtcTime,
-        WorkflowRecord, WorkflowTotals,
+        AgentRequest, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim, Durability,
+        Entry, EntryOutcome, JournalRecord, MemoryStore, RecordedOutcome, RunEnd, RunHeader,
+        RunListing, RunStatus, SCHEMA_VERSION, SqliteStore, StoreError, StoredRun, ToolRequest,
+        UtcTime, WorkflowRecord, WorkflowTotals,
     };
 }
 

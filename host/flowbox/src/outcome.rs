@@ -1,41 +1,11 @@
-//! What a run returns: its result (or error) and a summary of what it did.
+//! What a run returns: its result (or error) and a summary of what it did; and the one place a
+//! run's outcome becomes the record its journal keeps, and a record becomes an outcome again.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::RunError;
-use crate::error::ErrorInfo;
+use flowbox_store::{ErrorInfo, RecordedOutcome, Summary};
 
-/// A compact account of a run, successful or not.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct Summary {
-    /// The run's thread id.
-    pub thread_id: String,
-    /// `meta.name`, when the script has a meta.
-    pub name: Option<String>,
-    /// Leaf agents the run started.
-    pub agents_spawned: u32,
-    /// Host tools the script called with `call_tool`.
-    #[serde(default)]
-    pub tools_called: u32,
-    /// Tokens used by the leaves whose results the script received (input + output).
-    pub tokens_spent: u64,
-    /// Of which input tokens.
-    pub input_tokens: u64,
-    /// Of which output tokens.
-    pub output_tokens: u64,
-    /// The phases the script entered, in order.
-    pub phases: Vec<String>,
-    /// The script's `log`/`print` lines, in order.
-    pub logs: Vec<String>,
-    /// Fuel the run consumed; the same script with the same leaf results always uses the same.
-    pub fuel_used: u64,
-    /// Wall-clock duration in milliseconds.
-    pub duration_ms: u64,
-    /// Whether the run produced a result.
-    pub ok: bool,
-}
+use crate::RunError;
 
 /// The end of a run.
 #[derive(Debug, Clone)]
@@ -60,20 +30,28 @@ impl RunOutcome {
     }
 
     /// The outcome as one JSON object: `{"ok", "result", "error", "summary"}`, which is what
-    /// `flowbox run --json` prints.
+    /// `flowbox run --json` prints and what the journal records.
     pub fn to_json(&self) -> Value {
-        let (result, error) = match &self.result {
-            Ok(value) => (value.clone(), Value::Null),
-            Err(error) => (
-                Value::Null,
-                serde_json::to_value(ErrorInfo::from(error)).unwrap_or(Value::Null),
-            ),
-        };
-        serde_json::json!({
-            "ok": self.result.is_ok(),
-            "result": result,
-            "error": error,
-            "summary": self.summary,
-        })
+        serde_json::to_value(self.to_record()).expect("outcomes serialise")
+    }
+
+    /// The outcome as its thread's journal records it.
+    pub(crate) fn to_record(&self) -> RecordedOutcome {
+        RecordedOutcome {
+            result: self.result.as_ref().cloned().map_err(ErrorInfo::from),
+            summary: self.summary.clone(),
+        }
+    }
+
+    /// The outcome a finished thread recorded: its error, if it failed, as
+    /// [`RunError::Recorded`].
+    pub(crate) fn from_record(thread_id: &str, record: RecordedOutcome) -> Self {
+        let mut summary = record.summary;
+        summary.thread_id = thread_id.to_owned();
+        Self {
+            result: record.result.map_err(RunError::Recorded),
+            summary,
+            recorded: true,
+        }
     }
 }

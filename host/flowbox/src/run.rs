@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::Value;
 use wasmtime::Store;
 
-use flowbox_store::{RunEnd, RunStatus};
+use flowbox_store::RunEnd;
 
 use crate::admission::{Prepared, check_input, prepare};
 use crate::calls::Checkpoints;
@@ -26,10 +26,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         Some(id) => (id.clone(), false),
         None => (crate::thread::new_thread_id(), true),
     };
-    let mut summary = Summary {
-        thread_id: thread_id.clone(),
-        ..Summary::default()
-    };
+    let mut summary = Summary::new(thread_id.clone());
     let events = Arc::new(RunEvents::new(thread_id.clone(), shared.events.clone()));
 
     let prepared = match crate::thread::check_thread_id(&thread_id) {
@@ -92,12 +89,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             recorded: false,
         };
         let end = RunEnd {
-            status: if outcome.result.is_ok() {
-                RunStatus::Succeeded
-            } else {
-                RunStatus::Failed
-            },
-            outcome: outcome.to_json(),
+            outcome: outcome.to_record(),
             finished_unix_ms: unix_millis(),
         };
         if let Err(error) = store.finish(&summary.thread_id, &end).await {

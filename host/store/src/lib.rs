@@ -8,10 +8,18 @@
 //! [`CheckpointStore`] is the interface; [`MemoryStore`] keeps journals in memory (tests) and
 //! [`SqliteStore`] in one SQLite file, the embedded default. This crate knows nothing of
 //! wasmtime or of the guest.
+//!
+//! Every record is a serde type, read and written only through it: a call's [`CallRequest`]
+//! and [`EntryOutcome`], a finished thread's [`RecordedOutcome`] with its [`Summary`] and
+//! [`ErrorInfo`]. The run's vocabulary that the journal holds (the run-error kinds, the
+//! summary) is defined here, below the runtime, which re-exports it. A record that does not
+//! decode is [`StoreError::CorruptRecord`], never a default.
 
 #![warn(missing_docs)]
 
+mod call;
 mod memory;
+mod outcome;
 mod sqlite;
 mod time;
 
@@ -20,14 +28,21 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use call::{
+    AgentRequest, CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest,
+};
 pub use memory::MemoryStore;
+pub use outcome::{ErrorInfo, RecordedOutcome, RunErrorClass, RunErrorKind, Summary};
 pub use sqlite::{Durability, SqliteStore};
 pub use time::UtcTime;
 
-/// The journal format this build writes. A journal with a higher version is refused.
-pub const SCHEMA_VERSION: u32 = 2;
+/// The journal format this build writes. A journal with a higher version is refused; older
+/// ones are migrated when opened (format 3 writes headers without a seed, which format 2
+/// required, so a build that reads up to 2 must refuse it rather than call it damaged).
+pub const SCHEMA_VERSION: u32 = 3;
 
-/// What a thread is, fixed when it starts.
+/// What a thread is, fixed when it starts. (Journals before format 3 also hold a `seed`,
+/// always the thread id, which is what seeds the guest's random source; it is ignored.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunHeader {
     /// The thread id.
@@ -42,8 +57,6 @@ pub struct RunHeader {
     pub args_sha256: String,
     /// The guest's virtual wall-clock start, in nanoseconds since the Unix epoch.
     pub start_unix_nanos: u64,
-    /// The seed of the guest's random source.
-    pub seed: String,
     /// The limits the run started with, as JSON.
     pub limits: Value,
     /// Whether the in-guest guard was on.
@@ -56,116 +69,6 @@ pub struct RunHeader {
 /// Journals written before the guard was recorded ran with it on.
 fn guard_on() -> bool {
     true
-}
-
-/// Which kind of call a journal entry records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallKind {
-    /// A leaf agent.
-    Agent,
-    /// A host tool called by the script.
-    Tool,
-}
-
-impl CallKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Agent => "agent",
-            Self::Tool => "tool",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "agent" => Some(Self::Agent),
-            "tool" => Some(Self::Tool),
-            _ => None,
-        }
-    }
-}
-
-/// Why a call failed, as the script saw it. Journals store it by its kebab-case name (the
-/// WIT `error-kind`'s); a name this build does not know is a damaged journal. Exhaustive on
-/// purpose: a new kind must be converted wherever kinds are, or nothing compiles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CallErrorKind {
-    /// The leaf agent failed (`AgentError`).
-    AgentFailed,
-    /// The token budget was spent before the leaf could start (`BudgetExceeded`).
-    BudgetExceeded,
-    /// The run already started as many leaves as it may (`AgentCapExceeded`).
-    AgentCapExceeded,
-    /// A host tool failed or its arguments were rejected (`ToolError`).
-    ToolFailed,
-    /// The request itself is malformed (`ValueError`).
-    InvalidRequest,
-    /// The run already made as many tool calls as it may (`ToolCapExceeded`).
-    ToolCapExceeded,
-}
-
-impl std::fmt::Display for CallErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::AgentFailed => "agent-failed",
-            Self::BudgetExceeded => "budget-exceeded",
-            Self::AgentCapExceeded => "agent-cap-exceeded",
-            Self::ToolFailed => "tool-failed",
-            Self::InvalidRequest => "invalid-request",
-            Self::ToolCapExceeded => "tool-cap-exceeded",
-        })
-    }
-}
-
-/// How a journaled call ended, exactly as the guest received it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum EntryOutcome {
-    /// The reply, as JSON text.
-    Ok {
-        /// The reply's JSON text.
-        value: String,
-    },
-    /// The failure the script saw.
-    Err {
-        /// Why it failed.
-        kind: CallErrorKind,
-        /// The message.
-        message: String,
-        /// Whether the script was told the call may succeed if made again (journals written
-        /// before this was recorded read as `false`).
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        retryable: bool,
-        /// The backend's word for the failure, as the script saw it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cause: Option<String>,
-    },
-}
-
-/// One completed call, in the order the guest received it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    /// Position among the thread's completions, from 0, without gaps.
-    pub seq: u64,
-    /// Which `await-next` delivered it, from 0: completions delivered together share a batch.
-    pub batch: u64,
-    /// The call's handle in the run.
-    pub handle: u64,
-    /// Agent or tool.
-    pub kind: CallKind,
-    /// SHA-256 of the request's canonical JSON, hex: what replay compares.
-    pub fingerprint: String,
-    /// The request, for `flowbox show` and leaf reuse.
-    pub request: Value,
-    /// How it ended.
-    pub outcome: EntryOutcome,
-    /// Input tokens it used.
-    pub input_tokens: u64,
-    /// Output tokens it used.
-    pub output_tokens: u64,
-    /// How long the backend took, in milliseconds.
-    pub duration_ms: u64,
 }
 
 /// Where a thread stands.
@@ -181,7 +84,7 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Running => "running",
             Self::Succeeded => "succeeded",
@@ -189,7 +92,7 @@ impl RunStatus {
         }
     }
 
-    fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "running" => Some(Self::Running),
             "succeeded" => Some(Self::Succeeded),
@@ -202,12 +105,20 @@ impl RunStatus {
 /// How a thread ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunEnd {
-    /// Succeeded or failed.
-    pub status: RunStatus,
-    /// The outcome object (`{"ok", "result", "error", "summary"}`).
-    pub outcome: Value,
+    /// Its result or error, and its summary.
+    pub outcome: RecordedOutcome,
     /// When it ended, in milliseconds since the Unix epoch.
     pub finished_unix_ms: u64,
+}
+
+impl RunEnd {
+    /// Succeeded or failed, as the outcome says.
+    pub fn status(&self) -> RunStatus {
+        match self.outcome.result {
+            Ok(_) => RunStatus::Succeeded,
+            Err(_) => RunStatus::Failed,
+        }
+    }
 }
 
 /// Everything journaled about one thread.
@@ -226,9 +137,7 @@ pub struct StoredRun {
 impl StoredRun {
     /// Where the thread stands.
     pub fn status(&self) -> RunStatus {
-        self.end
-            .as_ref()
-            .map_or(RunStatus::Running, |end| end.status)
+        self.end.as_ref().map_or(RunStatus::Running, RunEnd::status)
     }
 }
 
@@ -297,6 +206,19 @@ impl WorkflowTotals {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
+    /// One record of a thread does not decode into its type: the journal is damaged (or was
+    /// edited by hand). Nothing is read past it, and nothing stands in for it.
+    #[error("{path}: the {record} of thread {thread_id} is damaged: {detail}")]
+    CorruptRecord {
+        /// The database file.
+        path: PathBuf,
+        /// The thread.
+        thread_id: String,
+        /// Which of its records.
+        record: JournalRecord,
+        /// What does not decode.
+        detail: String,
+    },
     /// The file is not a flowbox journal, or it is damaged.
     #[error("{path} is not a readable flowbox journal (corrupted or not a database): {detail}")]
     Corrupt {
@@ -360,6 +282,33 @@ pub enum StoreError {
     /// Reading or writing failed for another reason.
     #[error("journal I/O failed: {0}")]
     Io(String),
+}
+
+/// Which record of a thread's journal, for [`StoreError::CorruptRecord`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JournalRecord {
+    /// Its header (script, args, start, limits).
+    Header,
+    /// Its status and recorded outcome.
+    End,
+    /// One journaled call.
+    Entry {
+        /// The entry's position in the thread.
+        seq: u64,
+        /// The call's handle.
+        call: u64,
+    },
+}
+
+impl std::fmt::Display for JournalRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Header => f.write_str("header"),
+            Self::End => f.write_str("recorded outcome"),
+            Self::Entry { seq, call } => write!(f, "journal entry {seq} (call {call})"),
+        }
+    }
 }
 
 /// A run's exclusive hold on a thread, from [`CheckpointStore::claim`]. Dropping it lets go;
@@ -442,7 +391,6 @@ pub(crate) mod contract {
             args: json!({"a": 1}),
             args_sha256: "a".repeat(64),
             start_unix_nanos: 1_700_000_000_000_000_000,
-            seed: thread_id.into(),
             limits: json!({"fuel": 5}),
             guard: true,
             created_unix_ms: 1_700_000_000_000,
@@ -454,9 +402,17 @@ pub(crate) mod contract {
             seq,
             batch,
             handle: seq + 1,
-            kind: CallKind::Agent,
             fingerprint: format!("{seq:064x}"),
-            request: json!({"prompt": format!("p{seq}")}),
+            request: CallRequest::Agent(AgentRequest {
+                prompt: json!(format!("p{seq}")),
+                schema: (seq % 2 == 1).then(|| json!({"type": "string"})),
+                agent_type: None,
+                label: Some(format!("leaf {seq}")),
+                instruction: None,
+                model: None,
+                tools: Some(vec![]),
+                instance_id: None,
+            }),
             outcome: if seq % 3 == 2 {
                 EntryOutcome::Err {
                     kind: CallErrorKind::AgentFailed,
@@ -473,6 +429,13 @@ pub(crate) mod contract {
             output_tokens: 5,
             duration_ms: 3,
         }
+    }
+
+    pub fn outcome(result: Result<Value, ErrorInfo>) -> RecordedOutcome {
+        let mut summary = Summary::new("t");
+        summary.ok = result.is_ok();
+        summary.agents_spawned = 3;
+        RecordedOutcome { result, summary }
     }
 
     pub async fn round_trip(store: &dyn CheckpointStore) {
@@ -506,8 +469,7 @@ pub(crate) mod contract {
         assert_eq!(run.status(), RunStatus::Running);
 
         let end = RunEnd {
-            status: RunStatus::Succeeded,
-            outcome: json!({"ok": true, "result": 1}),
+            outcome: outcome(Ok(json!(1))),
             finished_unix_ms: 1_700_000_000_500,
         };
         store.finish("t1", &end).await.unwrap();
@@ -599,8 +561,7 @@ pub(crate) mod contract {
         store.begin(&header("c3")).await.unwrap();
         let held = store.claim("c3").await.unwrap();
         let end = RunEnd {
-            status: RunStatus::Succeeded,
-            outcome: json!({"ok": true}),
+            outcome: outcome(Ok(json!(true))),
             finished_unix_ms: 1,
         };
         store.finish("c3", &end).await.unwrap();
@@ -624,25 +585,69 @@ mod tests {
     fn records_keep_their_numbers_and_key_order() {
         let args = r#"{"zeta":1180591620717411303424,"r":0.21599615170364495,"tiny":5e-324,"nz":-0.0,"a":-36893488147419103232}"#;
         let header: RunHeader = round_trips(&format!(
-            r#"{{"thread_id":"t","script":"return args","script_sha256":"s","args":{args},"args_sha256":"a","start_unix_nanos":18446744073709551615,"seed":"t","limits":{{"fuel":20000000000,"timeout":600.0}},"guard":true,"created_unix_ms":1}}"#
+            r#"{{"thread_id":"t","script":"return args","script_sha256":"s","args":{args},"args_sha256":"a","start_unix_nanos":18446744073709551615,"limits":{{"fuel":20000000000,"timeout":600.0}},"guard":true,"created_unix_ms":1}}"#
         ));
         assert_eq!(header.args.to_string(), args);
         assert_eq!(header.start_unix_nanos, u64::MAX);
-        // A journal written before numbers were kept exactly, keys sorted, opens as it was.
-        round_trips::<RunHeader>(
-            r#"{"thread_id":"t","script":"return args","script_sha256":"s","args":{"id":1.2345678901234568e+22,"r":0.21599615170364497},"args_sha256":"a","start_unix_nanos":1,"seed":"t","limits":{},"guard":true,"created_unix_ms":1}"#,
+        // A journal written before numbers were kept exactly, keys sorted, opens as it was; its
+        // seed (nothing reads it: the thread id seeds the guest) is not written again.
+        let old = r#"{"thread_id":"t","script":"return args","script_sha256":"s","args":{"id":1.2345678901234568e+22,"r":0.21599615170364497},"args_sha256":"a","start_unix_nanos":1,"seed":"t","limits":{},"guard":true,"created_unix_ms":1}"#;
+        let header: RunHeader = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            serde_json::to_string(&header).unwrap(),
+            old.replace(r#""seed":"t","#, "")
         );
-        let entry: Entry = round_trips(&format!(
-            r#"{{"seq":0,"batch":0,"handle":1,"kind":"tool","fingerprint":"f","request":{{"kind":"tool","name":"echo","arguments":{args}}},"outcome":{{"status":"ok","value":"{{\"n\":1180591620717411303425}}"}},"input_tokens":0,"output_tokens":0,"duration_ms":3}}"#
+        // Requests are tagged by their kind, first, with every option written.
+        let request: CallRequest = round_trips(&format!(
+            r#"{{"kind":"agent","prompt":{{"task":"x","args":{args}}},"schema":{{"const":1180591620717411303424,"maximum":0.1}},"agent_type":null,"label":"l","instruction":null,"model":"fast","tools":[],"instance_id":null}}"#
         ));
-        assert_eq!(entry.request["arguments"].to_string(), args);
+        let CallRequest::Agent(agent) = &request else {
+            panic!("{request:?}");
+        };
+        assert_eq!(agent.prompt["args"].to_string(), args);
+        assert_eq!(agent.schema.as_ref().unwrap()["maximum"].to_string(), "0.1");
+        let entry: Entry = round_trips(&format!(
+            r#"{{"seq":0,"batch":0,"handle":1,"fingerprint":"f","request":{{"kind":"tool","name":"echo","arguments":{args}}},"outcome":{{"status":"ok","value":"{{\"n\":1180591620717411303425}}"}},"input_tokens":0,"output_tokens":0,"duration_ms":3}}"#
+        ));
+        let CallRequest::Tool(tool) = &entry.request else {
+            panic!("{entry:?}");
+        };
+        assert_eq!(tool.arguments.to_string(), args);
+        assert_eq!(entry.kind(), CallKind::Tool);
+        // A request of an unknown kind, or with a field its kind does not have, is not one.
+        for damaged in [
+            r#"{"kind":"robot","name":"echo","arguments":{}}"#,
+            r#"{"kind":"tool","name":"echo","arguments":{},"prompt":"x"}"#,
+            r#"{"kind":"agent","schema":null}"#,
+            r#"{"name":"echo","arguments":{}}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<CallRequest>(damaged).is_err(),
+                "{damaged}"
+            );
+        }
         // The outcome is tagged by its status, and carries the reply as the text it was.
         let failed: EntryOutcome =
             round_trips(r#"{"status":"err","kind":"tool-failed","message":"no"}"#);
         assert!(matches!(failed, EntryOutcome::Err { .. }));
+        let summary = r#"{"thread_id":"t","name":"n","agents_spawned":1,"tools_called":2,"tokens_spent":3,"input_tokens":2,"output_tokens":1,"phases":["p"],"logs":["l"],"fuel_used":18446744073709551615,"duration_ms":4,"ok":true}"#;
         let end: RunEnd = round_trips(&format!(
-            r#"{{"status":"succeeded","outcome":{{"ok":true,"result":{args}}},"finished_unix_ms":2}}"#
+            r#"{{"outcome":{{"ok":true,"result":{args},"error":null,"summary":{summary}}},"finished_unix_ms":2}}"#
         ));
-        assert_eq!(end.outcome["result"].to_string(), args);
+        assert_eq!(end.outcome.result.as_ref().unwrap().to_string(), args);
+        assert_eq!(end.outcome.summary.fuel_used, u64::MAX);
+        assert_eq!(end.status(), RunStatus::Succeeded);
+        let failed: RecordedOutcome = round_trips(&format!(
+            r#"{{"ok":false,"result":null,"error":{{"kind":"uncaught","message":"no","line":3,"exception":"ValueError"}},"summary":{}}}"#,
+            summary.replace(r#""ok":true"#, r#""ok":false"#)
+        ));
+        let error = failed.result.unwrap_err();
+        assert_eq!((error.kind, error.line), (RunErrorKind::Uncaught, Some(3)));
+        // A summary from before tools were counted reads as calling none.
+        let old = summary.replace(r#""tools_called":2,"#, "");
+        assert_eq!(
+            serde_json::from_str::<Summary>(&old).unwrap().tools_called,
+            0
+        );
     }
 }

@@ -134,7 +134,7 @@ impl CheckpointStore for MemoryStore {
                 leaves: run
                     .entries
                     .iter()
-                    .filter(|e| e.kind == crate::CallKind::Agent)
+                    .filter(|e| e.kind() == crate::CallKind::Agent)
                     .count() as u64,
                 tokens: run
                     .entries

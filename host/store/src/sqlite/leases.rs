@@ -1,0 +1,82 @@
+//! Claims on threads: an OS lock on a lease file in a directory beside the database
+//! (`journal.db.leases/`), so a claim holds between processes and ends with the process that
+//! holds it, however that process ends.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::{Claim, StoreError};
+
+/// The lease files of one journal.
+#[derive(Debug, Clone)]
+pub(super) struct Leases {
+    /// Beside the database as it resolves, so every path to one file (a symlink, `./`) shares
+    /// them.
+    dir: PathBuf,
+}
+
+impl Leases {
+    /// The leases of the journal at `database` (which must exist).
+    pub(super) fn beside(database: &Path) -> Result<Self, StoreError> {
+        let mut dir = database
+            .canonicalize()
+            .map_err(|e| StoreError::Io(format!("{}: {e}", database.display())))?
+            .into_os_string();
+        dir.push(".leases");
+        Ok(Self { dir: dir.into() })
+    }
+
+    /// The file whose lock is the claim on `thread_id`, named by a hash of the id so that any
+    /// id makes a safe name.
+    pub(super) fn path(&self, thread_id: &str) -> PathBuf {
+        let digest = Sha256::digest(thread_id.as_bytes());
+        let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(name)
+    }
+
+    /// Locks the lease of `thread_id`, writing this process's id into it for the error a
+    /// second claimant sees.
+    pub(super) fn claim(&self, thread_id: &str) -> Result<Claim, StoreError> {
+        let path = self.path(thread_id);
+        let io = |e: std::io::Error| StoreError::Io(format!("lease {}: {e}", path.display()));
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => {
+                file.set_len(0).map_err(io)?;
+                file.rewind().map_err(io)?;
+                write!(file, "{}", std::process::id()).map_err(io)?;
+                Ok(Claim::new(file))
+            }
+            Err(TryLockError::WouldBlock) => Err(StoreError::InUse {
+                thread_id: thread_id.to_owned(),
+                holder: holder(&mut file),
+            }),
+            Err(TryLockError::Error(e)) => Err(io(e)),
+        }
+    }
+
+    /// Removes the lease of a thread that finished: it is never claimed to run again, and
+    /// whoever opened the lease before this finds the thread finished.
+    pub(super) fn remove(&self, thread_id: &str) {
+        let _ = std::fs::remove_file(self.path(thread_id));
+    }
+}
+
+/// Who holds a lease, from the process id its holder wrote.
+fn holder(file: &mut File) -> String {
+    let mut pid = String::new();
+    match file.read_to_string(&mut pid) {
+        Ok(_) if !pid.trim().is_empty() => format!("process {}", pid.trim()),
+        _ => "another process".into(),
+    }
+}

@@ -1,0 +1,221 @@
+//! Journals in one SQLite file: the embedded default.
+//!
+//! WAL mode lets readers work while one writer appends, in this process or another; a busy
+//! timeout makes concurrent writers take turns instead of failing. Each batch of completions is
+//! one transaction. With [`Durability::Process`] (the default, `synchronous=NORMAL`) a commit
+//! survives the process being killed at any instant; with [`Durability::PowerLoss`]
+//! (`synchronous=FULL`) it also survives the machine losing power, at the price of an fsync per
+//! batch. A damaged file or one from a newer flowbox is refused with a clear error and left
+//! untouched, so nothing already journaled is lost. A run's claim on a thread is an OS lock on
+//! a lease file in a directory beside the database (`journal.db.leases/`), released when the
+//! run ends or its process dies.
+//!
+//! The files: this one opens a journal and runs each operation on its connection;
+//! `schema.rs` migrates the file, `queries.rs` holds the SQL (rows to records and back),
+//! `leases.rs` the claims, `error.rs` the mapping of SQLite's errors.
+
+mod error;
+mod leases;
+mod queries;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::{
+    CheckpointStore, Claim, Entry, RunEnd, RunHeader, RunListing, StoreError, StoredRun,
+    WorkflowRecord,
+};
+use error::classify;
+use leases::Leases;
+
+/// How long a writer waits by default for another to finish before reporting the file as
+/// locked.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How durable a committed batch is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Survives the process being killed (`synchronous=NORMAL` in WAL mode). The default.
+    #[default]
+    Process,
+    /// Also survives power loss or an OS crash (`synchronous=FULL`): one fsync per batch.
+    PowerLoss,
+}
+
+/// A [`CheckpointStore`] in a SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    path: PathBuf,
+    /// The lease files of claimed threads.
+    leases: Leases,
+    connection: Arc<Mutex<Connection>>,
+    durability: Durability,
+    busy_timeout: Duration,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the journal at `path` with [`Durability::Process`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path, Durability::default())
+    }
+
+    /// Opens (or creates) the journal at `path`, migrating an older format.
+    pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_owned();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| StoreError::Io(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        let connection = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(&path, e))?;
+        connection
+            .busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| classify(&path, e))?;
+        let synchronous = match durability {
+            Durability::Process => "NORMAL",
+            Durability::PowerLoss => "FULL",
+        };
+        schema::enter_wal_mode(&path, &connection, BUSY_TIMEOUT)?;
+        connection
+            .execute_batch(&format!(
+                "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
+            ))
+            .map_err(|e| classify(&path, e))?;
+        schema::migrate(&path, &connection)?;
+        Ok(Self {
+            leases: Leases::beside(&path)?,
+            path,
+            connection: Arc::new(Mutex::new(connection)),
+            durability,
+            busy_timeout: BUSY_TIMEOUT,
+        })
+    }
+
+    /// Waits at most `timeout` (default 10 s) for another process's write before failing
+    /// with [`StoreError::Locked`].
+    pub fn with_busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `action` on the connection. Without fsyncs a journal write is a few microseconds
+    /// of page-cache I/O, cheaper done in place than handed to a blocking thread (a hand-off
+    /// costs ~100 µs here) — but only when nothing has to wait: if the connection is in use
+    /// or another process holds the file, or every write fsyncs, the call moves to a blocking
+    /// thread, so an async worker never stalls on the journal.
+    async fn with<T: Send + 'static>(
+        &self,
+        action: impl Fn(&mut Connection, &Path) -> Result<T, StoreError> + Send + Sync + 'static,
+    ) -> Result<T, StoreError> {
+        if self.durability == Durability::Process
+            && let Ok(mut connection) = self.connection.try_lock()
+        {
+            // A failed transaction rolls back, so a busy attempt is safe to make again below.
+            let attempt = connection
+                .busy_timeout(Duration::ZERO)
+                .map_err(|e| classify(&self.path, e))
+                .and_then(|()| action(&mut connection, &self.path));
+            if !matches!(attempt, Err(StoreError::Locked { .. })) {
+                return attempt;
+            }
+        }
+        let connection = Arc::clone(&self.connection);
+        let path = self.path.clone();
+        let timeout = self.busy_timeout;
+        tokio::task::spawn_blocking(move || {
+            let mut connection = connection.lock().unwrap_or_else(|p| p.into_inner());
+            connection
+                .busy_timeout(timeout)
+                .map_err(|e| classify(&path, e))?;
+            action(&mut connection, &path).map_err(|error| match error {
+                StoreError::Locked { path, .. } => StoreError::Locked {
+                    path,
+                    waited_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                },
+                other => other,
+            })
+        })
+        .await
+        .map_err(|e| StoreError::Io(format!("the journal task failed: {e}")))?
+    }
+}
+
+#[async_trait::async_trait]
+impl CheckpointStore for SqliteStore {
+    /// A claim is an OS lock on a lease file beside the database, so it holds between
+    /// processes and ends with the process that holds it, however that process ends. The file
+    /// records the holder's process id for the error a second claimant sees.
+    async fn claim(&self, thread_id: &str) -> Result<Claim, StoreError> {
+        self.leases.claim(thread_id)
+    }
+
+    async fn begin(&self, header: &RunHeader) -> Result<(), StoreError> {
+        let header = header.clone();
+        self.with(move |connection, path| queries::begin(connection, path, &header))
+            .await
+    }
+
+    async fn set_name(&self, thread_id: &str, name: &str) -> Result<(), StoreError> {
+        let (thread_id, name) = (thread_id.to_owned(), name.to_owned());
+        self.with(move |connection, path| queries::set_name(connection, path, &thread_id, &name))
+            .await
+    }
+
+    async fn append(&self, thread_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
+        let (thread_id, entries) = (thread_id.to_owned(), entries.to_vec());
+        self.with(move |connection, path| queries::append(connection, path, &thread_id, &entries))
+            .await
+    }
+
+    async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
+        let (id, end) = (thread_id.to_owned(), end.clone());
+        self.with(move |connection, path| queries::finish(connection, path, &id, &end))
+            .await?;
+        self.leases.remove(thread_id);
+        Ok(())
+    }
+
+    async fn load(&self, thread_id: &str) -> Result<Option<StoredRun>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| queries::load(connection, path, &thread_id))
+            .await
+    }
+
+    async fn list(&self) -> Result<Vec<RunListing>, StoreError> {
+        self.with(|connection, path| queries::list(connection, path))
+            .await
+    }
+
+    async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {
+        let record = record.clone();
+        self.with(move |connection, path| queries::record_workflow(connection, path, &record))
+            .await
+    }
+
+    async fn workflows(
+        &self,
+        conversation_id: Option<&str>,
+    ) -> Result<Vec<WorkflowRecord>, StoreError> {
+        let conversation_id = conversation_id.map(str::to_owned);
+        self.with(move |connection, path| {
+            queries::workflows(connection, path, conversation_id.as_deref())
+        })
+        .await
+    }
+}

@@ -1,0 +1,423 @@
+//! The journal's reads and writes, one function per store operation, over a connection: rows
+//! to records and back. A JSON column that does not decode into its record's type is a
+//! [`StoreError::CorruptRecord`] naming the thread (and the call, for an entry).
+
+use std::path::Path;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::error::{classify, corrupt};
+use crate::{
+    CallKind, Entry, EntryOutcome, JournalRecord, RecordedOutcome, RunEnd, RunHeader, RunListing,
+    RunStatus, StoreError, StoredRun, WorkflowRecord,
+};
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("journal records serialise")
+}
+
+/// A JSON column of `thread_id`'s `record`, decoded into its type.
+fn decode<T: DeserializeOwned>(
+    path: &Path,
+    thread_id: &str,
+    record: JournalRecord,
+    text: &str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| corrupt(path, thread_id, record, e))
+}
+
+fn status(path: &Path, thread_id: &str, text: &str) -> Result<RunStatus, StoreError> {
+    RunStatus::parse(text).ok_or_else(|| {
+        corrupt(
+            path,
+            thread_id,
+            JournalRecord::End,
+            format!("unknown run status {text:?}"),
+        )
+    })
+}
+
+/// Where a thread stands: `None` when there is no such thread.
+fn thread_status(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+) -> Result<Option<RunStatus>, StoreError> {
+    let text: Option<String> = connection
+        .prepare_cached("SELECT status FROM runs WHERE thread_id = ?1")
+        .and_then(|mut statement| {
+            statement
+                .query_row([thread_id], |row| row.get(0))
+                .optional()
+        })
+        .map_err(|e| classify(path, e))?;
+    text.map(|text| status(path, thread_id, &text)).transpose()
+}
+
+/// Fails unless the thread exists and has not finished.
+fn check_running(connection: &Connection, path: &Path, thread_id: &str) -> Result<(), StoreError> {
+    match thread_status(connection, path, thread_id)? {
+        None => Err(StoreError::UnknownThread(thread_id.to_owned())),
+        Some(RunStatus::Running) => Ok(()),
+        Some(_) => Err(StoreError::Finished(thread_id.to_owned())),
+    }
+}
+
+pub(super) fn begin(
+    connection: &Connection,
+    path: &Path,
+    header: &RunHeader,
+) -> Result<(), StoreError> {
+    let inserted = connection
+        .execute(
+            "INSERT OR IGNORE INTO runs (thread_id, header, status, created_unix_ms)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![
+                header.thread_id,
+                to_json(header),
+                RunStatus::Running.as_str(),
+                header.created_unix_ms as i64
+            ],
+        )
+        .map_err(|e| classify(path, e))?;
+    if inserted == 0 {
+        return Err(StoreError::ThreadExists(header.thread_id.clone()));
+    }
+    Ok(())
+}
+
+pub(super) fn set_name(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+    name: &str,
+) -> Result<(), StoreError> {
+    let updated = connection
+        .execute(
+            "UPDATE runs SET name = ?2 WHERE thread_id = ?1",
+            params![thread_id, name],
+        )
+        .map_err(|e| classify(path, e))?;
+    if updated == 0 {
+        return Err(StoreError::UnknownThread(thread_id.to_owned()));
+    }
+    Ok(())
+}
+
+/// Appends one batch in one transaction.
+pub(super) fn append(
+    connection: &mut Connection,
+    path: &Path,
+    thread_id: &str,
+    entries: &[Entry],
+) -> Result<(), StoreError> {
+    let transaction = connection
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| classify(path, e))?;
+    check_running(&transaction, path, thread_id)?;
+    // The primary key's index answers MAX in one lookup.
+    let next: u64 = transaction
+        .prepare_cached("SELECT MAX(seq) FROM entries WHERE thread_id = ?1")
+        .and_then(|mut statement| {
+            statement.query_row([thread_id], |row| row.get::<_, Option<i64>>(0))
+        })
+        .map_err(|e| classify(path, e))?
+        .map_or(0, |last| last as u64 + 1);
+    {
+        let mut insert = transaction
+            .prepare_cached(
+                "INSERT INTO entries (thread_id, seq, batch, handle, kind, fingerprint,
+                    request, outcome, input_tokens, output_tokens, duration_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )
+            .map_err(|e| classify(path, e))?;
+        for (offset, entry) in entries.iter().enumerate() {
+            let expected = next + offset as u64;
+            if entry.seq != expected {
+                return Err(StoreError::OutOfOrder {
+                    thread_id: thread_id.to_owned(),
+                    expected,
+                    got: entry.seq,
+                });
+            }
+            insert
+                .execute(params![
+                    thread_id,
+                    entry.seq as i64,
+                    entry.batch as i64,
+                    entry.handle as i64,
+                    entry.kind().as_str(),
+                    entry.fingerprint,
+                    to_json(&entry.request),
+                    to_json(&entry.outcome),
+                    entry.input_tokens as i64,
+                    entry.output_tokens as i64,
+                    entry.duration_ms as i64,
+                ])
+                .map_err(|e| classify(path, e))?;
+        }
+    }
+    transaction.commit().map_err(|e| classify(path, e))
+}
+
+pub(super) fn finish(
+    connection: &mut Connection,
+    path: &Path,
+    thread_id: &str,
+    end: &RunEnd,
+) -> Result<(), StoreError> {
+    let transaction = connection
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| classify(path, e))?;
+    check_running(&transaction, path, thread_id)?;
+    transaction
+        .execute(
+            "UPDATE runs SET status = ?2, outcome = ?3, finished_unix_ms = ?4
+             WHERE thread_id = ?1",
+            params![
+                thread_id,
+                end.status().as_str(),
+                to_json(&end.outcome),
+                end.finished_unix_ms as i64
+            ],
+        )
+        .map_err(|e| classify(path, e))?;
+    transaction.commit().map_err(|e| classify(path, e))
+}
+
+/// A thread's end from its columns: none while it runs; a finished one must have an outcome
+/// that agrees with its status, and a time.
+fn end(
+    path: &Path,
+    thread_id: &str,
+    status: RunStatus,
+    outcome: Option<String>,
+    finished: Option<i64>,
+) -> Result<Option<RunEnd>, StoreError> {
+    let damaged = |detail: &str| corrupt(path, thread_id, JournalRecord::End, detail);
+    if status == RunStatus::Running {
+        return Ok(None);
+    }
+    let (Some(outcome), Some(finished)) = (outcome, finished) else {
+        return Err(damaged("the thread finished without an outcome and a time"));
+    };
+    let end = RunEnd {
+        outcome: decode::<RecordedOutcome>(path, thread_id, JournalRecord::End, &outcome)?,
+        finished_unix_ms: finished as u64,
+    };
+    if end.status() != status {
+        return Err(damaged(&format!(
+            "the thread is {} but its outcome is {}",
+            status.as_str(),
+            end.status().as_str()
+        )));
+    }
+    Ok(Some(end))
+}
+
+/// One entry row, as read.
+struct EntryRow {
+    seq: i64,
+    batch: i64,
+    handle: i64,
+    kind: String,
+    fingerprint: String,
+    request: String,
+    outcome: String,
+    input_tokens: i64,
+    output_tokens: i64,
+    duration_ms: i64,
+}
+
+impl EntryRow {
+    fn decode(self, path: &Path, thread_id: &str) -> Result<Entry, StoreError> {
+        let record = JournalRecord::Entry {
+            seq: self.seq as u64,
+            call: self.handle as u64,
+        };
+        let entry = Entry {
+            seq: self.seq as u64,
+            batch: self.batch as u64,
+            handle: self.handle as u64,
+            fingerprint: self.fingerprint,
+            request: decode(path, thread_id, record, &self.request)?,
+            outcome: decode::<EntryOutcome>(path, thread_id, record, &self.outcome)?,
+            input_tokens: self.input_tokens as u64,
+            output_tokens: self.output_tokens as u64,
+            duration_ms: self.duration_ms as u64,
+        };
+        // The kind is kept in its own column too, for listing; the two must agree.
+        if CallKind::parse(&self.kind) != Some(entry.kind()) {
+            return Err(corrupt(
+                path,
+                thread_id,
+                record,
+                format!(
+                    "its kind is {:?} but its request is a {} request",
+                    self.kind,
+                    entry.kind().as_str()
+                ),
+            ));
+        }
+        Ok(entry)
+    }
+}
+
+pub(super) fn load(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+) -> Result<Option<StoredRun>, StoreError> {
+    let row = connection
+        .query_row(
+            "SELECT header, name, status, outcome, finished_unix_ms FROM runs
+             WHERE thread_id = ?1",
+            [thread_id],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                    row.get::<_, Option<i64>>(4)?,
+                ))
+            },
+        )
+        .optional()
+        .map_err(|e| classify(path, e))?;
+    let Some((header, name, status_text, outcome, finished)) = row else {
+        return Ok(None);
+    };
+    let header: RunHeader = decode(path, thread_id, JournalRecord::Header, &header)?;
+    let status = status(path, thread_id, &status_text)?;
+    let end = end(path, thread_id, status, outcome, finished)?;
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT seq, batch, handle, kind, fingerprint, request, outcome,
+                input_tokens, output_tokens, duration_ms
+             FROM entries WHERE thread_id = ?1 ORDER BY seq",
+        )
+        .map_err(|e| classify(path, e))?;
+    let rows = statement
+        .query_map([thread_id], |row| {
+            Ok(EntryRow {
+                seq: row.get(0)?,
+                batch: row.get(1)?,
+                handle: row.get(2)?,
+                kind: row.get(3)?,
+                fingerprint: row.get(4)?,
+                request: row.get(5)?,
+                outcome: row.get(6)?,
+                input_tokens: row.get(7)?,
+                output_tokens: row.get(8)?,
+                duration_ms: row.get(9)?,
+            })
+        })
+        .map_err(|e| classify(path, e))?;
+    let mut entries = Vec::new();
+    for row in rows {
+        entries.push(
+            row.map_err(|e| classify(path, e))?
+                .decode(path, thread_id)?,
+        );
+    }
+    Ok(Some(StoredRun {
+        header,
+        name,
+        entries,
+        end,
+    }))
+}
+
+pub(super) fn list(connection: &Connection, path: &Path) -> Result<Vec<RunListing>, StoreError> {
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT r.thread_id, r.name, r.status, r.created_unix_ms,
+                COALESCE(SUM(e.kind = 'agent'), 0),
+                COALESCE(SUM(e.input_tokens + e.output_tokens), 0)
+             FROM runs r LEFT JOIN entries e ON e.thread_id = r.thread_id
+             GROUP BY r.thread_id
+             ORDER BY r.created_unix_ms DESC, r.thread_id DESC",
+        )
+        .map_err(|e| classify(path, e))?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Option<String>>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, i64>(3)?,
+                row.get::<_, i64>(4)?,
+                row.get::<_, i64>(5)?,
+            ))
+        })
+        .map_err(|e| classify(path, e))?;
+    let mut listing = Vec::new();
+    for row in rows {
+        let (thread_id, name, status_text, created, leaves, tokens) =
+            row.map_err(|e| classify(path, e))?;
+        listing.push(RunListing {
+            status: status(path, &thread_id, &status_text)?,
+            thread_id,
+            name,
+            leaves: leaves as u64,
+            tokens: tokens as u64,
+            created_unix_ms: created as u64,
+        });
+    }
+    Ok(listing)
+}
+
+pub(super) fn record_workflow(
+    connection: &Connection,
+    path: &Path,
+    record: &WorkflowRecord,
+) -> Result<(), StoreError> {
+    connection
+        .execute(
+            "INSERT INTO workflows (conversation_id, thread_id, name, leaves, tokens, ok,
+                recorded_unix_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                record.conversation_id,
+                record.thread_id,
+                record.name,
+                record.leaves as i64,
+                record.tokens as i64,
+                record.ok,
+                record.recorded_unix_ms as i64
+            ],
+        )
+        .map_err(|e| classify(path, e))?;
+    Ok(())
+}
+
+pub(super) fn workflows(
+    connection: &Connection,
+    path: &Path,
+    conversation_id: Option<&str>,
+) -> Result<Vec<WorkflowRecord>, StoreError> {
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT conversation_id, thread_id, name, leaves, tokens, ok, recorded_unix_ms
+             FROM workflows WHERE ?1 IS NULL OR conversation_id = ?1 ORDER BY id",
+        )
+        .map_err(|e| classify(path, e))?;
+    let rows = statement
+        .query_map([conversation_id], |row| {
+            Ok(WorkflowRecord {
+                conversation_id: row.get(0)?,
+                thread_id: row.get(1)?,
+                name: row.get(2)?,
+                leaves: row.get::<_, i64>(3)? as u64,
+                tokens: row.get::<_, i64>(4)? as u64,
+                ok: row.get(5)?,
+                recorded_unix_ms: row.get::<_, i64>(6)? as u64,
+            })
+        })
+        .map_err(|e| classify(path, e))?;
+    rows.collect::<Result<Vec<_>, _>>()
+        .map_err(|e| classify(path, e))
+}
