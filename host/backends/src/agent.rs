@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput};
-use crate::tool::{ToolSet, schema_errors};
+use crate::schema::ReplyValidator;
+use crate::tool::ToolSet;
 use crate::{BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage};
 
 /// What every leaf is told, whatever its base prompt.
@@ -478,13 +479,8 @@ impl<'a> Conversation<'a> {
     /// A reply that validates against `schema`, with one repair turn.
     async fn structured(&mut self, tools: &ToolSet, schema: &Value) -> Result<Value, BackendError> {
         // The schema comes from an untrusted script, and the validator has no limits of its own.
-        crate::schema_cost::check(schema, &Value::Null).map_err(|e| {
-            BackendError::terminal(format!(
-                "the schema is too costly to check replies against: {e}"
-            ))
-        })?;
-        let validator = jsonschema::validator_for(schema)
-            .map_err(|e| BackendError::terminal(format!("the schema is not valid: {e}")))?;
+        let validator = ReplyValidator::new(schema)
+            .map_err(|e| BackendError::terminal(e.to_string()))?;
         let output = StructuredOutput {
             name: "reply".into(),
             schema: schema.clone(),
@@ -504,7 +500,7 @@ impl<'a> Conversation<'a> {
             self.chat.tools.clear();
             self.run_tools(&ToolSet::new(), Some(&output)).await?
         };
-        let problems = match validated(schema, &validator, &response) {
+        let problems = match validated(&validator, &response) {
             Ok(value) => return Ok(value),
             Err(problems) => problems,
         };
@@ -520,7 +516,7 @@ impl<'a> Conversation<'a> {
             ),
         });
         let repaired = self.run_tools(&ToolSet::new(), Some(&output)).await?;
-        validated(schema, &validator, &repaired).map_err(|problems| {
+        validated(&validator, &repaired).map_err(|problems| {
             BackendError::terminal(format!(
                 "the leaf's reply does not match the schema, even after a repair turn: {problems}"
             ))
@@ -529,17 +525,11 @@ impl<'a> Conversation<'a> {
 }
 
 /// The response's value if it is JSON that satisfies the schema, else what is wrong with it.
-fn validated(
-    schema: &Value,
-    validator: &jsonschema::Validator,
-    response: &ChatResponse,
-) -> Result<Value, String> {
+fn validated(validator: &ReplyValidator<'_>, response: &ChatResponse) -> Result<Value, String> {
     let Some(value) = parsed(response) else {
         return Err("the reply is not JSON".into());
     };
-    crate::schema_cost::check(schema, &value)
-        .map_err(|e| format!("the reply is too costly to check against the schema: {e}"))?;
-    match schema_errors(validator, &value) {
+    match validator.problems(&value) {
         None => Ok(value),
         Some(problems) => Err(problems),
     }

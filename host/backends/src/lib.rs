@@ -14,8 +14,7 @@ mod fake;
 mod fs_tools;
 #[cfg(feature = "http")]
 pub mod http;
-mod schema_cost;
-mod schema_value;
+pub mod schema;
 mod scripted;
 pub mod serde_secs;
 mod tool;
@@ -237,12 +236,6 @@ pub trait LeafBackend: Send + Sync + fmt::Debug {
     fn run_finished(&self, thread_id: &str) {
         let _ = thread_id;
     }
-}
-
-/// Refuses a JSON Schema whose validator would be too costly to build (memory, stack) — the
-/// `jsonschema` crate has no limits of its own, and schemas come from untrusted scripts.
-pub fn check_schema_cost(schema: &Value) -> Result<(), String> {
-    schema_cost::check(schema, &Value::Null)
 }
 
 /// The first `max_chars` characters of `text`, followed by `…` when it was cut: a bounded

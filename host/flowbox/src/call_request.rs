@@ -138,23 +138,10 @@ fn parse_json(what: &str, text: &str, limit: usize) -> Result<Value, CallFailure
         .map_err(|e| CallFailure::invalid(format!("{what} is not valid JSON: {e}")))
 }
 
-/// A schema must be a JSON Schema: an object (or boolean) that meta-validates.
+/// A schema must be a JSON Schema the backends can use (see `flowbox_backends::schema`).
 fn check_schema(schema: Value) -> Result<Value, CallFailure> {
-    if !(schema.is_object() || schema.is_boolean()) {
-        return Err(CallFailure::invalid(
-            "schema must be a JSON Schema object, such as {\"type\": \"object\", ...}",
-        ));
-    }
-    if let Err(error) = jsonschema::meta::validate(&schema) {
-        return Err(CallFailure::invalid(format!(
-            "schema is not a valid JSON Schema: {error}"
-        )));
-    }
-    if let Err(error) = flowbox_backends::check_schema_cost(&schema) {
-        return Err(CallFailure::invalid(format!(
-            "schema is too costly to use: {error}"
-        )));
-    }
+    flowbox_backends::schema::check(&schema)
+        .map_err(|error| CallFailure::invalid(error.to_string()))?;
     Ok(schema)
 }
 
