@@ -17,7 +17,9 @@ use serde_json::Value;
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput};
 use crate::schema::ReplyValidator;
 use crate::tool::ToolSet;
-use crate::{BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage};
+use crate::{
+    BackendError, BackendErrorKind, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,
+};
 
 /// What every leaf is told, whatever its base prompt.
 pub const LEAF_ADDENDUM: &str = "You are one step of a larger automated workflow. Answer the \
@@ -99,7 +101,7 @@ impl AgentBackend {
         }
     }
 
-    fn resolve(&self, request: &LeafRequest) -> Result<Resolved<'_>, String> {
+    fn resolve(&self, request: &LeafRequest) -> Result<Resolved<'_>, BackendError> {
         resolve(&self.config, &self.tools, request)
     }
 
@@ -109,7 +111,7 @@ impl AgentBackend {
         request: &LeafRequest,
         observer: Option<&dyn LeafObserver>,
     ) -> Result<LeafReply, BackendError> {
-        let resolved = self.resolve(request).map_err(BackendError::terminal)?;
+        let resolved = self.resolve(request)?;
         let history = self.history(request);
         // Calls sharing an instance id take turns: each sees the previous one's exchange.
         let mut conversation = match &history {
@@ -198,37 +200,29 @@ pub fn render_prompt(prompt: &Value) -> String {
     }
 }
 
-fn list<'a>(names: impl Iterator<Item = &'a String>) -> String {
-    let names: Vec<&str> = names.map(String::as_str).collect();
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
-    }
-}
-
 /// The template, model id and tools a request resolves to under `config` and `tools`; errors
 /// name what is unknown.
 fn resolve<'a>(
     config: &'a AgentConfig,
     tools: &ToolSet,
     request: &LeafRequest,
-) -> Result<Resolved<'a>, String> {
-    let template = match &request.agent_type {
-        Some(name) => Some(config.templates.get(name).ok_or_else(|| {
-            format!(
-                "unknown agent_type {name:?}; registered: {}",
-                list(config.templates.keys())
-            )
-        })?),
-        None => None,
-    };
+) -> Result<Resolved<'a>, BackendError> {
+    let template =
+        match &request.agent_type {
+            Some(name) => Some(config.templates.get(name).ok_or_else(|| {
+                BackendErrorKind::UnknownAgentType {
+                    name: name.clone(),
+                    registered: config.templates.keys().cloned().collect(),
+                }
+            })?),
+            None => None,
+        };
     let model = match (&request.model, template.and_then(|t| t.model.as_ref())) {
         (Some(profile), _) => config.profiles.get(profile).cloned().ok_or_else(|| {
-            format!(
-                "unknown model profile {profile:?}; profiles: {}",
-                list(config.profiles.keys())
-            )
+            BackendErrorKind::UnknownProfile {
+                name: profile.clone(),
+                profiles: config.profiles.keys().cloned().collect(),
+            }
         })?,
         // A template is the host's own configuration, so it may name a model id directly.
         (None, Some(model)) => config
@@ -243,7 +237,7 @@ fn resolve<'a>(
         .as_ref()
         .or(template.and_then(|t| t.tools.as_ref()));
     let tools = match names {
-        Some(names) => tools.select(names).map_err(|e| e.to_string())?,
+        Some(names) => tools.select(names)?,
         None => tools.clone(),
     };
     Ok(Resolved {
@@ -277,7 +271,7 @@ impl CheckedBackend {
 
 #[async_trait::async_trait]
 impl LeafBackend for CheckedBackend {
-    fn check(&self, request: &LeafRequest) -> Result<(), String> {
+    fn check(&self, request: &LeafRequest) -> Result<(), BackendError> {
         resolve(&self.config, &self.tools, request)?;
         self.inner.check(request)
     }
@@ -305,7 +299,7 @@ impl LeafBackend for CheckedBackend {
 
 #[async_trait::async_trait]
 impl LeafBackend for AgentBackend {
-    fn check(&self, request: &LeafRequest) -> Result<(), String> {
+    fn check(&self, request: &LeafRequest) -> Result<(), BackendError> {
         self.resolve(request).map(|_| ())
     }
 
@@ -408,10 +402,10 @@ impl<'a> Conversation<'a> {
 
     async fn send(&mut self) -> Result<ChatResponse, BackendError> {
         if self.turns >= self.max_turns {
-            return Err(BackendError::terminal(format!(
-                "the agent used all {} of its turns without a final answer",
-                self.max_turns
-            )));
+            return Err(BackendErrorKind::TurnsExhausted {
+                turns: self.max_turns,
+            }
+            .into());
         }
         self.turns += 1;
         self.chat.idempotency_key = self.key.as_ref().map(|key| format!("{key}/{}", self.turns));
@@ -420,12 +414,9 @@ impl<'a> Conversation<'a> {
                 self.usage = self.usage.saturating_add(response.usage);
                 if response.truncated {
                     // Sampling again would most likely be cut off again: fail with the remedy.
-                    return Err(BackendError::terminal(format!(
-                        "the model's reply was cut off at its limit of {} output tokens per \
-                         turn; ask for a shorter answer, or raise max_tokens (the CLI's \
-                         --max-output-tokens)",
-                        self.chat.max_tokens
-                    ))
+                    return Err(BackendError::new(BackendErrorKind::Truncated {
+                        max_tokens: self.chat.max_tokens,
+                    })
                     .with_usage(response.usage));
                 }
                 Ok(response)
@@ -479,8 +470,7 @@ impl<'a> Conversation<'a> {
     /// A reply that validates against `schema`, with one repair turn.
     async fn structured(&mut self, tools: &ToolSet, schema: &Value) -> Result<Value, BackendError> {
         // The schema comes from an untrusted script, and the validator has no limits of its own.
-        let validator = ReplyValidator::new(schema)
-            .map_err(|e| BackendError::terminal(e.to_string()))?;
+        let validator = ReplyValidator::new(schema)?;
         let output = StructuredOutput {
             name: "reply".into(),
             schema: schema.clone(),
@@ -516,11 +506,8 @@ impl<'a> Conversation<'a> {
             ),
         });
         let repaired = self.run_tools(&ToolSet::new(), Some(&output)).await?;
-        validated(&validator, &repaired).map_err(|problems| {
-            BackendError::terminal(format!(
-                "the leaf's reply does not match the schema, even after a repair turn: {problems}"
-            ))
-        })
+        validated(&validator, &repaired)
+            .map_err(|errors| BackendErrorKind::SchemaMismatch { errors }.into())
     }
 }
 
@@ -807,6 +794,7 @@ mod tests {
         let backend = AgentBackend::new(model, short, tools());
         let err = backend.call(&request(json!("go"))).await.unwrap_err();
         assert!(err.to_string().contains("all 2 of its turns"), "{err}");
+        assert_eq!(err.kind(), &BackendErrorKind::TurnsExhausted { turns: 2 });
         assert_eq!(err.usage().total(), 2 * (10 + 2));
 
         // A provider error on the second turn: the first turn's tokens, and those the error
@@ -930,6 +918,8 @@ mod tests {
         let backend = AgentBackend::new(model.clone(), config, tools());
         let err = backend.call(&request(json!("go"))).await.unwrap_err();
         assert!(err.to_string().contains("all 3 of its turns"), "{err}");
+        assert_eq!(err.kind().name(), "turns_exhausted");
+        assert!(!err.is_retryable());
         assert_eq!(model.requests().len(), 3);
     }
 
@@ -977,6 +967,12 @@ mod tests {
                 .contains("even after a repair turn: the reply is not JSON"),
             "{err}"
         );
+        assert_eq!(
+            err.kind(),
+            &BackendErrorKind::SchemaMismatch {
+                errors: "the reply is not JSON".into()
+            }
+        );
         assert!(!err.is_retryable());
     }
 
@@ -1015,12 +1011,18 @@ mod tests {
         let mut leaf = request(json!("x"));
         leaf.model = Some("gpt-5".into());
         assert_eq!(
-            backend.check(&leaf).unwrap_err(),
+            backend.check(&leaf).unwrap_err().to_string(),
             "unknown model profile \"gpt-5\"; profiles: fast"
         );
         leaf.model = None;
         leaf.tools = Some(vec!["rm".into()]);
-        assert!(backend.check(&leaf).unwrap_err().contains("\"rm\""));
+        assert!(
+            backend
+                .check(&leaf)
+                .unwrap_err()
+                .to_string()
+                .contains("\"rm\"")
+        );
         leaf.tools = None;
         leaf.agent_type = Some("poet".into());
         assert!(backend.check(&leaf).is_err());
@@ -1038,18 +1040,32 @@ mod tests {
         let mut leaf = request(json!("x"));
         leaf.model = Some("gpt-5".into());
         assert_eq!(
-            backend.check(&leaf).unwrap_err(),
+            backend.check(&leaf).unwrap_err().to_string(),
             "unknown model profile \"gpt-5\"; profiles: fast"
+        );
+        assert_eq!(
+            backend.check(&leaf).unwrap_err().kind(),
+            &BackendErrorKind::UnknownProfile {
+                name: "gpt-5".into(),
+                profiles: vec!["fast".into()]
+            }
         );
         let mut leaf = request(json!("x"));
         leaf.tools = Some(vec!["rm".into()]);
-        assert!(backend.check(&leaf).unwrap_err().contains("\"rm\""));
+        assert!(
+            backend
+                .check(&leaf)
+                .unwrap_err()
+                .to_string()
+                .contains("\"rm\"")
+        );
         let mut leaf = request(json!("x"));
         leaf.agent_type = Some("poet".into());
         assert!(
             backend
                 .check(&leaf)
                 .unwrap_err()
+                .to_string()
                 .contains("registered: critic")
         );
 

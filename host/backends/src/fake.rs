@@ -8,9 +8,9 @@
 use serde_json::Value;
 
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message};
+use crate::schema::SchemaError;
 use crate::{
-    BackendError, LeafBackend, LeafReply, LeafRequest, Usage, estimate_tokens, schema,
-    stable_hash,
+    BackendError, LeafBackend, LeafReply, LeafRequest, Usage, estimate_tokens, schema, stable_hash,
 };
 
 /// Deterministic offline leaf backend.
@@ -35,11 +35,8 @@ impl FakeBackend {
         let prompt = request.prompt_text();
         let seed = request_seed(request, &prompt);
         let value = match &request.schema {
-            Some(schema) => schema::value_for(schema, seed).map_err(|reason| {
-                BackendError::terminal(format!(
-                    "the fake backend cannot build a reply for this schema: {reason}"
-                ))
-            })?,
+            Some(schema) => schema::value_for(schema, seed)
+                .map_err(|reason| SchemaError::Unsatisfiable { reason })?,
             None => {
                 let who = request
                     .label

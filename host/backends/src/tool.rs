@@ -34,6 +34,42 @@ pub enum ToolError {
         /// What the schema validator said.
         message: String,
     },
+    /// A tool's own argument schema is not a valid JSON Schema (a host bug, found when the
+    /// tool is added to a [`ToolSet`]).
+    #[error("tool {tool}: its argument schema is invalid: {message}")]
+    InvalidSchema {
+        /// The tool.
+        tool: String,
+        /// What the schema compiler said.
+        message: String,
+    },
+    /// `read_file` was asked for something that is not a regular file (a FIFO, a device):
+    /// opening it could block for ever or never end.
+    #[error("{path} is not a regular file")]
+    NotARegularFile {
+        /// The path asked for.
+        path: String,
+    },
+    /// A directory to grant read access to does not exist or is not a directory.
+    #[error("cannot grant {path}: not a directory")]
+    NotADirectory {
+        /// The directory asked for.
+        path: String,
+    },
+    /// Two granted directories have the same name, so a path could not say which it means.
+    #[error("two granted directories are both named {name:?}; grant differently named directories")]
+    DuplicateRoot {
+        /// Their name.
+        name: String,
+    },
+    /// A directory to grant could not be opened.
+    #[error("cannot grant {path}: {message}")]
+    CannotGrant {
+        /// The directory asked for.
+        path: String,
+        /// What the operating system said.
+        message: String,
+    },
     /// The tool ran and failed.
     #[error("{0}")]
     Failed(String),
@@ -74,12 +110,15 @@ impl ToolSet {
         Self::default()
     }
 
-    /// Adds a tool; a tool with the same name is replaced. Fails when its argument schema is
-    /// not a valid JSON Schema.
-    pub fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), String> {
+    /// Adds a tool; a tool with the same name is replaced. Fails with
+    /// [`ToolError::InvalidSchema`] when its argument schema is not a valid JSON Schema.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
         let spec = tool.spec();
-        let validator = jsonschema::validator_for(&spec.parameters)
-            .map_err(|e| format!("tool {}: its argument schema is invalid: {e}", spec.name))?;
+        let validator =
+            jsonschema::validator_for(&spec.parameters).map_err(|e| ToolError::InvalidSchema {
+                tool: spec.name.clone(),
+                message: e.to_string(),
+            })?;
         self.tools.insert(
             spec.name.clone(),
             Entry {
@@ -220,6 +259,41 @@ mod tests {
             err.to_string(),
             "there is no tool named \"nope\"; available: echo"
         );
+    }
+
+    /// A tool whose argument schema is no JSON Schema.
+    #[derive(Debug)]
+    struct Broken;
+
+    #[async_trait::async_trait]
+    impl Tool for Broken {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "broken".into(),
+                description: String::new(),
+                parameters: json!({"type": "banana"}),
+            }
+        }
+
+        async fn call(&self, _: Value) -> Result<Value, ToolError> {
+            unreachable!("never added")
+        }
+    }
+
+    #[test]
+    fn a_tool_with_an_invalid_argument_schema_is_refused() {
+        let mut set = ToolSet::new();
+        let err = set.insert(Arc::new(Broken)).unwrap_err();
+        assert!(
+            matches!(&err, ToolError::InvalidSchema { tool, .. } if tool == "broken"),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("tool broken: its argument schema is invalid: "),
+            "{err}"
+        );
+        assert!(set.is_empty());
     }
 
     #[test]

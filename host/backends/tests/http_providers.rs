@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use flowbox_backends::http::{AnthropicChat, MAX_RESPONSE_BYTES, OpenAiChat, RetryPolicy};
 use flowbox_backends::{
-    AgentBackend, AgentConfig, BackendError, ChatModel, ChatRequest, LeafBackend, LeafRequest,
-    Message, StructuredOutput, Tool, ToolCall, ToolError, ToolSet, ToolSpec, Usage,
+    AgentBackend, AgentConfig, BackendError, BackendErrorKind, ChatModel, ChatRequest, LeafBackend,
+    LeafRequest, Message, StructuredOutput, Tool, ToolCall, ToolError, ToolSet, ToolSpec,
+    TransportCause, Usage,
 };
 use serde_json::{Value, json};
 use support::{Recorded, Reply, TestServer};
@@ -100,9 +101,30 @@ fn two_calls() -> Vec<ToolCall> {
 }
 
 fn message_of(error: &BackendError) -> String {
-    match error {
-        BackendError::Failed { message, .. } => message.clone(),
-        other => panic!("unexpected error kind: {other:?}"),
+    error.to_string()
+}
+
+/// The fields of an `Http` error: status, provider code, `Retry-After`, attempts.
+fn http_failure(error: &BackendError) -> (u16, Option<&str>, Option<Duration>, u32) {
+    match error.kind() {
+        BackendErrorKind::Http {
+            status,
+            provider_code,
+            retry_after,
+            attempts,
+            ..
+        } => (*status, provider_code.as_deref(), *retry_after, *attempts),
+        other => panic!("not an HTTP failure: {other:?}"),
+    }
+}
+
+/// The cause and attempts of a `Transport` error.
+fn transport_failure(error: &BackendError) -> (TransportCause, u32) {
+    match error.kind() {
+        BackendErrorKind::Transport {
+            cause, attempts, ..
+        } => (*cause, *attempts),
+        other => panic!("not a transport failure: {other:?}"),
     }
 }
 
@@ -214,6 +236,10 @@ async fn openai_newer_models_get_max_completion_tokens() {
         .await
         .unwrap_err();
     assert!(message_of(&other).contains("max_tokens is too large"));
+    assert_eq!(
+        http_failure(&other),
+        (400, Some("invalid_request_error"), None, 1)
+    );
     assert_eq!(server.requests().len(), 4);
 }
 
@@ -340,6 +366,10 @@ async fn openai_tool_arguments_that_are_not_json_fail_clearly() {
     );
     // A new sample may be valid JSON, so the caller may try again; the client itself did not.
     assert!(error.is_retryable());
+    assert!(
+        matches!(error.kind(), BackendErrorKind::MalformedToolArguments { tool, .. } if tool == "get_weather"),
+        "{error:?}"
+    );
     assert!(message.ends_with("(retryable)"), "{message}");
     assert_eq!(server.requests().len(), 1);
 }
@@ -440,8 +470,13 @@ async fn anthropic_version_header_can_be_changed() {
         .unwrap_err();
     assert!(!error.is_retryable());
     assert!(message_of(&error).ends_with("(not retryable)"), "{error}");
+    assert_eq!(error.kind().name(), "setup");
     let error = AnthropicChat::new(server.url(), String::new(), policy()).unwrap_err();
     assert!(message_of(&error).contains("API key is empty"), "{error}");
+    assert!(
+        matches!(error.kind(), BackendErrorKind::Setup { .. }),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]
@@ -570,6 +605,11 @@ async fn anthropic_structured_output_is_a_forced_tool() {
         message.contains("no `review` tool call") && message.contains("end_turn"),
         "{message}"
     );
+    assert!(
+        matches!(error.kind(), BackendErrorKind::BadReply { .. }),
+        "{error:?}"
+    );
+    assert!(!error.is_retryable());
 }
 
 #[tokio::test]
@@ -853,6 +893,10 @@ async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
         "{message}"
     );
     assert!(!error.is_retryable(), "{message}");
+    assert_eq!(
+        error.kind(),
+        &BackendErrorKind::Truncated { max_tokens: 64 }
+    );
     // Its tokens were spent all the same, and it was not sent again.
     assert_eq!(error.usage().output_tokens, 64);
     let requests = server.requests();
@@ -1050,6 +1094,10 @@ async fn leaf_structured_reply_invalid_twice_fails(provider: Provider) {
     let message = message_of(&error);
     assert!(message.contains("even after a repair turn"), "{message}");
     assert!(message.contains("score"), "{message}");
+    assert!(
+        matches!(error.kind(), BackendErrorKind::SchemaMismatch { errors } if errors.contains("score")),
+        "{error:?}"
+    );
     assert_eq!(
         error.usage().output_tokens,
         provider.usage().output_tokens * 2
@@ -1101,6 +1149,15 @@ async fn retry_after_beyond_max_backoff_gives_up_at_once(provider: Provider) {
         "{message}"
     );
     assert!(message.contains("asked to wait 3600 s"), "{message}");
+    assert_eq!(
+        http_failure(&error),
+        (
+            429,
+            Some("rate_limit_error"),
+            Some(Duration::from_secs(3600)),
+            1
+        )
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -1129,6 +1186,10 @@ async fn oversized_body_fails_without_retry(provider: Provider) {
         assert!(
             message.contains("the body is larger than the 16 MiB a provider reply may be"),
             "{message}"
+        );
+        assert!(
+            matches!(error.kind(), BackendErrorKind::ResponseTooLarge { limit, .. } if *limit == MAX_RESPONSE_BYTES as u64),
+            "{error:?}"
         );
         assert!(!error.is_retryable(), "{message}");
         assert_eq!(server.requests().len(), 1);
@@ -1211,6 +1272,10 @@ async fn retries_exhausted_is_retryable_and_names_the_status(provider: Provider)
         "{message}"
     );
     assert!(message.contains("gave up after 4 attempts"), "{message}");
+    assert_eq!(
+        http_failure(&error),
+        (503, Some("overloaded_error"), None, 4)
+    );
     assert_eq!(server.requests().len(), 4);
 }
 
@@ -1229,6 +1294,7 @@ async fn malformed_json_fails_without_retry(provider: Provider) {
             && message.contains("oops"),
         "{message}"
     );
+    assert_eq!(error.kind().name(), "bad_reply");
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -1253,6 +1319,8 @@ async fn truncated_body_is_retried(provider: Provider) {
     let message = message_of(&error);
     assert!(error.is_retryable(), "{message}");
     assert!(message.contains("body was cut short"), "{message}");
+    assert_eq!(transport_failure(&error), (TransportCause::CutShort, 1));
+    assert!(std::error::Error::source(&error).is_some(), "{error:?}");
 }
 
 async fn unanswered_request_times_out(provider: Provider) {
@@ -1275,6 +1343,7 @@ async fn unanswered_request_times_out(provider: Provider) {
         "{message}"
     );
     assert!(message.contains("gave up after 2 attempts"), "{message}");
+    assert_eq!(transport_failure(&error), (TransportCause::Timeout, 2));
     assert_eq!(server.requests().len(), 2);
     assert!(started.elapsed() < Duration::from_secs(3));
 }
@@ -1301,6 +1370,10 @@ async fn bad_request_fails_at_once_with_the_provider_message(provider: Provider)
             && message.contains("max_tokens: 999999 > 8192, the maximum for this model"),
         "{message}"
     );
+    assert_eq!(
+        http_failure(&error),
+        (400, Some("invalid_request_error"), None, 1)
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -1321,6 +1394,10 @@ async fn unauthorized_fails_fast_and_never_shows_the_key(provider: Provider) {
         message.contains("HTTP 401 Unauthorized")
             && message.contains("Incorrect API key provided: [redacted]."),
         "{message}"
+    );
+    assert_eq!(
+        http_failure(&error),
+        (401, Some("authentication_error"), None, 1)
     );
     for shown in [message, format!("{error:?}"), format!("{model:?}")] {
         assert!(!shown.contains(KEY), "{shown}");
@@ -1349,6 +1426,9 @@ async fn refused_connection_is_retryable(provider: Provider) {
         message.contains("cannot connect") && message.contains("gave up after 4 attempts"),
         "{message}"
     );
+    assert_eq!(transport_failure(&error), (TransportCause::Connect, 4));
+    // What the operating system said is the error's source, not part of its message.
+    assert!(std::error::Error::source(&error).is_some(), "{error:?}");
 }
 
 // ---------------------------------------------------------------------------------------------

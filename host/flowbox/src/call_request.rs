@@ -4,7 +4,7 @@
 //! backend sees it; a bad request becomes a [`CallFailure`] the script receives as an
 //! exception, never a host panic.
 
-use flowbox_backends::LeafRequest;
+use flowbox_backends::{BackendError, LeafRequest};
 use flowbox_store::CallErrorKind;
 use serde_json::Value;
 
@@ -30,6 +30,25 @@ impl CallFailure {
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(CallErrorKind::InvalidRequest, message)
     }
+
+    /// A backend's or tool's failure as the script receives it: `kind` for a call of that
+    /// kind, the message with its causes. The one place a [`BackendError`] becomes a call
+    /// failure; its `kind()` and `is_retryable()` are at hand here for the script's view.
+    pub(crate) fn backend(kind: CallErrorKind, error: &BackendError) -> Self {
+        Self::new(kind, message_with_causes(error))
+    }
+}
+
+/// An error's message followed by its sources', `: `-separated.
+pub(crate) fn message_with_causes(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 /// An `agent(...)` request after checking: the backend request and its tree position.

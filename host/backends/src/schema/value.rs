@@ -17,9 +17,9 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::preview;
 use super::cost::{self, weight};
 use super::validate::schema_errors;
+use crate::preview;
 
 /// Recursion bound for self-referential schemas: past it, optional parts are left out.
 const MAX_DEPTH: usize = 24;
