@@ -18,7 +18,8 @@ use crate::tool::ToolError;
 /// [`Self::is_retryable`].
 #[derive(Clone)]
 pub struct BackendError {
-    kind: BackendErrorKind,
+    // Boxed: errors travel in every `Result` of the call path, and the kinds are large.
+    kind: Box<BackendErrorKind>,
     usage: Usage,
     source: Option<Arc<dyn Error + Send + Sync>>,
 }
@@ -279,7 +280,7 @@ impl BackendError {
     /// An error of `kind`, having spent no tokens.
     pub fn new(kind: BackendErrorKind) -> Self {
         Self {
-            kind,
+            kind: Box::new(kind),
             usage: Usage::default(),
             source: None,
         }
@@ -308,7 +309,7 @@ impl BackendError {
     /// The same error, recording that the call spent `usage` before it failed (replacing
     /// what was recorded before). A panic records none: its tokens are lost with it.
     pub fn with_usage(mut self, usage: Usage) -> Self {
-        if !matches!(self.kind, BackendErrorKind::Panicked { .. }) {
+        if !matches!(*self.kind, BackendErrorKind::Panicked { .. }) {
             self.usage = usage;
         }
         self
