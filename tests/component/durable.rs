@@ -6,23 +6,9 @@ use std::time::Duration;
 
 use flowbox::backends::FakeBackend;
 use flowbox::store::{CheckpointStore, MemoryStore, RunStatus};
-use flowbox::{
-    BackendError, LeafBackend, LeafReply, LeafRequest, RunError, RunErrorClass, RunErrorKind,
-    RunRequest, Runtime,
-};
-use flowbox_tests::{CountingBackend, root};
+use flowbox::{LeafBackend, RunError, RunErrorClass, RunErrorKind, RunRequest, Runtime};
+use flowbox_tests::{CountingBackend, PanickingBackend, root};
 use serde_json::json;
-
-/// A backend that must never be called: replay answers from the journal.
-#[derive(Debug)]
-struct Unreachable;
-
-#[async_trait::async_trait]
-impl LeafBackend for Unreachable {
-    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
-        panic!("replay called the backend for {}", request.prompt);
-    }
-}
 
 fn runtime(backend: Arc<dyn LeafBackend>, store: Arc<dyn CheckpointStore>) -> Runtime {
     Runtime::builder()
@@ -88,7 +74,7 @@ async fn replay_gives_the_same_result_and_fuel_without_calling_the_backend() {
     let first_result = first.result.clone().unwrap();
 
     let replay = runtime(
-        Arc::new(Unreachable),
+        Arc::new(PanickingBackend::always()),
         interrupted_copy(&store, "exact").await,
     );
     let again = replay.resume("exact", None).await;
@@ -105,7 +91,7 @@ async fn a_finished_thread_returns_its_recorded_outcome() {
     let first = live
         .run_request(RunRequest::new("return await agent('once')").thread_id("done"))
         .await;
-    let again = runtime(Arc::new(Unreachable), store.clone())
+    let again = runtime(Arc::new(PanickingBackend::always()), store.clone())
         .resume("done", None)
         .await;
     assert_eq!(again.result.unwrap(), first.result.unwrap());
@@ -158,7 +144,7 @@ async fn a_journal_that_disagrees_with_the_script_stops_with_the_call_named() {
     let copy = Arc::new(MemoryStore::new());
     copy.begin(&run.header).await.unwrap();
     copy.append("tampered", &entries).await.unwrap();
-    let outcome = runtime(Arc::new(Unreachable), copy)
+    let outcome = runtime(Arc::new(PanickingBackend::always()), copy)
         .resume("tampered", None)
         .await;
     let error = outcome.result.unwrap_err();
@@ -298,7 +284,7 @@ async fn failures_of_the_machinery_leave_the_thread_open() {
     let copy = Arc::new(MemoryStore::new());
     copy.begin(&run.header).await.unwrap();
     copy.append("open", &entries).await.unwrap();
-    let outcome = runtime(Arc::new(Unreachable), copy.clone())
+    let outcome = runtime(Arc::new(PanickingBackend::always()), copy.clone())
         .resume("open", None)
         .await;
     assert!(matches!(outcome.result, Err(RunError::Divergence(_))));
@@ -347,7 +333,10 @@ async fn a_resumed_thread_keeps_its_guard_and_limits() {
 
 #[tokio::test]
 async fn thread_ids_are_checked_before_anything_runs() {
-    let rt = runtime(Arc::new(Unreachable), Arc::new(MemoryStore::new()));
+    let rt = runtime(
+        Arc::new(PanickingBackend::always()),
+        Arc::new(MemoryStore::new()),
+    );
     for bad in ["a b", "../x", ""] {
         let outcome = rt
             .run_request(RunRequest::new("return 1").thread_id(bad))
