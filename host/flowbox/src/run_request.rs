@@ -45,8 +45,9 @@ impl RunRequest {
     ///
     /// With a journal ([`crate::RuntimeBuilder::store`]), an id the journal already holds
     /// resumes that thread: the script and args must be the ones it started with (else the run
-    /// ends with [`RunError::Divergence`]), a finished thread returns its recorded outcome, and
-    /// an interrupted one replays its journal and continues live.
+    /// ends with [`RunError::Divergence`](crate::RunError::Divergence)), a finished thread
+    /// returns its recorded outcome, and an interrupted one replays its journal and continues
+    /// live.
     pub fn thread_id(mut self, thread_id: impl Into<String>) -> Self {
         self.thread_id = Some(thread_id.into());
         self
