@@ -1,16 +1,16 @@
 //! Helpers shared by the integration tests: one runtime per backend, built from the one
 //! compiled guest, and reading script cases stored as folders (`tests/cases/`, `tests/escapes/`).
+//! The backends, tools and loopback server they share with the other crates' tests are
+//! `flowbox_testkit`'s.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use flowbox::backends::{FakeBackend, ScriptedBackend};
-use flowbox::{
-    BackendError, LeafBackend, LeafReply, LeafRequest, Limits, RunOutcome, RunRequest, Runtime,
-};
+use flowbox::{LeafBackend, Limits, RunOutcome, RunRequest, Runtime};
 use serde_json::{Value, json};
+
+pub use flowbox_testkit::{CountingBackend, FnTool, PanickingBackend};
 
 /// The README's Rust snippets, compiled as doctests (and run, unless marked `no_run`), so the
 /// embedding instructions cannot drift from the API.
@@ -106,63 +106,5 @@ pub async fn error_of(runtime: &Runtime, script: &str) -> Value {
     match &outcome.result {
         Ok(value) => panic!("expected an error, got {value}"),
         Err(_) => outcome.to_json()["error"].clone(),
-    }
-}
-
-/// A fake backend that waits a little on every call and counts calls and how many were in
-/// flight at once.
-#[derive(Debug)]
-pub struct CountingBackend {
-    delay: Duration,
-    calls: AtomicUsize,
-    in_flight: AtomicUsize,
-    max_in_flight: AtomicUsize,
-}
-
-impl CountingBackend {
-    /// A backend whose every call takes `delay`.
-    pub fn new(delay: Duration) -> Self {
-        Self {
-            delay,
-            calls: AtomicUsize::new(0),
-            in_flight: AtomicUsize::new(0),
-            max_in_flight: AtomicUsize::new(0),
-        }
-    }
-
-    /// Calls started so far.
-    pub fn calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
-    }
-
-    /// The most calls that were running at the same moment.
-    pub fn max_in_flight(&self) -> usize {
-        self.max_in_flight.load(Ordering::SeqCst)
-    }
-
-    /// Calls running right now.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::SeqCst)
-    }
-}
-
-/// Decrements the in-flight count when a call ends, including when it is cancelled.
-struct InFlight<'a>(&'a AtomicUsize);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-#[async_trait::async_trait]
-impl LeafBackend for CountingBackend {
-    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        let _guard = InFlight(&self.in_flight);
-        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(self.delay).await;
-        FakeBackend::reply(request)
     }
 }

@@ -24,7 +24,7 @@ INVALID_RESULT = "invalid-result"
 class CallFailed(Exception):
     """The host refused or failed a call; `kind` is one of the call error kinds above,
     `retryable` whether the same call may succeed if made again, and `cause` the backend's
-    word for the failure (such as "rate_limited"), when it gave one. Mirrors the WIT
+    word for the failure (such as "http" or "truncated"), when it gave one. Mirrors the WIT
     `call-error` record."""
 
     def __init__(self, kind: str, message: str, retryable: bool = False, cause: str | None = None):
@@ -61,7 +61,7 @@ class _CallError(Exception):
     """A failed call as the script sees it: `str(e)` is the message, `e.retryable` says
     whether making the same call again may succeed (a rate limit, a timeout), and `e.kind`
     names the failure in a word: the backend's cause when it gave one (such as
-    "rate_limited" or "truncated"), else the call's own kind ("agent_failed",
+    "http" or "truncated"), else the call's own kind ("agent_failed",
     "budget_exceeded", ...)."""
 
     def __init__(self, message: str = "", *, kind: str = "", retryable: bool = False):

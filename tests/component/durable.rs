@@ -7,22 +7,10 @@ use std::time::Duration;
 use flowbox::backends::{FakeBackend, ScriptedBackend};
 use flowbox::store::{CheckpointStore, MemoryStore, RunStatus, SqliteStore};
 use flowbox::{
-    BackendError, JournalError, LeafBackend, LeafReply, LeafRequest, RunError, RunErrorClass,
-    RunErrorKind, RunRequest, Runtime,
+    JournalError, LeafBackend, RunError, RunErrorClass, RunErrorKind, RunRequest, Runtime,
 };
-use flowbox_tests::{CountingBackend, root};
+use flowbox_tests::{CountingBackend, PanickingBackend, root};
 use serde_json::json;
-
-/// A backend that must never be called: replay answers from the journal.
-#[derive(Debug)]
-struct Unreachable;
-
-#[async_trait::async_trait]
-impl LeafBackend for Unreachable {
-    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
-        panic!("replay called the backend for {}", request.prompt);
-    }
-}
 
 fn runtime(backend: Arc<dyn LeafBackend>, store: Arc<dyn CheckpointStore>) -> Runtime {
     Runtime::builder()
@@ -88,7 +76,7 @@ async fn replay_gives_the_same_result_and_fuel_without_calling_the_backend() {
     let first_result = first.result.clone().unwrap();
 
     let replay = runtime(
-        Arc::new(Unreachable),
+        Arc::new(PanickingBackend::always()),
         interrupted_copy(&store, "exact").await,
     );
     let again = replay.resume("exact", None).await;
@@ -105,7 +93,7 @@ async fn a_finished_thread_returns_its_recorded_outcome() {
     let first = live
         .run_request(RunRequest::new("return await agent('once')").thread_id("done"))
         .await;
-    let again = runtime(Arc::new(Unreachable), store.clone())
+    let again = runtime(Arc::new(PanickingBackend::always()), store.clone())
         .resume("done", None)
         .await;
     assert_eq!(again.result.unwrap(), first.result.unwrap());
@@ -158,7 +146,7 @@ async fn a_journal_that_disagrees_with_the_script_stops_with_the_call_named() {
     let copy = Arc::new(MemoryStore::new());
     copy.begin(&run.header).await.unwrap();
     copy.append("tampered", &entries).await.unwrap();
-    let outcome = runtime(Arc::new(Unreachable), copy)
+    let outcome = runtime(Arc::new(PanickingBackend::always()), copy)
         .resume("tampered", None)
         .await;
     let error = outcome.result.unwrap_err();
@@ -298,7 +286,7 @@ async fn failures_of_the_machinery_leave_the_thread_open() {
     let copy = Arc::new(MemoryStore::new());
     copy.begin(&run.header).await.unwrap();
     copy.append("open", &entries).await.unwrap();
-    let outcome = runtime(Arc::new(Unreachable), copy.clone())
+    let outcome = runtime(Arc::new(PanickingBackend::always()), copy.clone())
         .resume("open", None)
         .await;
     assert!(matches!(outcome.result, Err(RunError::Divergence(_))));
@@ -347,7 +335,10 @@ async fn a_resumed_thread_keeps_its_guard_and_limits() {
 
 #[tokio::test]
 async fn thread_ids_are_checked_before_anything_runs() {
-    let rt = runtime(Arc::new(Unreachable), Arc::new(MemoryStore::new()));
+    let rt = runtime(
+        Arc::new(PanickingBackend::always()),
+        Arc::new(MemoryStore::new()),
+    );
     for bad in ["a b", "../x", ""] {
         let outcome = rt
             .run_request(RunRequest::new("return 1").thread_id(bad))
@@ -381,7 +372,7 @@ async fn a_script_sees_whether_a_failed_leaf_may_be_retried_and_replays_it_the_s
 
     // The journal keeps what the script was told, so a replay decides the same way.
     let replay = runtime(
-        Arc::new(Unreachable),
+        Arc::new(PanickingBackend::always()),
         interrupted_copy(&store, "retry").await,
     );
     let again = replay.resume("retry", None).await;
@@ -431,7 +422,7 @@ async fn a_damaged_entry_is_a_corrupt_journal_and_the_thread_stays_open() {
         &path,
         r#"UPDATE entries SET outcome = '{"status":"ok"}' WHERE seq = 1;"#,
     );
-    let resumed = runtime(Arc::new(Unreachable), store.clone())
+    let resumed = runtime(Arc::new(PanickingBackend::always()), store.clone())
         .resume("damaged", None)
         .await;
     let error = resumed.result.unwrap_err();
@@ -447,7 +438,7 @@ async fn a_damaged_entry_is_a_corrupt_journal_and_the_thread_stays_open() {
         &path,
         &format!("UPDATE entries SET outcome = '{intact}' WHERE seq = 1;"),
     );
-    let repaired = runtime(Arc::new(Unreachable), store)
+    let repaired = runtime(Arc::new(PanickingBackend::always()), store)
         .resume("damaged", None)
         .await;
     assert_eq!(repaired.result.unwrap(), expected);
@@ -491,4 +482,41 @@ async fn a_damaged_recorded_outcome_is_a_corrupt_journal_not_a_default() {
         );
         assert_eq!(row, Some(format!("succeeded{damaged}")));
     }
+}
+
+/// A leaf backend that fails each prompt with the typed error it names.
+#[derive(Debug)]
+struct TypedFailures;
+
+#[flowbox::async_trait]
+impl LeafBackend for TypedFailures {
+    async fn call(
+        &self,
+        request: &flowbox::LeafRequest,
+    ) -> Result<flowbox::LeafReply, flowbox::BackendError> {
+        let kind = match request.prompt_text().as_str() {
+            "rate limited" => flowbox::BackendErrorKind::Http {
+                provider: "loopback".into(),
+                status: 429,
+                provider_code: Some("rate_limit_exceeded".into()),
+                param: None,
+                retry_after: Some(Duration::from_secs(1)),
+                attempts: 3,
+                message: "429 Too Many Requests".into(),
+            },
+            _ => flowbox::BackendErrorKind::Truncated { max_tokens: 16 },
+        };
+        Err(kind.into())
+    }
+}
+
+#[tokio::test]
+async fn a_script_sees_the_backends_word_for_a_failure() {
+    let rt = runtime(Arc::new(TypedFailures), Arc::new(MemoryStore::new()));
+    let script = "out = []\nfor p in ['rate limited', 'long']:\n    try:\n        await agent(p)\n    except AgentError as e:\n        out.append([e.kind, e.retryable])\nreturn out\n";
+    let outcome = rt.run(script, json!({})).await;
+    assert_eq!(
+        outcome.result.unwrap(),
+        json!([["http", true], ["truncated", false]])
+    );
 }

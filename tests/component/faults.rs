@@ -3,28 +3,13 @@
 
 use std::sync::Arc;
 
-use flowbox::backends::FakeBackend;
-use flowbox::{BackendError, LeafBackend, LeafReply, LeafRequest, Limits};
-use flowbox_tests::{result_of, runtime_with};
+use flowbox::Limits;
+use flowbox_tests::{PanickingBackend, result_of, runtime_with};
 use serde_json::json;
-
-/// Panics on the prompt `x`; answers like the fake backend otherwise.
-#[derive(Debug)]
-struct PanicsOnX;
-
-#[async_trait::async_trait]
-impl LeafBackend for PanicsOnX {
-    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
-        if request.prompt_text() == "x" {
-            panic!("backend bug on purpose");
-        }
-        FakeBackend::reply(request)
-    }
-}
 
 #[tokio::test]
 async fn a_panicking_backend_is_an_agent_error_the_script_catches() {
-    let rt = runtime_with(Arc::new(PanicsOnX), Limits::default());
+    let rt = runtime_with(Arc::new(PanickingBackend::on("x")), Limits::default());
     let caught = "try:\n    await agent('x')\nexcept AgentError as e:\n    return str(e)\nreturn 'no error'\n";
     let message = result_of(&rt, caught).await;
     let message = message

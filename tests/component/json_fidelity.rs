@@ -13,7 +13,7 @@ use flowbox::chat::{ChatModel, ChatRequest, ChatResponse, Message};
 use flowbox::store::{CallRequest, CheckpointStore, EntryOutcome, SqliteStore};
 use flowbox::tools::{Tool, ToolError, ToolSet, ToolSpec};
 use flowbox::{BackendError, Event, EventKind, LeafBackend, RunOutcome, RunRequest, Runtime};
-use flowbox_tests::root;
+use flowbox_tests::{PanickingBackend, root};
 use serde_json::{Value, json};
 
 /// 2**70, -(2**65), a float whose last bit a lossy parser gets wrong, the smallest subnormal, a
@@ -126,20 +126,6 @@ impl Tool for Echo {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.arguments.lock().unwrap().push(arguments.to_string());
         Ok(json!({"arguments": arguments, "extra": parse(TOOL_EXTRA)}))
-    }
-}
-
-/// A leaf backend that must never be called: replay answers from the journal.
-#[derive(Debug)]
-struct Unreachable;
-
-#[async_trait::async_trait]
-impl LeafBackend for Unreachable {
-    async fn call(
-        &self,
-        request: &flowbox::LeafRequest,
-    ) -> Result<flowbox::LeafReply, BackendError> {
-        panic!("replay called the backend for {}", request.prompt);
     }
 }
 
@@ -329,7 +315,11 @@ async fn the_journal_and_a_resumed_run_are_exact() {
     let copy = Arc::new(SqliteStore::open(&copy_path).unwrap());
     copy.begin(&run.header).await.unwrap();
     copy.append("exact", &run.entries).await.unwrap();
-    let replay = runtime(Arc::new(Unreachable), echo.clone(), Some(copy));
+    let replay = runtime(
+        Arc::new(PanickingBackend::always()),
+        echo.clone(),
+        Some(copy),
+    );
     let again = replay.resume("exact", None).await;
     assert_eq!(result_text(&again), expected_result());
     assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
@@ -341,7 +331,11 @@ async fn the_journal_and_a_resumed_run_are_exact() {
 
     // The finished thread answers with its recorded outcome, whether resumed or run again
     // with the same args: its args still match their recorded hash.
-    let finished = runtime(Arc::new(Unreachable), echo.clone(), Some(reopened));
+    let finished = runtime(
+        Arc::new(PanickingBackend::always()),
+        echo.clone(),
+        Some(reopened),
+    );
     let recorded = finished.resume("exact", None).await;
     assert!(recorded.recorded);
     assert_eq!(result_text(&recorded), expected_result());

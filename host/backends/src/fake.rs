@@ -2,15 +2,15 @@
 //!
 //! The same request always gets the same reply and token count. A text reply quotes the
 //! prompt, so a workflow's data flow is visible in its result; a structured reply is valid
-//! against the request's schema (see `schema_value`), or the leaf fails saying why there is
+//! against the request's schema (see `schema`), or the leaf fails saying why there is
 //! none.
 
 use serde_json::Value;
 
 use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message};
+use crate::schema::SchemaError;
 use crate::{
-    BackendError, LeafBackend, LeafReply, LeafRequest, Usage, estimate_tokens, schema_value,
-    stable_hash,
+    BackendError, LeafBackend, LeafReply, LeafRequest, Usage, estimate_tokens, schema, stable_hash,
 };
 
 /// Deterministic offline leaf backend.
@@ -35,11 +35,8 @@ impl FakeBackend {
         let prompt = request.prompt_text();
         let seed = request_seed(request, &prompt);
         let value = match &request.schema {
-            Some(schema) => schema_value::value_for(schema, seed).map_err(|reason| {
-                BackendError::terminal(format!(
-                    "the fake backend cannot build a reply for this schema: {reason}"
-                ))
-            })?,
+            Some(schema) => schema::value_for(schema, seed)
+                .map_err(|reason| SchemaError::Unsatisfiable { reason })?,
             None => {
                 let who = request
                     .label

@@ -29,23 +29,27 @@ pub struct ReadRoots {
 }
 
 impl ReadRoots {
-    /// Opens every directory in `dirs`; a missing directory, or two with the same name, is an
-    /// error.
-    pub fn open(dirs: &[PathBuf]) -> Result<Self, String> {
+    /// Opens every directory in `dirs`; a missing directory ([`ToolError::NotADirectory`]),
+    /// or two with the same name ([`ToolError::DuplicateRoot`]), is an error.
+    pub fn open(dirs: &[PathBuf]) -> Result<Self, ToolError> {
         let mut roots: Vec<(String, Arc<Dir>)> = Vec::new();
         for dir in dirs {
             let name = dir
                 .canonicalize()
                 .ok()
                 .and_then(|path| path.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .ok_or_else(|| format!("cannot grant {}: not a directory", dir.display()))?;
+                .ok_or_else(|| ToolError::NotADirectory {
+                    path: dir.display().to_string(),
+                })?;
             if roots.iter().any(|(existing, _)| *existing == name) {
-                return Err(format!(
-                    "two granted directories are both named {name:?}; grant differently named directories"
-                ));
+                return Err(ToolError::DuplicateRoot { name });
             }
-            let handle = Dir::open_ambient_dir(dir, ambient_authority())
-                .map_err(|e| format!("cannot grant {}: {e}", dir.display()))?;
+            let handle = Dir::open_ambient_dir(dir, ambient_authority()).map_err(|e| {
+                ToolError::CannotGrant {
+                    path: dir.display().to_string(),
+                    message: e.to_string(),
+                }
+            })?;
             roots.push((name, Arc::new(handle)));
         }
         Ok(Self {
@@ -171,7 +175,7 @@ impl Tool for ReadFile {
                 )));
             }
             if !kind.is_file() {
-                return Err(ToolError::Failed(format!("{path} is not a regular file")));
+                return Err(ToolError::NotARegularFile { path });
             }
             let file = dir.open(inside).map_err(|e| io_error(&path, e))?;
             let size = file.metadata().map_err(|e| io_error(&path, e))?.len();
@@ -394,7 +398,13 @@ mod tests {
         assert!(made.success());
         // Opening a FIFO with no writer would block this test for ever.
         let err = read(&tools, "docs/pipe").await.unwrap_err();
-        assert!(err.to_string().contains("not a regular file"), "{err}");
+        assert_eq!(
+            err,
+            ToolError::NotARegularFile {
+                path: "docs/pipe".into()
+            }
+        );
+        assert_eq!(err.to_string(), "docs/pipe is not a regular file");
         let err = read(&tools, "docs/api").await.unwrap_err();
         assert!(err.to_string().contains("is a directory"), "{err}");
     }
@@ -427,10 +437,12 @@ mod tests {
     fn granting_checks_the_directories() {
         let base = tempfile::tempdir().unwrap();
         let err = ReadRoots::open(&[base.path().join("missing")]).unwrap_err();
-        assert!(err.contains("not a directory"), "{err}");
+        assert!(matches!(err, ToolError::NotADirectory { .. }), "{err}");
+        assert!(err.to_string().contains("not a directory"), "{err}");
         std::fs::create_dir_all(base.path().join("a/x")).unwrap();
         std::fs::create_dir_all(base.path().join("b/x")).unwrap();
         let err = ReadRoots::open(&[base.path().join("a/x"), base.path().join("b/x")]).unwrap_err();
-        assert!(err.contains("both named \"x\""), "{err}");
+        assert_eq!(err, ToolError::DuplicateRoot { name: "x".into() });
+        assert!(err.to_string().contains("both named \"x\""), "{err}");
     }
 }

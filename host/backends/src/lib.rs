@@ -10,12 +10,12 @@
 
 mod agent;
 mod chat;
+mod error;
 mod fake;
 mod fs_tools;
 #[cfg(feature = "http")]
 pub mod http;
-mod schema_cost;
-mod schema_value;
+pub mod schema;
 mod scripted;
 pub mod serde_secs;
 mod tool;
@@ -32,6 +32,7 @@ pub use agent::{
 pub use chat::{
     ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, ToolSpec,
 };
+pub use error::{BackendError, BackendErrorKind, TransportCause};
 pub use fake::{FakeBackend, FakeChat};
 pub use fs_tools::{DEFAULT_MAX_FILE_BYTES, MAX_DIR_ENTRIES, ReadRoots};
 pub use scripted::{ScriptedBackend, ScriptedChat, ScriptedConfigError};
@@ -127,65 +128,6 @@ pub struct LeafReply {
     pub usage: Usage,
 }
 
-/// Why a backend call failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum BackendError {
-    /// The call failed; `retryable` says whether trying again may succeed.
-    #[error("{message}")]
-    Failed {
-        /// What went wrong, without secrets.
-        message: String,
-        /// Whether the same call may succeed if tried again.
-        retryable: bool,
-        /// Tokens the call spent before it failed (a leaf may fail after several model
-        /// turns); budgets count them like a reply's.
-        usage: Usage,
-    },
-    /// The backend panicked while handling the call.
-    #[error("the leaf backend panicked: {0}")]
-    Panicked(String),
-}
-
-impl BackendError {
-    /// A failure that will not go away by retrying, having spent no tokens.
-    pub fn terminal(message: impl Into<String>) -> Self {
-        Self::Failed {
-            message: message.into(),
-            retryable: false,
-            usage: Usage::default(),
-        }
-    }
-
-    /// The same error, recording that the call spent `usage` before it failed (replacing
-    /// what was recorded before). A panic records none: its tokens are lost with it.
-    pub fn with_usage(mut self, usage: Usage) -> Self {
-        if let Self::Failed { usage: spent, .. } = &mut self {
-            *spent = usage;
-        }
-        self
-    }
-
-    /// Tokens the call spent before it failed; zero when unknown.
-    pub fn usage(&self) -> Usage {
-        match self {
-            Self::Failed { usage, .. } => *usage,
-            Self::Panicked(_) => Usage::default(),
-        }
-    }
-
-    /// Whether trying the same call again may succeed.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::Failed {
-                retryable: true,
-                ..
-            }
-        )
-    }
-}
-
 /// What a leaf reports while it works, besides its reply: the host tools it calls. Every
 /// method has an empty default.
 pub trait LeafObserver: Send + Sync + fmt::Debug {
@@ -221,8 +163,9 @@ pub trait LeafBackend: Send + Sync + fmt::Debug {
     }
 
     /// Refuses a request before the leaf starts (an unknown model profile, tool or agent
-    /// type); the script sees the message as a `ValueError`. Accepts everything by default.
-    fn check(&self, request: &LeafRequest) -> Result<(), String> {
+    /// type: [`BackendErrorKind::UnknownProfile`] and its neighbours); the script sees the
+    /// message as a `ValueError`. Accepts everything by default.
+    fn check(&self, request: &LeafRequest) -> Result<(), BackendError> {
         let _ = request;
         Ok(())
     }
@@ -237,12 +180,6 @@ pub trait LeafBackend: Send + Sync + fmt::Debug {
     fn run_finished(&self, thread_id: &str) {
         let _ = thread_id;
     }
-}
-
-/// Refuses a JSON Schema whose validator would be too costly to build (memory, stack) — the
-/// `jsonschema` crate has no limits of its own, and schemas come from untrusted scripts.
-pub fn check_schema_cost(schema: &Value) -> Result<(), String> {
-    schema_cost::check(schema, &Value::Null)
 }
 
 /// The first `max_chars` characters of `text`, followed by `…` when it was cut: a bounded
@@ -284,21 +221,5 @@ mod tests {
         assert_eq!(preview("héllo wörld", 5), "héllo…");
         assert_eq!(preview("", 0), "");
         assert_eq!(preview("x", 0), "…");
-    }
-
-    #[test]
-    fn failures_carry_the_tokens_they_spent() {
-        let spent = Usage {
-            input_tokens: 12,
-            output_tokens: 3,
-        };
-        let error = BackendError::terminal("no");
-        assert_eq!(error.usage(), Usage::default());
-        let error = error.with_usage(spent);
-        assert_eq!((error.usage(), error.to_string()), (spent, "no".into()));
-        assert!(!error.is_retryable());
-        // A panic's tokens are lost with it.
-        let panicked = BackendError::Panicked("boom".into()).with_usage(spent);
-        assert_eq!(panicked.usage(), Usage::default());
     }
 }

@@ -334,11 +334,7 @@ impl Rule {
             ),
             Answer::Json(value) => value.clone(),
             Answer::Error { message, retryable } => {
-                return Err(BackendError::Failed {
-                    message: message.clone(),
-                    retryable: *retryable,
-                    usage: Usage::default(),
-                });
+                return Err(BackendError::failed(message.clone(), *retryable));
             }
         };
         let usage = self.tokens.unwrap_or_else(|| Usage {
@@ -371,11 +367,7 @@ impl LeafBackend for ScriptedBackend {
         }
 
         if self.failure_rate > 0.0 && self.unit(request, &prompt, "failure") < self.failure_rate {
-            return Err(BackendError::Failed {
-                message: self.failure_message.clone(),
-                retryable: true,
-                usage: Usage::default(),
-            });
+            return Err(BackendError::failed(self.failure_message.clone(), true));
         }
         match (rule, self.fallback) {
             (Some((_, rule)), _) => rule.reply(request, &prompt),

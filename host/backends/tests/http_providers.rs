@@ -4,17 +4,17 @@
 //! tool use) driven over both. Live tests against the real APIs run only when
 //! `FLOWBOX_LIVE_TESTS=1` and `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` are set.
 
-mod support;
-
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowbox_backends::http::{AnthropicChat, MAX_RESPONSE_BYTES, OpenAiChat, RetryPolicy};
 use flowbox_backends::{
-    AgentBackend, AgentConfig, BackendError, ChatModel, ChatRequest, LeafBackend, LeafRequest,
-    Message, StructuredOutput, Tool, ToolCall, ToolError, ToolSet, ToolSpec, Usage,
+    AgentBackend, AgentConfig, BackendError, BackendErrorKind, ChatModel, ChatRequest, LeafBackend,
+    LeafRequest, Message, StructuredOutput, ToolCall, ToolSet, ToolSpec, TransportCause, Usage,
 };
+use flowbox_testkit::server::anthropic_reply;
+use flowbox_testkit::{FnTool, Protocol, Recorded, Reply, TestServer};
 use serde_json::{Value, json};
-use support::{Recorded, Reply, TestServer};
 use tokio::io::AsyncReadExt;
 
 /// An API key that a 401 body echoes back; it must never reach an error message.
@@ -100,9 +100,30 @@ fn two_calls() -> Vec<ToolCall> {
 }
 
 fn message_of(error: &BackendError) -> String {
-    match error {
-        BackendError::Failed { message, .. } => message.clone(),
-        other => panic!("unexpected error kind: {other:?}"),
+    error.to_string()
+}
+
+/// The fields of an `Http` error: status, provider code, `Retry-After`, attempts.
+fn http_failure(error: &BackendError) -> (u16, Option<&str>, Option<Duration>, u32) {
+    match error.kind() {
+        BackendErrorKind::Http {
+            status,
+            provider_code,
+            retry_after,
+            attempts,
+            ..
+        } => (*status, provider_code.as_deref(), *retry_after, *attempts),
+        other => panic!("not an HTTP failure: {other:?}"),
+    }
+}
+
+/// The cause and attempts of a `Transport` error.
+fn transport_failure(error: &BackendError) -> (TransportCause, u32) {
+    match error.kind() {
+        BackendErrorKind::Transport {
+            cause, attempts, ..
+        } => (*cause, *attempts),
+        other => panic!("not a transport failure: {other:?}"),
     }
 }
 
@@ -115,11 +136,7 @@ fn gap(requests: &[Recorded], first: usize) -> Duration {
 // OpenAI-compatible Chat Completions
 
 fn openai_text(text: &str) -> Value {
-    json!({
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "test-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 21, "completion_tokens": 4, "total_tokens": 25},
-    })
+    Protocol::OpenAi.text(text)
 }
 
 fn openai(server: &TestServer, policy: RetryPolicy) -> OpenAiChat {
@@ -128,7 +145,7 @@ fn openai(server: &TestServer, policy: RetryPolicy) -> OpenAiChat {
 
 #[tokio::test]
 async fn openai_plain_text_reply_and_request_shape() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, openai_text("Hi!")));
     let reply = openai(&server, policy()).complete(&hello()).await.unwrap();
     assert_eq!(reply.text, "Hi!");
@@ -168,7 +185,7 @@ async fn openai_plain_text_reply_and_request_shape() {
 /// once told, and stays with it.
 #[tokio::test]
 async fn openai_newer_models_get_max_completion_tokens() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         400,
         json!({"error": {
@@ -214,13 +231,17 @@ async fn openai_newer_models_get_max_completion_tokens() {
         .await
         .unwrap_err();
     assert!(message_of(&other).contains("max_tokens is too large"));
+    assert_eq!(
+        http_failure(&other),
+        (400, Some("invalid_request_error"), None, 1)
+    );
     assert_eq!(server.requests().len(), 4);
 }
 
 /// What a benchmark against a local server does: plain HTTP, no key, no idempotency key.
 #[tokio::test]
 async fn openai_without_a_key_talks_plain_http_to_a_local_server() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, openai_text("local")));
     let model = OpenAiChat::new(format!("{}/v1", server.url()), None, policy()).unwrap();
     let mut request = hello();
@@ -238,7 +259,7 @@ async fn openai_without_a_key_talks_plain_http_to_a_local_server() {
 
 #[tokio::test]
 async fn openai_two_tool_calls_then_both_results() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         200,
         json!({
@@ -299,7 +320,7 @@ async fn openai_two_tool_calls_then_both_results() {
 
 #[tokio::test]
 async fn openai_structured_output_uses_response_format() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, openai_text(r#"{"verdict": "ok"}"#)));
     let schema = json!({"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]});
     let mut request = hello();
@@ -322,7 +343,7 @@ async fn openai_structured_output_uses_response_format() {
 
 #[tokio::test]
 async fn openai_tool_arguments_that_are_not_json_fail_clearly() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         200,
         json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
@@ -340,6 +361,10 @@ async fn openai_tool_arguments_that_are_not_json_fail_clearly() {
     );
     // A new sample may be valid JSON, so the caller may try again; the client itself did not.
     assert!(error.is_retryable());
+    assert!(
+        matches!(error.kind(), BackendErrorKind::MalformedToolArguments { tool, .. } if tool == "get_weather"),
+        "{error:?}"
+    );
     assert!(message.ends_with("(retryable)"), "{message}");
     assert_eq!(server.requests().len(), 1);
 }
@@ -368,16 +393,8 @@ async fn openai_https_goes_through_rustls() {
 // ---------------------------------------------------------------------------------------------
 // Anthropic Messages
 
-fn anthropic_reply(content: Value, stop_reason: &str) -> Value {
-    json!({
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
-        "content": content, "stop_reason": stop_reason, "stop_sequence": null,
-        "usage": {"input_tokens": 30, "output_tokens": 7},
-    })
-}
-
 fn anthropic_text(text: &str) -> Value {
-    anthropic_reply(json!([{"type": "text", "text": text}]), "end_turn")
+    Protocol::Anthropic.text(text)
 }
 
 fn anthropic(server: &TestServer, policy: RetryPolicy) -> AnthropicChat {
@@ -386,7 +403,7 @@ fn anthropic(server: &TestServer, policy: RetryPolicy) -> AnthropicChat {
 
 #[tokio::test]
 async fn anthropic_plain_text_reply_and_request_shape() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     let mut reply = anthropic_text("Hi!");
     reply["usage"]["cache_read_input_tokens"] = json!(100);
     server.push(Reply::json(200, reply));
@@ -425,7 +442,7 @@ async fn anthropic_plain_text_reply_and_request_shape() {
 
 #[tokio::test]
 async fn anthropic_version_header_can_be_changed() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, anthropic_text("ok")));
     let model = anthropic(&server, policy())
         .with_version("2099-01-01")
@@ -440,13 +457,18 @@ async fn anthropic_version_header_can_be_changed() {
         .unwrap_err();
     assert!(!error.is_retryable());
     assert!(message_of(&error).ends_with("(not retryable)"), "{error}");
+    assert_eq!(error.kind().name(), "setup");
     let error = AnthropicChat::new(server.url(), String::new(), policy()).unwrap_err();
     assert!(message_of(&error).contains("API key is empty"), "{error}");
+    assert!(
+        matches!(error.kind(), BackendErrorKind::Setup { .. }),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]
 async fn anthropic_two_tool_calls_then_both_results_in_one_user_turn() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         200,
         anthropic_reply(
@@ -517,7 +539,7 @@ async fn anthropic_two_tool_calls_then_both_results_in_one_user_turn() {
 
 #[tokio::test]
 async fn anthropic_structured_output_is_a_forced_tool() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         200,
         anthropic_reply(
@@ -570,11 +592,16 @@ async fn anthropic_structured_output_is_a_forced_tool() {
         message.contains("no `review` tool call") && message.contains("end_turn"),
         "{message}"
     );
+    assert!(
+        matches!(error.kind(), BackendErrorKind::BadReply { .. }),
+        "{error:?}"
+    );
+    assert!(!error.is_retryable());
 }
 
 #[tokio::test]
 async fn anthropic_structured_output_for_a_non_object_schema_is_wrapped() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         200,
         anthropic_reply(
@@ -601,7 +628,7 @@ async fn anthropic_structured_output_for_a_non_object_schema_is_wrapped() {
 
 #[tokio::test]
 async fn anthropic_overloaded_529_is_retried() {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         529,
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
@@ -640,10 +667,7 @@ impl Provider {
     }
 
     fn text(self, text: &str) -> Value {
-        match self {
-            Self::OpenAi => openai_text(text),
-            Self::Anthropic => anthropic_text(text),
-        }
+        self.protocol().text(text)
     }
 
     /// A reply carrying `value` as the structured answer: JSON text for OpenAI's
@@ -691,16 +715,17 @@ impl Provider {
         AgentBackend::new(model, config, tools)
     }
 
+    /// Its wire protocol, whose bodies the test server answers with.
+    fn protocol(self) -> Protocol {
+        match self {
+            Self::OpenAi => Protocol::OpenAi,
+            Self::Anthropic => Protocol::Anthropic,
+        }
+    }
+
     /// An error body in the provider's documented shape.
     fn error(self, kind: &str, message: &str) -> Value {
-        match self {
-            Self::OpenAi => {
-                json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
-            }
-            Self::Anthropic => {
-                json!({"type": "error", "error": {"type": kind, "message": message}})
-            }
-        }
+        self.protocol().error(kind, message)
     }
 }
 
@@ -745,36 +770,29 @@ for_both_providers!(
 );
 
 /// A host tool for leaves: the length of a text.
-#[derive(Debug)]
-struct Length;
-
-#[async_trait::async_trait]
-impl Tool for Length {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: "length".into(),
-            description: "Counts the characters of a text.".into(),
-            parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-        }
-    }
-
-    async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
-        Ok(json!(
-            arguments["text"]
-                .as_str()
-                .unwrap_or_default()
-                .chars()
-                .count()
-        ))
-    }
+fn length() -> Arc<FnTool> {
+    Arc::new(FnTool::new(
+        "length",
+        "Counts the characters of a text.",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        |arguments| {
+            Ok(json!(
+                arguments["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .chars()
+                    .count()
+            ))
+        },
+    ))
 }
 
 async fn leaf_runs_a_tool_then_answers(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, length_call(provider)));
     server.push(Reply::json(200, provider.text("It has 7 characters.")));
     let mut tools = ToolSet::new();
-    tools.insert(std::sync::Arc::new(Length)).unwrap();
+    tools.insert(length()).unwrap();
     let agent = provider.agent_with(&server, AgentConfig::default(), tools);
     let mut leaf = LeafRequest::new(1, json!("How long is the word flowbox?"));
     leaf.idempotency_key = "t/1".into();
@@ -813,7 +831,7 @@ async fn leaf_runs_a_tool_then_answers(provider: Provider) {
 }
 
 async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     // The model ran out of tokens halfway through a tool call: neither the text nor the call
     // may be taken as an answer.
     server.push(Reply::json(
@@ -837,7 +855,7 @@ async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
         },
     ));
     let mut tools = ToolSet::new();
-    tools.insert(std::sync::Arc::new(Length)).unwrap();
+    tools.insert(length()).unwrap();
     let config = AgentConfig {
         max_tokens: 64,
         ..AgentConfig::default()
@@ -853,6 +871,10 @@ async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
         "{message}"
     );
     assert!(!error.is_retryable(), "{message}");
+    assert_eq!(
+        error.kind(),
+        &BackendErrorKind::Truncated { max_tokens: 64 }
+    );
     // Its tokens were spent all the same, and it was not sent again.
     assert_eq!(error.usage().output_tokens, 64);
     let requests = server.requests();
@@ -882,14 +904,14 @@ fn length_call(provider: Provider) -> Value {
 /// structured output is a forced tool, gets the tool phase first and then a turn that may only
 /// call the `reply` tool, over the evidence.
 async fn leaf_uses_a_tool_then_gives_a_structured_reply(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, length_call(provider)));
     if matches!(provider, Provider::Anthropic) {
         server.push(Reply::json(200, provider.text("flowbox has 7 characters.")));
     }
     server.push(Reply::json(200, provider.structured(json!({"score": 4}))));
     let mut tools = ToolSet::new();
-    tools.insert(std::sync::Arc::new(Length)).unwrap();
+    tools.insert(length()).unwrap();
     let agent = provider.agent_with(&server, AgentConfig::default(), tools);
     let reply = agent.call(&scored_leaf()).await.unwrap();
     assert_eq!(reply.value, json!({"score": 4}));
@@ -976,7 +998,7 @@ fn last_user_text(provider: Provider, request: &Recorded) -> String {
 }
 
 async fn leaf_structured_reply_valid_at_once(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, provider.structured(json!({"score": 4}))));
     let reply = provider.agent(&server).call(&scored_leaf()).await.unwrap();
     assert_eq!(reply.value, json!({"score": 4}));
@@ -1003,7 +1025,7 @@ async fn leaf_structured_reply_valid_at_once(provider: Provider) {
 }
 
 async fn leaf_structured_reply_invalid_then_repaired(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, provider.structured(json!({"score": 9}))));
     server.push(Reply::json(200, provider.structured(json!({"score": 5}))));
     let reply = provider.agent(&server).call(&scored_leaf()).await.unwrap();
@@ -1039,7 +1061,7 @@ async fn leaf_structured_reply_invalid_then_repaired(provider: Provider) {
 }
 
 async fn leaf_structured_reply_invalid_twice_fails(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(200, provider.structured(json!({"score": 9}))));
     server.push(Reply::json(200, provider.structured(json!({"grade": "A"}))));
     let error = provider
@@ -1050,6 +1072,10 @@ async fn leaf_structured_reply_invalid_twice_fails(provider: Provider) {
     let message = message_of(&error);
     assert!(message.contains("even after a repair turn"), "{message}");
     assert!(message.contains("score"), "{message}");
+    assert!(
+        matches!(error.kind(), BackendErrorKind::SchemaMismatch { errors } if errors.contains("score")),
+        "{error:?}"
+    );
     assert_eq!(
         error.usage().output_tokens,
         provider.usage().output_tokens * 2
@@ -1058,7 +1084,7 @@ async fn leaf_structured_reply_invalid_twice_fails(provider: Provider) {
 }
 
 async fn rate_limit_waits_for_retry_after(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(
         Reply::json(
             429,
@@ -1084,7 +1110,7 @@ async fn rate_limit_waits_for_retry_after(provider: Provider) {
 }
 
 async fn retry_after_beyond_max_backoff_gives_up_at_once(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(
         Reply::json(429, provider.error("rate_limit_error", "Daily quota spent"))
             .header("Retry-After", "3600"),
@@ -1101,6 +1127,15 @@ async fn retry_after_beyond_max_backoff_gives_up_at_once(provider: Provider) {
         "{message}"
     );
     assert!(message.contains("asked to wait 3600 s"), "{message}");
+    assert_eq!(
+        http_failure(&error),
+        (
+            429,
+            Some("rate_limit_error"),
+            Some(Duration::from_secs(3600)),
+            1
+        )
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
@@ -1118,7 +1153,7 @@ async fn oversized_body_fails_without_retry(provider: Provider) {
             body: flood.clone(),
         },
     ] {
-        let server = TestServer::start().await;
+        let server = TestServer::start();
         server.push(reply);
         let error = provider
             .model(&server, policy())
@@ -1130,13 +1165,17 @@ async fn oversized_body_fails_without_retry(provider: Provider) {
             message.contains("the body is larger than the 16 MiB a provider reply may be"),
             "{message}"
         );
+        assert!(
+            matches!(error.kind(), BackendErrorKind::ResponseTooLarge { limit, .. } if *limit == MAX_RESPONSE_BYTES as u64),
+            "{error:?}"
+        );
         assert!(!error.is_retryable(), "{message}");
         assert_eq!(server.requests().len(), 1);
     }
 }
 
 async fn body_of_exactly_the_limit_is_read(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     let mut body = provider.text("padded").to_string();
     body.push_str(&" ".repeat(MAX_RESPONSE_BYTES - body.len()));
     server.push(Reply::Chunked { status: 200, body });
@@ -1151,7 +1190,7 @@ async fn body_of_exactly_the_limit_is_read(provider: Provider) {
 /// A date past what the arithmetic can hold is no date: the header is ignored and the
 /// policy's own backoff applies.
 async fn retry_after_with_a_huge_http_date_is_ignored(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(
         Reply::json(429, provider.error("rate_limit_error", "Slow down"))
             .header("Retry-After", "Sun, 06 Nov 9999999999999 08:49:37 GMT"),
@@ -1169,7 +1208,7 @@ async fn retry_after_with_a_huge_http_date_is_ignored(provider: Provider) {
 }
 
 async fn server_error_then_success_keeps_the_idempotency_key(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         500,
         provider.error("api_error", "Internal error"),
@@ -1191,7 +1230,7 @@ async fn server_error_then_success_keeps_the_idempotency_key(provider: Provider)
 }
 
 async fn retries_exhausted_is_retryable_and_names_the_status(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     for _ in 0..4 {
         server.push(Reply::json(
             503,
@@ -1211,11 +1250,15 @@ async fn retries_exhausted_is_retryable_and_names_the_status(provider: Provider)
         "{message}"
     );
     assert!(message.contains("gave up after 4 attempts"), "{message}");
+    assert_eq!(
+        http_failure(&error),
+        (503, Some("overloaded_error"), None, 4)
+    );
     assert_eq!(server.requests().len(), 4);
 }
 
 async fn malformed_json_fails_without_retry(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::raw(200, r#"{"choices": [ oops"#));
     let error = provider
         .model(&server, policy())
@@ -1229,11 +1272,12 @@ async fn malformed_json_fails_without_retry(provider: Provider) {
             && message.contains("oops"),
         "{message}"
     );
+    assert_eq!(error.kind().name(), "bad_reply");
     assert_eq!(server.requests().len(), 1);
 }
 
 async fn truncated_body_is_retried(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     let whole = provider.text("whole").to_string();
     server.push(Reply::Truncated {
         status: 200,
@@ -1253,10 +1297,12 @@ async fn truncated_body_is_retried(provider: Provider) {
     let message = message_of(&error);
     assert!(error.is_retryable(), "{message}");
     assert!(message.contains("body was cut short"), "{message}");
+    assert_eq!(transport_failure(&error), (TransportCause::CutShort, 1));
+    assert!(std::error::Error::source(&error).is_some(), "{error:?}");
 }
 
 async fn unanswered_request_times_out(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::Hang);
     server.push(Reply::Hang);
     let policy = policy()
@@ -1275,12 +1321,13 @@ async fn unanswered_request_times_out(provider: Provider) {
         "{message}"
     );
     assert!(message.contains("gave up after 2 attempts"), "{message}");
+    assert_eq!(transport_failure(&error), (TransportCause::Timeout, 2));
     assert_eq!(server.requests().len(), 2);
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 
 async fn bad_request_fails_at_once_with_the_provider_message(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         400,
         provider.error(
@@ -1301,11 +1348,15 @@ async fn bad_request_fails_at_once_with_the_provider_message(provider: Provider)
             && message.contains("max_tokens: 999999 > 8192, the maximum for this model"),
         "{message}"
     );
+    assert_eq!(
+        http_failure(&error),
+        (400, Some("invalid_request_error"), None, 1)
+    );
     assert_eq!(server.requests().len(), 1);
 }
 
 async fn unauthorized_fails_fast_and_never_shows_the_key(provider: Provider) {
-    let server = TestServer::start().await;
+    let server = TestServer::start();
     server.push(Reply::json(
         401,
         provider.error(
@@ -1321,6 +1372,10 @@ async fn unauthorized_fails_fast_and_never_shows_the_key(provider: Provider) {
         message.contains("HTTP 401 Unauthorized")
             && message.contains("Incorrect API key provided: [redacted]."),
         "{message}"
+    );
+    assert_eq!(
+        http_failure(&error),
+        (401, Some("authentication_error"), None, 1)
     );
     for shown in [message, format!("{error:?}"), format!("{model:?}")] {
         assert!(!shown.contains(KEY), "{shown}");
@@ -1349,6 +1404,9 @@ async fn refused_connection_is_retryable(provider: Provider) {
         message.contains("cannot connect") && message.contains("gave up after 4 attempts"),
         "{message}"
     );
+    assert_eq!(transport_failure(&error), (TransportCause::Connect, 4));
+    // What the operating system said is the error's source, not part of its message.
+    assert!(std::error::Error::source(&error).is_some(), "{error:?}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use flowbox_testkit::{Reply, TestServer};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
@@ -852,64 +853,38 @@ fn runs_print_their_thread_and_are_journaled_by_default() {
     assert_eq!(shown["entries"].as_array().unwrap().len(), 1);
 }
 
-/// A loopback server speaking OpenAI's Chat Completions: it answers from the request's content,
-/// records each request (path, authorization header, JSON body), and serves until dropped.
+/// The shared loopback server (`flowbox_testkit`) speaking OpenAI's Chat Completions: it
+/// answers from the request's content and records each request, serving until dropped.
 struct ChatServer {
     url: String,
-    requests: std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>,
+    server: TestServer,
 }
 
 impl ChatServer {
     fn start() -> Self {
-        use std::io::{BufRead, BufReader, Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = requests.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { break };
-                let seen = seen.clone();
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().unwrap());
-                    let mut line = String::new();
-                    reader.read_line(&mut line).unwrap();
-                    let path = line.split_whitespace().nth(1).unwrap_or("").to_owned();
-                    let (mut length, mut auth) = (0, String::new());
-                    loop {
-                        let mut header = String::new();
-                        reader.read_line(&mut header).unwrap();
-                        let header = header.trim_end();
-                        if header.is_empty() {
-                            break;
-                        }
-                        let (name, value) = header.split_once(':').unwrap_or((header, ""));
-                        match name.to_ascii_lowercase().as_str() {
-                            "content-length" => length = value.trim().parse().unwrap(),
-                            "authorization" => auth = value.trim().to_owned(),
-                            _ => {}
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    reader.read_exact(&mut body).unwrap();
-                    let request: Value = serde_json::from_slice(&body).unwrap();
-                    let (status, reply) = ChatServer::answer(&request);
-                    seen.lock().unwrap().push((path, auth, request));
-                    let body = reply.to_string();
-                    // A rate limit asks for a 30-second pause.
-                    let status = match status {
-                        429 => "429 Too Many Requests\r\nRetry-After: 30",
-                        _ => "200 OK",
-                    };
-                    let _ = write!(
-                        stream,
-                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                });
+        let server = TestServer::answering(|request| {
+            let (status, reply) = ChatServer::answer(&request.json());
+            let reply = Reply::json(status, reply);
+            // A rate limit asks for a 30-second pause.
+            match status {
+                429 => reply.header("Retry-After", "30"),
+                _ => reply,
             }
         });
-        Self { url, requests }
+        let url = format!("{}/v1", server.url());
+        Self { url, server }
+    }
+
+    /// Each request's path, authorization header and JSON body, oldest first.
+    fn requests(&self) -> Vec<(String, String, Value)> {
+        self.server
+            .requests()
+            .iter()
+            .map(|request| {
+                let auth = request.header("authorization").unwrap_or("").to_owned();
+                (request.path.clone(), auth, request.json())
+            })
+            .collect()
     }
 
     fn answer(request: &Value) -> (u16, Value) {
@@ -1066,7 +1041,7 @@ fn ask_over_an_openai_compatible_server() {
     assert_eq!(out["workflows"].as_array().unwrap().len(), 1, "{out}");
     assert!(!stdout.contains("sk-ask-secret"));
 
-    let requests = server.requests.lock().unwrap();
+    let requests = server.requests();
     assert_eq!(requests.len(), 3);
     let tool_names = |body: &Value| -> Vec<String> {
         body["tools"]
@@ -1168,7 +1143,7 @@ return {"plain": plain, "with_file": with_file, "rated": rated, "fast": fast,
     assert_eq!(out["summary"]["input_tokens"], 11 * 5);
     assert!(!stdout.contains(key));
 
-    let requests = server.requests.lock().unwrap();
+    let requests = server.requests();
     assert!(
         requests
             .iter()

@@ -4,7 +4,7 @@
 //! backend sees it; a bad request becomes a [`CallFailure`] the script receives as an
 //! exception, never a host panic.
 
-use flowbox_backends::LeafRequest;
+use flowbox_backends::{BackendError, BackendErrorKind, LeafRequest};
 use flowbox_store::CallErrorKind;
 use serde_json::Value;
 
@@ -37,6 +37,34 @@ impl CallFailure {
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(CallErrorKind::InvalidRequest, message)
     }
+
+    /// A backend's or tool's failure as the script receives it: `kind` for a call of that
+    /// kind, the message with its causes. The one place a [`BackendError`] becomes a call
+    /// failure; its `kind()` and `is_retryable()` are at hand here for the script's view.
+    pub(crate) fn backend(kind: CallErrorKind, error: &BackendError) -> Self {
+        // A plain failure has no word of its own beyond the call's kind.
+        let cause = match error.kind() {
+            BackendErrorKind::Failed { .. } => None,
+            other => Some(other.name().to_owned()),
+        };
+        Self {
+            retryable: error.is_retryable(),
+            cause,
+            ..Self::new(kind, message_with_causes(error))
+        }
+    }
+}
+
+/// An error's message followed by its sources', `: `-separated.
+pub(crate) fn message_with_causes(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
 }
 
 /// An `agent(...)` request after checking: the backend request and its tree position.
@@ -145,23 +173,10 @@ fn parse_json(what: &str, text: &str, limit: usize) -> Result<Value, CallFailure
         .map_err(|e| CallFailure::invalid(format!("{what} is not valid JSON: {e}")))
 }
 
-/// A schema must be a JSON Schema: an object (or boolean) that meta-validates.
+/// A schema must be a JSON Schema the backends can use (see `flowbox_backends::schema`).
 fn check_schema(schema: Value) -> Result<Value, CallFailure> {
-    if !(schema.is_object() || schema.is_boolean()) {
-        return Err(CallFailure::invalid(
-            "schema must be a JSON Schema object, such as {\"type\": \"object\", ...}",
-        ));
-    }
-    if let Err(error) = jsonschema::meta::validate(&schema) {
-        return Err(CallFailure::invalid(format!(
-            "schema is not a valid JSON Schema: {error}"
-        )));
-    }
-    if let Err(error) = flowbox_backends::check_schema_cost(&schema) {
-        return Err(CallFailure::invalid(format!(
-            "schema is too costly to use: {error}"
-        )));
-    }
+    flowbox_backends::schema::check(&schema)
+        .map_err(|error| CallFailure::invalid(error.to_string()))?;
     Ok(schema)
 }
 

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowbox_backends::{
-    BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, ToolSet, Usage,
+    BackendError, BackendErrorKind, LeafBackend, LeafObserver, LeafReply, LeafRequest, ToolSet,
+    Usage,
 };
 use flowbox_store::{CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest};
 use futures_util::FutureExt;
@@ -29,7 +30,7 @@ use tokio::task::JoinSet;
 
 use crate::RunError;
 use crate::budget::Budget;
-use crate::call_request::{CallFailure, DecodedAgent};
+use crate::call_request::{CallFailure, DecodedAgent, message_with_causes};
 use crate::clock::millis;
 use crate::entry::{agent_request, entry_reply, entry_usage, journal_entry};
 use crate::events::{EventKind, Position, RunEvents};
@@ -216,8 +217,11 @@ impl Calls {
         leaf.thread_id.clone_from(&self.thread_id);
         leaf.call_id = handle;
         leaf.idempotency_key = format!("{}/{handle}", self.thread_id);
-        if let Err(message) = self.backend.check(&leaf) {
-            return Ok(Err(CallFailure::invalid(message)));
+        if let Err(error) = self.backend.check(&leaf) {
+            return Ok(Err(CallFailure::backend(
+                CallErrorKind::InvalidRequest,
+                &error,
+            )));
         }
         let record = self
             .keeps_records()
@@ -274,18 +278,18 @@ impl Calls {
         path: Vec<Position>,
     ) -> Result<Result<u64, CallFailure>, RunError> {
         if let Err(error) = self.tools.validate(&name, &arguments) {
-            return Ok(Err(CallFailure::new(
+            return Ok(Err(CallFailure::backend(
                 CallErrorKind::ToolFailed,
-                error.to_string(),
+                &error.into(),
             )));
         }
         if self.tools_called >= self.max_tool_calls {
+            let cap = BackendErrorKind::ToolCallCap {
+                limit: self.max_tool_calls,
+            };
             return Ok(Err(CallFailure::new(
                 CallErrorKind::ToolCapExceeded,
-                format!(
-                    "this run may make at most {} tool calls and has made them all",
-                    self.max_tool_calls
-                ),
+                cap.to_string(),
             )));
         }
         let handle = self.next_handle;
@@ -349,7 +353,7 @@ impl Calls {
                         value,
                         usage: Usage::default(),
                     })
-                    .map_err(|error| BackendError::terminal(error.to_string())),
+                    .map_err(BackendError::from),
                 duration,
             }
         }));
@@ -373,13 +377,13 @@ impl Calls {
             let result = AssertUnwindSafe(backend.call_observed(&leaf, &tools))
                 .catch_unwind()
                 .await
-                .unwrap_or_else(|panic| Err(BackendError::Panicked(panic_message(&*panic))));
+                .unwrap_or_else(|panic| Err(BackendError::panicked(panic_message(&*panic))));
             let duration = started.elapsed();
             events.emit(|| {
                 let usage = result
                     .as_ref()
                     .map(|r| r.usage)
-                    .map_err(ToString::to_string);
+                    .map_err(|error| message_with_causes(error));
                 leaf_finished(leaf.call_id, usage, duration, false)
             });
             Finished {
@@ -565,27 +569,19 @@ impl Calls {
             Ok(reply) => {
                 let text = reply.value.to_string();
                 let outcome = if text.len() > self.max_reply_bytes {
-                    Err(CallFailure::new(
-                        failed,
-                        format!(
-                            "the reply is {} bytes; the limit is {} bytes",
-                            text.len(),
-                            self.max_reply_bytes
-                        ),
-                    ))
+                    let too_large = BackendErrorKind::TooLarge {
+                        what: "the reply",
+                        size: text.len() as u64,
+                        limit: self.max_reply_bytes as u64,
+                    };
+                    Err(CallFailure::backend(failed, &too_large.into()))
                 } else {
                     Ok(text)
                 };
                 (outcome, reply.usage)
             }
             // A failed leaf may still have used tokens (turns before it failed): they count.
-            Err(error) => (
-                Err(CallFailure {
-                    retryable: error.is_retryable(),
-                    ..CallFailure::new(failed, error.to_string())
-                }),
-                error.usage(),
-            ),
+            Err(error) => (Err(CallFailure::backend(failed, &error)), error.usage()),
         };
         (Completion { handle, outcome }, usage)
     }

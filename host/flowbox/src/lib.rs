@@ -49,7 +49,7 @@ pub use error::{
 };
 pub use events::{Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
-    BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,
+    BackendError, BackendErrorKind, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,
 };
 pub use flowbox_store::Summary;
 pub use limits::Limits;
@@ -64,9 +64,10 @@ pub use async_trait::async_trait;
 /// Leaf backends: what answers a script's `agent(...)` calls. [`LeafBackend`] and the types
 /// it speaks are at the crate root.
 pub mod backends {
+    pub use flowbox_backends::schema::SchemaError;
     pub use flowbox_backends::{
         AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, DEFAULT_BASE_PROMPT, FakeBackend,
-        LEAF_ADDENDUM, ScriptedBackend, ScriptedConfigError,
+        LEAF_ADDENDUM, ScriptedBackend, ScriptedConfigError, TransportCause,
     };
 }
 

@@ -9,10 +9,11 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::client::HttpClient;
+use super::client::{HttpClient, ProviderError};
 use super::{IDEMPOTENCY_KEY, RetryPolicy, env_var, idempotency_header};
 use crate::{
-    BackendError, ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, Usage,
+    BackendError, BackendErrorKind, ChatModel, ChatRequest, ChatResponse, Message,
+    StructuredOutput, ToolCall, Usage,
 };
 
 const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
@@ -66,7 +67,7 @@ impl AnthropicChat {
             error_message,
         )?;
         if api_key.is_empty() {
-            return Err(http.error("the API key is empty", false));
+            return Err(http.setup_error("the API key is empty"));
         }
         Ok(Self {
             url: format!("{base_url}/v1/messages"),
@@ -85,8 +86,11 @@ impl AnthropicChat {
     /// Like [`Self::from_env`], at `base_url` when given (the key still comes from
     /// `ANTHROPIC_API_KEY`).
     pub fn from_env_at(base_url: Option<&str>, retry: RetryPolicy) -> Result<Self, BackendError> {
-        let api_key = env_var("ANTHROPIC_API_KEY")
-            .ok_or_else(|| BackendError::terminal("ANTHROPIC_API_KEY is not set"))?;
+        let api_key = env_var("ANTHROPIC_API_KEY").ok_or_else(|| {
+            BackendError::new(BackendErrorKind::Setup {
+                message: "ANTHROPIC_API_KEY is not set".into(),
+            })
+        })?;
         let base_url = base_url
             .map(str::to_owned)
             .or_else(|| env_var("ANTHROPIC_BASE_URL"))
@@ -97,10 +101,9 @@ impl AnthropicChat {
     /// Sends `version` as `anthropic-version` instead of [`Self::DEFAULT_VERSION`].
     pub fn with_version(mut self, version: &str) -> Result<Self, BackendError> {
         self.version = HeaderValue::from_str(version).map_err(|_| {
-            self.http.error(
-                format!("the API version {version:?} is not a valid HTTP header value"),
-                false,
-            )
+            self.http.setup_error(format!(
+                "the API version {version:?} is not a valid HTTP header value"
+            ))
         })?;
         Ok(self)
     }
@@ -152,24 +155,20 @@ impl AnthropicChat {
         }
         if let Some(structured) = structured {
             let value = response.structured.take().ok_or_else(|| {
-                self.http.error(
-                    format!(
-                        "the reply has no `{}` tool call carrying the structured output \
-                         (stop_reason: {})",
-                        structured.name,
-                        reply.stop_reason.as_deref().unwrap_or("none")
-                    ),
-                    false,
-                )
+                self.http.bad_reply(format!(
+                    "the reply has no `{}` tool call carrying the structured output \
+                     (stop_reason: {})",
+                    structured.name,
+                    reply.stop_reason.as_deref().unwrap_or("none")
+                ))
             })?;
             response.structured = Some(if is_object_schema(&structured.schema) {
                 value
             } else {
                 value.get(WRAPPED).cloned().ok_or_else(|| {
-                    self.http.error(
-                        format!("the structured output has no `{WRAPPED}` property: {value}"),
-                        false,
-                    )
+                    self.http.bad_reply(format!(
+                        "the structured output has no `{WRAPPED}` property: {value}"
+                    ))
                 })?
             });
         }
@@ -281,14 +280,19 @@ fn is_object_schema(schema: &Value) -> bool {
     schema.get("type").and_then(Value::as_str) == Some("object")
 }
 
-/// `{"type": "error", "error": {"type": "rate_limit_error", "message": "…"}}` as
-/// `rate_limit_error: …`.
-fn error_message(body: &Value) -> Option<String> {
+/// `{"type": "error", "error": {"type": "rate_limit_error", "message": "…"}}`: the message
+/// as `rate_limit_error: …`, the type as the code.
+fn error_message(body: &Value) -> Option<ProviderError> {
     let error = body.get("error")?;
     let message = error.get("message")?.as_str()?;
-    Some(match error.get("type").and_then(Value::as_str) {
-        Some(kind) => format!("{kind}: {message}"),
-        None => message.to_owned(),
+    let code = error.get("type").and_then(Value::as_str).map(str::to_owned);
+    Some(ProviderError {
+        message: match &code {
+            Some(kind) => format!("{kind}: {message}"),
+            None => message.to_owned(),
+        },
+        code,
+        param: None,
     })
 }
 

@@ -4,10 +4,9 @@
 //! The provider modules build the URL, headers and body and read the reply; everything about
 //! the wire below that (TLS, timeouts, retries, error bodies) is here.
 
-use std::error::Error as _;
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -15,7 +14,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::retry::{RetryPolicy, retry_after};
-use crate::{BackendError, Usage};
+use crate::error::http_status_retryable;
+use crate::{BackendError, BackendErrorKind, TransportCause};
 
 /// The largest response body the client reads from a provider: 16 MiB. A real reply is a few
 /// KiB to a few hundred (a long completion with tool calls); past this, a misbehaving or
@@ -29,8 +29,19 @@ const REDACTED: &str = "[redacted]";
 /// The most bytes of a provider's body quoted in an error.
 const SNIPPET_BYTES: usize = 500;
 
-/// Reads the provider's own message out of a JSON error body.
-pub(crate) type ErrorReader = fn(&Value) -> Option<String>;
+/// Reads the provider's own error out of a JSON error body.
+pub(crate) type ErrorReader = fn(&Value) -> Option<ProviderError>;
+
+/// What a provider's error body says, in its own terms.
+#[derive(Debug, Default)]
+pub(crate) struct ProviderError {
+    /// Its message, for people.
+    pub message: String,
+    /// Its error code or type (`unsupported_parameter`, `rate_limit_error`).
+    pub code: Option<String>,
+    /// The request parameter it is about (`max_tokens`).
+    pub param: Option<String>,
+}
 
 /// An HTTP client for one provider endpoint.
 pub(crate) struct HttpClient {
@@ -54,19 +65,42 @@ impl fmt::Debug for HttpClient {
 }
 
 /// One failed attempt, before the retry loop decides what to do with it.
-struct Failure {
-    message: String,
-    retryable: bool,
-    /// The provider's `Retry-After`, when it sent one.
-    retry_after: Option<std::time::Duration>,
+enum Failure {
+    /// An answer with an error status.
+    Status {
+        status: StatusCode,
+        /// The provider's message, or the start of the body.
+        detail: String,
+        provider: ProviderError,
+        /// The provider's `Retry-After`, when it sent one.
+        retry_after: Option<Duration>,
+    },
+    /// No complete answer.
+    Transport {
+        cause: TransportCause,
+        message: String,
+        source: Option<reqwest::Error>,
+    },
+    /// A successful answer that is not the expected JSON.
+    BadReply { message: String },
+    /// An answer larger than [`MAX_RESPONSE_BYTES`].
+    TooLarge { status: StatusCode },
 }
 
 impl Failure {
-    fn new(message: String, retryable: bool) -> Self {
-        Self {
+    fn transport(cause: TransportCause, message: String, source: reqwest::Error) -> Self {
+        Self::Transport {
+            cause,
             message,
-            retryable,
-            retry_after: None,
+            source: Some(source.without_url()),
+        }
+    }
+
+    fn retryable(&self) -> bool {
+        match self {
+            Self::Status { status, .. } => http_status_retryable(status.as_u16()),
+            Self::Transport { cause, .. } => cause.is_retryable(),
+            Self::BadReply { .. } | Self::TooLarge { .. } => false,
         }
     }
 }
@@ -78,18 +112,19 @@ impl HttpClient {
         policy: RetryPolicy,
         read_error: ErrorReader,
     ) -> Result<Self, BackendError> {
+        let setup = |what: &str| BackendErrorKind::Setup {
+            message: format!("{label}: {what} (not retryable)"),
+        };
         let tls = tls_config()
-            .map_err(|e| BackendError::terminal(format!("{label}: cannot configure TLS: {e}")))?;
+            .map_err(|e| BackendError::new(setup("cannot configure TLS")).with_source(e))?;
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(policy.request_timeout)
             .user_agent(concat!("flowbox/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| {
-                BackendError::terminal(format!(
-                    "{label}: cannot build the HTTP client: {}",
-                    chain(e)
-                ))
+                BackendError::new(setup("cannot build the HTTP client"))
+                    .with_source(e.without_url())
             })?;
         Ok(Self {
             client,
@@ -103,30 +138,103 @@ impl HttpClient {
     /// A header carrying the API key, marked sensitive so that no debug output shows it.
     pub(crate) fn secret_header(&self, value: String) -> Result<HeaderValue, BackendError> {
         let mut header = HeaderValue::try_from(value).map_err(|_| {
-            self.error(
-                "the API key has characters an HTTP header cannot carry",
-                false,
-            )
+            self.setup_error("the API key has characters an HTTP header cannot carry")
         })?;
         header.set_sensitive(true);
         Ok(header)
     }
 
-    /// An error about this provider that says whether it is retryable, with the key removed.
-    pub(crate) fn error(&self, message: impl fmt::Display, retryable: bool) -> BackendError {
-        let kind = if retryable {
-            "retryable"
-        } else {
-            "not retryable"
-        };
-        let mut message = format!("{}: {message} ({kind})", self.label);
-        if let Some(secret) = &self.secret {
-            message = message.replace(secret.as_str(), REDACTED);
+    /// `text` with the API key removed.
+    fn redact(&self, text: String) -> String {
+        match &self.secret {
+            Some(secret) => text.replace(secret.as_str(), REDACTED),
+            None => text,
         }
-        BackendError::Failed {
-            message,
-            retryable,
-            usage: Usage::default(),
+    }
+
+    /// This provider cannot be used as configured.
+    pub(crate) fn setup_error(&self, message: impl fmt::Display) -> BackendError {
+        let message = self.redact(format!("{}: {message} (not retryable)", self.label));
+        BackendErrorKind::Setup { message }.into()
+    }
+
+    /// A request that cannot be sent as it is (a header value HTTP cannot carry).
+    pub(crate) fn invalid_request(&self, message: impl fmt::Display) -> BackendError {
+        BackendErrorKind::Transport {
+            provider: self.label.clone(),
+            cause: TransportCause::InvalidRequest,
+            attempts: 0,
+            message: self.redact(message.to_string()),
+        }
+        .into()
+    }
+
+    /// A successful answer that is no reply.
+    pub(crate) fn bad_reply(&self, message: impl fmt::Display) -> BackendError {
+        BackendErrorKind::BadReply {
+            provider: self.label.clone(),
+            message: self.redact(message.to_string()),
+        }
+        .into()
+    }
+
+    /// The model called `tool` with arguments that are not JSON.
+    pub(crate) fn malformed_arguments(&self, tool: &str, error: serde_json::Error) -> BackendError {
+        BackendErrorKind::MalformedToolArguments {
+            provider: self.label.clone(),
+            tool: tool.to_owned(),
+            message: error.to_string(),
+        }
+        .into()
+    }
+
+    /// The error a last failed attempt ends the call with; `also` is said after its detail.
+    fn give_up(&self, failure: Failure, attempts: u32, also: &str) -> BackendError {
+        let tried = if attempts > 1 {
+            format!(" (gave up after {attempts} attempts)")
+        } else {
+            String::new()
+        };
+        let provider = self.label.clone();
+        match failure {
+            Failure::Status {
+                status,
+                detail,
+                provider: said,
+                retry_after,
+            } => BackendErrorKind::Http {
+                provider,
+                status: status.as_u16(),
+                provider_code: said.code.map(|code| self.redact(code)),
+                param: said.param.map(|param| self.redact(param)),
+                retry_after,
+                attempts,
+                message: self.redact(format!("HTTP {status}: {detail}{also}{tried}")),
+            }
+            .into(),
+            Failure::Transport {
+                cause,
+                message,
+                source,
+            } => {
+                let error = BackendError::new(BackendErrorKind::Transport {
+                    provider,
+                    cause,
+                    attempts,
+                    message: self.redact(format!("{message}{also}{tried}")),
+                });
+                match source {
+                    Some(source) => error.with_source(source),
+                    None => error,
+                }
+            }
+            Failure::BadReply { message } => self.bad_reply(message),
+            Failure::TooLarge { status } => BackendErrorKind::ResponseTooLarge {
+                provider,
+                status_text: status.to_string(),
+                limit: MAX_RESPONSE_BYTES as u64,
+            }
+            .into(),
         }
     }
 
@@ -147,23 +255,21 @@ impl HttpClient {
                 Err(failure) => failure,
             };
             let attempts = retry + 1;
-            let tried = if attempts > 1 {
-                format!(" (gave up after {attempts} attempts)")
-            } else {
-                String::new()
-            };
-            if !failure.retryable || retry >= self.policy.max_retries {
-                return Err(self.error(format!("{}{tried}", failure.message), failure.retryable));
+            if !failure.retryable() || retry >= self.policy.max_retries {
+                return Err(self.give_up(failure, attempts, ""));
             }
-            let wait = match failure.retry_after {
+            let asked = match &failure {
+                Failure::Status { retry_after, .. } => *retry_after,
+                _ => None,
+            };
+            let wait = match asked {
                 Some(asked) if asked > self.policy.max_backoff => {
-                    let message = format!(
-                        "{}; the provider asked to wait {} s, longer than max_backoff ({} s){tried}",
-                        failure.message,
+                    let also = format!(
+                        "; the provider asked to wait {} s, longer than max_backoff ({} s)",
                         asked.as_secs_f64(),
                         self.policy.max_backoff.as_secs_f64()
                     );
-                    return Err(self.error(message, true));
+                    return Err(self.give_up(failure, attempts, &also));
                 }
                 Some(asked) => asked,
                 None => self.policy.backoff(retry),
@@ -194,22 +300,27 @@ impl HttpClient {
             return serde_json::from_slice(&bytes).map_err(|e| {
                 // A 200 the client cannot read means the URL is not this kind of API (or the
                 // API changed); sending the same request again will not help.
-                Failure::new(
-                    format!(
+                Failure::BadReply {
+                    message: format!(
                         "HTTP {status}, but the body is not the expected JSON ({e}): {}",
                         snippet(&bytes)
                     ),
-                    false,
-                )
+                }
             });
         }
-        let detail = serde_json::from_slice::<Value>(&bytes)
+        let provider = serde_json::from_slice::<Value>(&bytes)
             .ok()
             .and_then(|error| (self.read_error)(&error))
-            .unwrap_or_else(|| snippet(&bytes));
-        Err(Failure {
-            message: format!("HTTP {status}: {detail}"),
-            retryable: retryable_status(status),
+            .unwrap_or_default();
+        let detail = if provider.message.is_empty() {
+            snippet(&bytes)
+        } else {
+            provider.message.clone()
+        };
+        Err(Failure::Status {
+            status,
+            detail,
+            provider,
             retry_after,
         })
     }
@@ -218,31 +329,22 @@ impl HttpClient {
     /// before it is held in memory.
     async fn read_body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, Failure> {
         let status = response.status();
-        let too_large = || {
-            Failure::new(
-                format!(
-                    "HTTP {status}, but the body is larger than the {} MiB a provider reply \
-                     may be",
-                    MAX_RESPONSE_BYTES >> 20
-                ),
-                false,
-            )
-        };
         if response
             .content_length()
             .is_some_and(|length| length > MAX_RESPONSE_BYTES as u64)
         {
-            return Err(too_large());
+            return Err(Failure::TooLarge { status });
         }
         let mut body = Vec::new();
         loop {
             let chunk = response.chunk().await.map_err(|e| {
                 if e.is_timeout() {
-                    self.timeout_failure()
+                    self.timeout_failure(e)
                 } else {
-                    Failure::new(
-                        format!("HTTP {status}, but the body was cut short: {}", chain(e)),
-                        true,
+                    Failure::transport(
+                        TransportCause::CutShort,
+                        format!("HTTP {status}, but the body was cut short"),
+                        e,
                     )
                 }
             })?;
@@ -250,7 +352,7 @@ impl HttpClient {
                 return Ok(body);
             };
             if body.len().saturating_add(chunk.len()) > MAX_RESPONSE_BYTES {
-                return Err(too_large());
+                return Err(Failure::TooLarge { status });
             }
             body.extend_from_slice(&chunk);
         }
@@ -258,46 +360,30 @@ impl HttpClient {
 
     fn transport_failure(&self, error: reqwest::Error) -> Failure {
         if error.is_timeout() {
-            self.timeout_failure()
+            self.timeout_failure(error)
         } else if error.is_builder() {
-            Failure::new(format!("invalid request: {}", chain(error)), false)
+            Failure::transport(
+                TransportCause::InvalidRequest,
+                "invalid request".into(),
+                error,
+            )
         } else if error.is_connect() {
-            Failure::new(format!("cannot connect: {}", chain(error)), true)
+            Failure::transport(TransportCause::Connect, "cannot connect".into(), error)
         } else {
-            Failure::new(format!("the request failed: {}", chain(error)), true)
+            Failure::transport(TransportCause::Other, "the request failed".into(), error)
         }
     }
 
-    fn timeout_failure(&self) -> Failure {
-        Failure::new(
+    fn timeout_failure(&self, error: reqwest::Error) -> Failure {
+        Failure::transport(
+            TransportCause::Timeout,
             format!(
                 "timed out: no complete response within the request timeout ({} s)",
                 self.policy.request_timeout.as_secs_f64()
             ),
-            true,
+            error,
         )
     }
-}
-
-/// Rate limits (429), request timeouts (408) and server trouble (5xx, including Anthropic's
-/// 529 "overloaded") may pass; any other status is an answer about the request itself.
-fn retryable_status(status: StatusCode) -> bool {
-    status == StatusCode::TOO_MANY_REQUESTS
-        || status == StatusCode::REQUEST_TIMEOUT
-        || status.is_server_error()
-}
-
-/// An error and its causes on one line, without the URL reqwest would repeat.
-fn chain(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// The start of a body, as text, for an error message.

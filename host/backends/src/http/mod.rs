@@ -28,10 +28,9 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 fn idempotency_header(http: &HttpClient, key: &str) -> Result<HeaderValue, BackendError> {
     HeaderValue::from_str(key).map_err(|_| {
-        http.error(
-            format!("the idempotency key {key:?} is not a valid HTTP header value"),
-            false,
-        )
+        http.invalid_request(format!(
+            "the idempotency key {key:?} is not a valid HTTP header value"
+        ))
     })
 }
 

@@ -8,10 +8,11 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::client::HttpClient;
+use super::client::{HttpClient, ProviderError};
 use super::{IDEMPOTENCY_KEY, RetryPolicy, env_var, idempotency_header};
 use crate::{
-    BackendError, ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolSpec, Usage,
+    BackendError, BackendErrorKind, ChatModel, ChatRequest, ChatResponse, Message, ToolCall,
+    ToolSpec, Usage,
 };
 
 /// A chat model behind an OpenAI-compatible Chat Completions endpoint.
@@ -89,7 +90,7 @@ impl OpenAiChat {
 
     fn parse(&self, reply: CompletionReply) -> Result<ChatResponse, BackendError> {
         let Some(choice) = reply.choices.into_iter().next() else {
-            return Err(self.http.error("the reply has no choices", false));
+            return Err(self.http.bad_reply("the reply has no choices"));
         };
         let usage = reply.usage.unwrap_or_default();
         let usage = Usage {
@@ -111,16 +112,9 @@ impl OpenAiChat {
             .into_iter()
             .flatten()
             .map(|call| {
-                let arguments = parse_arguments(call.function.arguments).map_err(|e| {
-                    // The model wrote broken JSON; sampling again may well produce valid JSON.
-                    self.http.error(
-                        format!(
-                            "the model's arguments for tool `{}` are not valid JSON: {e}",
-                            call.function.name
-                        ),
-                        true,
-                    )
-                })?;
+                // The model wrote broken JSON; sampling again may well produce valid JSON.
+                let arguments = parse_arguments(call.function.arguments)
+                    .map_err(|e| self.http.malformed_arguments(&call.function.name, e))?;
                 Ok(ToolCall {
                     id: call.id,
                     name: call.function.name,
@@ -176,13 +170,19 @@ impl ChatModel for OpenAiChat {
     }
 }
 
-/// Whether the server refused `max_tokens` and named `max_completion_tokens` instead (a
-/// 400 `unsupported_parameter` from OpenAI's newer models).
+/// Whether the server refused the `max_tokens` parameter as unsupported, as OpenAI's newer
+/// models do (a 400 with `code: unsupported_parameter`, `param: max_tokens`; the message names
+/// `max_completion_tokens`, but only the structured error is read).
 fn asks_for_completion_tokens(error: &BackendError) -> bool {
-    let message = error.to_string();
-    !error.is_retryable()
-        && message.contains("max_tokens")
-        && message.contains("max_completion_tokens")
+    matches!(
+        error.kind(),
+        BackendErrorKind::Http {
+            status: 400,
+            provider_code: Some(code),
+            param: Some(param),
+            ..
+        } if code == "unsupported_parameter" && param == "max_tokens"
+    )
 }
 
 /// The Chat Completions request for `request`, its output limit as `max_completion_tokens`
@@ -269,16 +269,28 @@ fn parse_arguments(arguments: Value) -> Result<Value, serde_json::Error> {
     }
 }
 
-/// The provider's message in an error body: `{"error": {"message"}}` (OpenAI, llama.cpp),
-/// `{"error": "…"}` (Ollama) or `{"message": "…"}` (vLLM).
-fn error_message(body: &Value) -> Option<String> {
+/// The provider's error in an error body: `{"error": {"message", "type", "param", "code"}}`
+/// (OpenAI, llama.cpp), `{"error": "…"}` (Ollama) or `{"message": "…"}` (vLLM). The code is
+/// OpenAI's `code`, else its `type`.
+fn error_message(body: &Value) -> Option<ProviderError> {
     let error = body.get("error");
-    error
+    let message = error
         .and_then(|error| error.get("message"))
         .or(error)
         .or_else(|| body.get("message"))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+        .and_then(Value::as_str)?
+        .to_owned();
+    let field = |name: &str| {
+        error
+            .and_then(|error| error.get(name))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    Some(ProviderError {
+        message,
+        code: field("code").or_else(|| field("type")),
+        param: field("param"),
+    })
 }
 
 #[derive(Deserialize)]

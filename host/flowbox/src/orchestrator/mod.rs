@@ -148,7 +148,7 @@ impl Orchestrator {
         let mut tools = self.tools.clone();
         tools
             .insert(Arc::new(workflows.clone()))
-            .map_err(BackendError::terminal)?;
+            .map_err(BackendError::from)?;
         let mut conversation = Conversation::new(
             self.model.as_ref(),
             ChatRequest {

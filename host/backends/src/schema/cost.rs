@@ -9,10 +9,10 @@
 //! `{"$ref": "#"}` properties, checked against a deep value). [`check`] walks the paths the
 //! validator would take, counting the schema nodes it would compile or copy (memory, about a
 //! KiB each) and the (schema, value) pairs it would evaluate (time), and stops at a budget;
-//! `schema_value` calls it before validating. A regex match the engine cannot finish (it has a
-//! backtracking limit) makes the validator evaluate the whole value again under each outcome, up
-//! to [`RUNS_WITH_PATTERNS`] times in all, so with a pattern in the schema every pair counts as
-//! that many.
+//! `value` and `validate` call it before validating. A regex match the engine cannot finish (it
+//! has a backtracking limit) makes the validator evaluate the whole value again under each
+//! outcome, up to [`RUNS_WITH_PATTERNS`] times in all, so with a pattern in the schema every pair
+//! counts as that many.
 
 use std::collections::{HashMap, HashSet};
 

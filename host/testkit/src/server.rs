@@ -1,33 +1,51 @@
 //! A loopback HTTP/1.1 server for provider tests: it records every request it reads and
-//! answers each with the next reply from a queue the test scripted, including the failures a
-//! real provider or network produces (a hang, a body cut short, a body that is not JSON).
+//! answers each with the next reply from a queue the test scripted, or from a function of the
+//! request when the queue is empty, including the failures a real provider or network produces
+//! (a hang, a body cut short, a body that is not JSON, a rate limit with `Retry-After`).
+//!
+//! It runs on a runtime of its own, so synchronous tests (the CLI's) and async ones use it
+//! alike; [`Protocol`] writes the bodies each provider protocol answers with.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
+use tokio::runtime::Runtime;
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
 pub enum Reply {
     /// A complete response.
     Full {
+        /// The HTTP status.
         status: u16,
+        /// Headers besides `Content-Length`.
         headers: Vec<(String, String)>,
+        /// The body.
         body: String,
     },
     /// Read the request, then never answer (the connection stays open).
     Hang,
     /// Headers announcing more body than is sent, part of the body, then the connection closes.
-    Truncated { status: u16, body: String },
+    Truncated {
+        /// The HTTP status.
+        status: u16,
+        /// The part of the body that is sent.
+        body: String,
+    },
     /// A response without `Content-Length`, its body sent in 64 KiB chunks
     /// (`Transfer-Encoding: chunked`), so the client learns its size only by reading it.
-    Chunked { status: u16, body: String },
+    Chunked {
+        /// The HTTP status.
+        status: u16,
+        /// The whole body.
+        body: String,
+    },
 }
 
 impl Reply {
@@ -57,10 +75,13 @@ impl Reply {
 /// A request as the server read it.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    /// `POST`, say.
     pub method: String,
+    /// The request target: `/v1/chat/completions`.
     pub path: String,
     /// Header names in lower case, in the order received.
     pub headers: Vec<(String, String)>,
+    /// The body as sent.
     pub body: Vec<u8>,
     /// When the whole request had been read.
     pub at: Instant,
@@ -82,27 +103,48 @@ impl Recorded {
     }
 }
 
+/// Answers a request when no scripted reply is left.
+type Responder = dyn Fn(&Recorded) -> Reply + Send + Sync;
+
 #[derive(Default)]
 struct State {
     replies: VecDeque<Reply>,
     requests: Vec<Recorded>,
+    responder: Option<Arc<Responder>>,
 }
 
-/// The server; it stops accepting when dropped.
+/// The server; it stops when dropped.
 pub struct TestServer {
     addr: SocketAddr,
     state: Arc<Mutex<State>>,
-    accept: JoinHandle<()>,
+    runtime: Option<Runtime>,
+}
+
+impl fmt::Debug for TestServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl TestServer {
-    /// Listens on 127.0.0.1 on a free port.
-    pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    /// Listens on 127.0.0.1 on a free port, answering from the queue ([`Self::push`]).
+    pub fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
         let addr = listener.local_addr().expect("local address");
         let state = Arc::new(Mutex::new(State::default()));
         let shared = Arc::clone(&state);
-        let accept = tokio::spawn(async move {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("the test server's runtime");
+        runtime.spawn(async move {
+            let listener = TcpListener::from_std(listener).expect("a tokio listener");
             while let Ok((stream, _)) = listener.accept().await {
                 tokio::spawn(serve(stream, Arc::clone(&shared)));
             }
@@ -110,8 +152,15 @@ impl TestServer {
         Self {
             addr,
             state,
-            accept,
+            runtime: Some(runtime),
         }
+    }
+
+    /// Like [`Self::start`], answering every request the queue does not with `responder`.
+    pub fn answering(responder: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
+        let server = Self::start();
+        server.state.lock().unwrap().responder = Some(Arc::new(responder));
+        server
     }
 
     /// `http://127.0.0.1:PORT`, no trailing slash.
@@ -132,7 +181,11 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        self.accept.abort();
+        // Without waiting: a connection may hang on purpose, and a test may drop the server
+        // from inside its own runtime.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -142,8 +195,12 @@ async fn serve(mut stream: TcpStream, state: Arc<Mutex<State>>) {
     while let Some(request) = read_request(&mut stream, &mut buffer).await {
         let reply = {
             let mut state = state.lock().unwrap();
+            let reply = state.replies.pop_front().or_else(|| {
+                let responder = state.responder.clone()?;
+                Some(responder(&request))
+            });
             state.requests.push(request);
-            state.replies.pop_front()
+            reply
         };
         // A request nobody scripted gets a non-retryable status, so the test fails fast and
         // says why.
@@ -267,4 +324,79 @@ async fn read_more(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> usize {
     let read = stream.read(&mut chunk).await.unwrap_or(0);
     buffer.extend_from_slice(&chunk[..read]);
     read
+}
+
+/// A provider's wire protocol, for tests that run once per protocol: the replies and error
+/// bodies each documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// OpenAI-compatible Chat Completions.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl Protocol {
+    /// Both, for a table-driven test.
+    pub const BOTH: [Protocol; 2] = [Protocol::OpenAi, Protocol::Anthropic];
+
+    /// The path its requests go to, under the base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::OpenAi => "/v1/chat/completions",
+            Self::Anthropic => "/v1/messages",
+        }
+    }
+
+    /// A final text reply; it reports 21 input and 4 output tokens (OpenAI) or 30 and 7
+    /// (Anthropic).
+    pub fn text(self, text: &str) -> Value {
+        match self {
+            Self::OpenAi => openai_reply(
+                json!({"role": "assistant", "content": text}),
+                "stop",
+                (21, 4),
+            ),
+            Self::Anthropic => anthropic_reply(json!([{"type": "text", "text": text}]), "end_turn"),
+        }
+    }
+
+    /// An error body in the provider's documented shape, `kind` its error type.
+    pub fn error(self, kind: &str, message: &str) -> Value {
+        match self {
+            Self::OpenAi => {
+                json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
+            }
+            Self::Anthropic => {
+                json!({"type": "error", "error": {"type": kind, "message": message}})
+            }
+        }
+    }
+
+    /// A 429 asking to wait `retry_after` (the header's text: seconds or an HTTP date).
+    pub fn rate_limited(self, message: &str, retry_after: &str) -> Reply {
+        let kind = match self {
+            Self::OpenAi => "requests",
+            Self::Anthropic => "rate_limit_error",
+        };
+        Reply::json(429, self.error(kind, message)).header("Retry-After", retry_after)
+    }
+}
+
+/// A Chat Completions reply with one choice.
+pub fn openai_reply(message: Value, finish_reason: &str, (input, output): (u64, u64)) -> Value {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output},
+    })
+}
+
+/// A Messages reply with `content` blocks; it reports 30 input and 7 output tokens.
+pub fn anthropic_reply(content: Value, stop_reason: &str) -> Value {
+    json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
+        "content": content, "stop_reason": stop_reason, "stop_sequence": null,
+        "usage": {"input_tokens": 30, "output_tokens": 7},
+    })
 }

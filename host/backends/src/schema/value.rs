@@ -9,7 +9,7 @@
 //! Schemas come from untrusted scripts and the value is built synchronously on a runtime
 //! worker, so building is bounded: counts and lengths are checked against a budget before
 //! anything is allocated, all arithmetic is checked or saturating, and the result is validated
-//! against the schema once `schema_cost` has found that affordable. A schema the builder cannot
+//! against the schema once `cost` has found that affordable. A schema the builder cannot
 //! satisfy within the budget, or satisfies wrongly (a `pattern`, an exotic `format`), is an
 //! error, never a wrong value.
 
@@ -17,9 +17,9 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+use super::cost::{self, weight};
+use super::validate::schema_errors;
 use crate::preview;
-use crate::schema_cost::{self, weight};
-use crate::tool::schema_errors;
 
 /// Recursion bound for self-referential schemas: past it, optional parts are left out.
 const MAX_DEPTH: usize = 24;
@@ -67,7 +67,7 @@ fn attempt(schema: &Value, seed: u64, fill: Fill) -> Result<Value, String> {
     };
     let value = builder.build(schema, seed, "value", 0)?;
     // The validator has no limits of its own: estimate its work before compiling anything.
-    schema_cost::check(schema, &value)?;
+    cost::check(schema, &value)?;
     let validator = jsonschema::options()
         .should_validate_formats(true)
         .build(schema)

@@ -1,0 +1,121 @@
+//! How leaf agents are configured (the default model, profiles, templates, turns, output
+//! tokens), and what one request resolves to under a configuration: its template, provider
+//! model id and tools, or a typed refusal naming what is unknown.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::tool::ToolSet;
+use crate::{BackendError, BackendErrorKind, LeafRequest};
+
+/// What every leaf is told, whatever its base prompt.
+pub const LEAF_ADDENDUM: &str = "You are one step of a larger automated workflow. Answer the \
+task you are given directly and concisely. Return only what is asked: no preamble, no offers \
+of further help.";
+
+/// The base prompt of leaves without a template.
+pub const DEFAULT_BASE_PROMPT: &str = "You are a careful, capable assistant.";
+
+/// A named leaf template a script selects with `agent_type=`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTemplate {
+    /// Its base prompt (instead of the default one).
+    pub base_prompt: String,
+    /// Its model: a profile name or a provider model id; `None` for the default model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The host tools it may use; `None` for all of them.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+}
+
+/// How leaf agents behave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The provider model id leaves use when neither the call nor its template names one.
+    pub model: String,
+    /// Model profiles scripts may name with `model=`: profile name → provider model id. Only
+    /// these names are accepted; a script cannot name a provider model directly.
+    pub profiles: BTreeMap<String, String>,
+    /// Leaf templates by `agent_type`.
+    pub templates: BTreeMap<String, AgentTemplate>,
+    /// The base prompt of leaves without a template.
+    pub base_prompt: String,
+    /// Most model turns one leaf may take (tool calls included) before it fails.
+    pub max_turns: u32,
+    /// The most tokens one model turn may write.
+    pub max_tokens: u32,
+}
+
+impl Default for AgentConfig {
+    /// Defaults: no profiles or templates, [`DEFAULT_BASE_PROMPT`], 8 turns (enough for a few
+    /// rounds of tool use; a leaf that needs more is doing too much), 4096 output tokens per
+    /// turn, and the model id `default` (set it to what your provider serves).
+    fn default() -> Self {
+        Self {
+            model: "default".into(),
+            profiles: BTreeMap::new(),
+            templates: BTreeMap::new(),
+            base_prompt: DEFAULT_BASE_PROMPT.into(),
+            max_turns: 8,
+            max_tokens: 4096,
+        }
+    }
+}
+
+/// What a request resolves to: its template, provider model id and tools.
+pub(super) struct Resolved<'a> {
+    pub template: Option<&'a AgentTemplate>,
+    pub model: String,
+    pub tools: ToolSet,
+}
+
+/// The template, model id and tools a request resolves to under `config` and `tools`; errors
+/// name what is unknown.
+pub(super) fn resolve<'a>(
+    config: &'a AgentConfig,
+    tools: &ToolSet,
+    request: &LeafRequest,
+) -> Result<Resolved<'a>, BackendError> {
+    let template =
+        match &request.agent_type {
+            Some(name) => Some(config.templates.get(name).ok_or_else(|| {
+                BackendErrorKind::UnknownAgentType {
+                    name: name.clone(),
+                    registered: config.templates.keys().cloned().collect(),
+                }
+            })?),
+            None => None,
+        };
+    let model = match (&request.model, template.and_then(|t| t.model.as_ref())) {
+        (Some(profile), _) => config.profiles.get(profile).cloned().ok_or_else(|| {
+            BackendErrorKind::UnknownProfile {
+                name: profile.clone(),
+                profiles: config.profiles.keys().cloned().collect(),
+            }
+        })?,
+        // A template is the host's own configuration, so it may name a model id directly.
+        (None, Some(model)) => config
+            .profiles
+            .get(model)
+            .cloned()
+            .unwrap_or_else(|| model.clone()),
+        (None, None) => config.model.clone(),
+    };
+    let names = request
+        .tools
+        .as_ref()
+        .or(template.and_then(|t| t.tools.as_ref()));
+    let tools = match names {
+        Some(names) => tools.select(names)?,
+        None => tools.clone(),
+    };
+    Ok(Resolved {
+        template,
+        model,
+        tools,
+    })
+}
