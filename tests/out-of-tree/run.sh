@@ -17,8 +17,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 cd "$repo"
-"$cargo" package --quiet --workspace --exclude flowbox-cli --exclude flowbox-tests \
-    --no-verify --allow-dirty
+"$cargo" package --quiet -p flowbox-store -p flowbox-backends -p flowbox --no-verify --allow-dirty
 mkdir "$work/packages"
 for crate in flowbox-store flowbox-backends flowbox; do
     file="$CARGO_TARGET_DIR/package/$crate-0.1.0.crate"
