@@ -165,22 +165,28 @@ impl flowbox::tools::Tool for Slow {
     }
 }
 
-#[tokio::test]
-async fn tool_calls_share_the_concurrency_slots_and_have_a_lifetime_cap() {
+/// A runtime whose one code-callable tool is `slow`, under `limits`.
+fn slow_tool_runtime(limits: flowbox::Limits) -> (Arc<Slow>, Runtime) {
     let slow = Arc::new(Slow::default());
     let mut tools = ToolSet::new();
     tools.insert(slow.clone()).unwrap();
     let rt = Runtime::builder()
         .backend(FakeBackend::new())
         .code_tools(tools)
-        .limits(
-            flowbox::Limits::default()
-                .with_max_concurrency(3)
-                .with_max_tool_calls(10),
-        )
+        .limits(limits)
         .cache_dir(root().join("target").join("flowbox-cache"))
         .build()
         .unwrap();
+    (slow, rt)
+}
+
+#[tokio::test]
+async fn tool_calls_share_the_concurrency_slots_and_have_a_lifetime_cap() {
+    let (slow, rt) = slow_tool_runtime(
+        flowbox::Limits::default()
+            .with_max_concurrency(3)
+            .with_max_tool_calls(10),
+    );
     let outcome = rt
         .run(
             "r = await parallel([lambda: call_tool('slow') for _ in range(12)])\nreturn [x for x in r if x is None]",
@@ -203,16 +209,7 @@ async fn tool_calls_share_the_concurrency_slots_and_have_a_lifetime_cap() {
 
 #[tokio::test]
 async fn past_the_tool_call_cap_a_script_gets_tool_cap_exceeded() {
-    let slow = Arc::new(Slow::default());
-    let mut tools = ToolSet::new();
-    tools.insert(slow.clone()).unwrap();
-    let rt = Runtime::builder()
-        .backend(FakeBackend::new())
-        .code_tools(tools)
-        .limits(flowbox::Limits::default().with_max_tool_calls(1))
-        .cache_dir(root().join("target").join("flowbox-cache"))
-        .build()
-        .unwrap();
+    let (_slow, rt) = slow_tool_runtime(flowbox::Limits::default().with_max_tool_calls(1));
     let script = "await call_tool('slow')
 try:
     await call_tool('slow')
