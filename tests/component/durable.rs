@@ -418,22 +418,35 @@ async fn a_damaged_entry_is_a_corrupt_journal_and_the_thread_stays_open() {
         "UPDATE runs SET status = 'running', outcome = NULL, finished_unix_ms = NULL;",
     );
     let intact = column(&path, "SELECT outcome FROM entries WHERE seq = 1").unwrap();
-    damage(
-        &path,
-        r#"UPDATE entries SET outcome = '{"status":"ok"}' WHERE seq = 1;"#,
-    );
-    let resumed = runtime(Arc::new(PanickingBackend::always()), store.clone())
-        .resume("damaged", None)
-        .await;
-    let error = resumed.result.unwrap_err();
-    let (thread_id, detail) = corrupt_thread(&error);
-    assert_eq!(thread_id, "damaged");
-    assert!(detail.contains("entry 1 (call 2)"), "{detail}");
-    assert_eq!(error.kind(), RunErrorKind::JournalFailure);
-    assert_eq!(error.class(), RunErrorClass::Machinery);
-    // Nothing was recorded over it: the thread is open, and resumes once repaired.
-    let status = column(&path, "SELECT status FROM runs WHERE thread_id = 'damaged'");
-    assert_eq!(status.as_deref(), Some("running"));
+    // An outcome that is not one, and replies the script must never be handed: text that is
+    // not JSON (the script would see a JSONDecodeError), and a number it would read as
+    // infinity.
+    for (outcome, says) in [
+        (r#"{"status":"ok"}"#, "missing field `value`"),
+        (r#"{"status":"ok","value":"[1"}"#, "its reply is not JSON"),
+        (
+            r#"{"status":"ok","value":"1e999"}"#,
+            "its reply holds the number 1e+999, beyond any float",
+        ),
+    ] {
+        damage(
+            &path,
+            &format!("UPDATE entries SET outcome = '{outcome}' WHERE seq = 1;"),
+        );
+        let resumed = runtime(Arc::new(PanickingBackend::always()), store.clone())
+            .resume("damaged", None)
+            .await;
+        let error = resumed.result.unwrap_err();
+        let (thread_id, detail) = corrupt_thread(&error);
+        assert_eq!(thread_id, "damaged");
+        assert!(detail.contains("entry 1 (call 2)"), "{detail}");
+        assert!(detail.contains(says), "{outcome}: {detail}");
+        assert_eq!(error.kind(), RunErrorKind::JournalFailure);
+        assert_eq!(error.class(), RunErrorClass::Machinery);
+        // Nothing was recorded over it: the thread is open, and resumes once repaired.
+        let status = column(&path, "SELECT status FROM runs WHERE thread_id = 'damaged'");
+        assert_eq!(status.as_deref(), Some("running"));
+    }
     damage(
         &path,
         &format!("UPDATE entries SET outcome = '{intact}' WHERE seq = 1;"),

@@ -379,3 +379,22 @@ async fn events_carry_the_prompt_text_and_read_back_as_written() {
         assert_eq!(serde_json::to_string(&back).unwrap(), text);
     }
 }
+
+/// A reply holding a number no float can hold is a failed leaf, not an infinity handed to the
+/// script (which no JSON holds, and which the journal could not replay).
+#[tokio::test]
+async fn a_reply_with_a_number_beyond_any_float_fails_its_leaf() {
+    let model = CannedModel::new(&[r#"{"n": 1e999}"#]);
+    let rt = runtime(agent(model), Arc::new(Echo::default()), None);
+    let script = r#"
+try:
+    reply = await agent("n?", schema={"type": "object", "properties": {"n": {"type": "number"}}})
+    return {"got": str(reply)}
+except AgentError as e:
+    return {"failed": str(e)}
+"#;
+    let outcome = rt.run(script, Value::Null).await;
+    let result = outcome.result.expect("the script handles the failed leaf");
+    let failed = result["failed"].as_str().expect("the leaf failed");
+    assert!(failed.contains("beyond any float"), "{failed}");
+}

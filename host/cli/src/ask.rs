@@ -9,7 +9,7 @@ use flowbox::store::WorkflowTotals;
 use serde_json::json;
 
 use crate::options::{JournalOptions, RunOptions};
-use crate::run::{runtime_for, with_progress};
+use crate::run::{Journal, runtime_for, with_progress};
 use crate::text::terminal_safe;
 use crate::{Failure, events};
 
@@ -43,7 +43,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     let limits = args.options.limits().map_err(Failure::input)?;
     let backends = args.options.backends().map_err(Failure::input)?;
     let journal = (!args.no_journal).then_some(&args.journal);
-    let runtime = runtime_for(limits, &backends, journal)?;
+    let runtime = runtime_for(limits, &backends, journal.map(Journal::Create))?;
     let mut builder =
         Orchestrator::builder(runtime, backends.root, backends.root_model_id).tools(backends.tools);
     if args.no_guidance {
@@ -100,7 +100,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
         ),
         None => WorkflowTotals::of(&answer.workflows),
     };
-    eprintln!(
+    err!(
         "conversation {} · {} workflows ({} failed) · {} leaves · {} workflow tokens · {} root tokens",
         conversation,
         totals.runs,

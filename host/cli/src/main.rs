@@ -9,6 +9,14 @@ macro_rules! out {
     };
 }
 
+/// `eprintln!` for messages to the person at the terminal, except that a stderr nobody can
+/// write to (`2>/dev/full`, a closed pipe) never stops the command: the message is dropped.
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::write_err(format_args!($($arg)*))
+    };
+}
+
 mod ask;
 mod check;
 mod events;
@@ -32,9 +40,12 @@ const AFTER_HELP: &str = "\
 Exit codes:
   0  success
   1  the script failed (an uncaught exception, a result that is not JSON), or the run could
-     not finish (a journal error, a divergence from the journal: resume once fixed)
-  2  the input was rejected before running (usage, size, syntax, meta, forbidden construct,
-     unknown thread, a thread another run is driving, a journal that cannot be opened)
+     not finish (the journal failed or proved damaged during the run, a divergence from the
+     journal: resume once fixed); `threads` listed all but a damaged thread
+  2  the input was rejected before running (usage, a limit out of range, size, syntax, meta,
+     forbidden construct, unknown thread, a thread another run is driving, a journal that
+     cannot be used: missing, not a regular file, another application's, damaged, newer,
+     not writable)
   3  a limit was breached (fuel, memory, time, stack, output or result size)";
 
 /// Run LLM-written workflow scripts in a bounded, isolated Python sandbox.
@@ -96,6 +107,12 @@ impl Failure {
         }
     }
 
+    /// The journal cannot be opened: missing, damaged, another application's, not writable
+    /// (exit code 2, with the other unusable input).
+    pub(crate) fn journal(error: flowbox::store::StoreError) -> Self {
+        Self::input(error)
+    }
+
     /// The output could not be written, after the work was done (exit code 1).
     pub(crate) fn output(error: anyhow::Error) -> Self {
         Self {
@@ -155,7 +172,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
+            err!("error: cannot start the async runtime: {error}");
             return ExitCode::from(1);
         }
     };
@@ -180,7 +197,7 @@ fn main() -> ExitCode {
             if json {
                 out!("{}", failure.to_json());
             }
-            eprintln!(
+            err!(
                 "error: {}",
                 text::terminal_safe(&format!("{:#}", failure.error))
             );
@@ -215,9 +232,19 @@ fn write_out(line: std::fmt::Arguments<'_>) {
         }
         Err(error) => {
             STDOUT.store(STDOUT_FAILED, Ordering::Relaxed);
-            eprintln!("error: cannot write the output: {error}");
+            err!("error: cannot write the output: {error}");
         }
     }
+}
+
+/// Writes one line to stderr; see [`err!`]. Failing to write a message is not worth failing
+/// the command for: its outcome is in the exit code and on stdout.
+fn write_err(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr
+        .write_fmt(line)
+        .and_then(|()| stderr.write_all(b"\n"));
 }
 
 /// Reports a command line clap refused (or prints help and the version). With `--json` among

@@ -68,7 +68,7 @@ impl State {
             EventKind::Phase { title } => self.phase = Some(title),
             EventKind::Log { message } => {
                 self.clear();
-                eprintln!("  {}", terminal_safe(&message));
+                err!("  {}", terminal_safe(&message));
             }
             EventKind::LeafStarted { .. } => self.running += 1,
             EventKind::LeafFinished { ok, tokens, .. } => {

@@ -5,7 +5,7 @@ use clap::Args;
 
 use crate::Failure;
 use crate::options::{JournalOptions, RunOptions, load_thread};
-use crate::run::{build_runtime, report, with_progress};
+use crate::run::{Journal, build_runtime, report, with_progress};
 
 /// Arguments of `flowbox resume`.
 #[derive(Debug, Args)]
@@ -23,7 +23,10 @@ pub(crate) struct ResumeArgs {
 }
 
 pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
-    let runtime = build_runtime(&args.options, Some(&args.journal))?;
+    let runtime = build_runtime(
+        &args.options,
+        Some(Journal::Existing(&args.journal, &args.thread)),
+    )?;
     // Flags adjust the thread's own limits; without flags the runtime applies them as they are.
     let limits = match runtime.store() {
         Some(store) if args.options.sets_limits() => {

@@ -52,13 +52,13 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         .map_err(Failure::input)?;
     let script_args = read_args(&args).map_err(Failure::input)?;
     let journal = (!args.no_journal).then_some(&args.journal);
-    let runtime = build_runtime(&args.options, journal)?;
+    let runtime = build_runtime(&args.options, journal.map(Journal::Create))?;
     let thread_id = args
         .thread
         .clone()
         .unwrap_or_else(RunRequest::new_thread_id);
     if journal.is_some() && !args.json {
-        eprintln!("thread {thread_id}");
+        err!("thread {thread_id}");
     }
     let mut request = RunRequest::new(script)
         .args(script_args)
@@ -86,26 +86,39 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
 /// A runtime with the backend and limits the flags name, journaling to `journal` if given.
 pub(crate) fn build_runtime(
     options: &RunOptions,
-    journal: Option<&JournalOptions>,
+    journal: Option<Journal<'_>>,
 ) -> Result<Runtime, Failure> {
     let limits = options.limits().map_err(Failure::input)?;
     let backends = options.backends().map_err(Failure::input)?;
     runtime_for(limits, &backends, journal)
 }
 
+/// Which journal a runtime writes to, and whether it may create it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Journal<'a> {
+    /// A run's: created if new.
+    Create(&'a JournalOptions),
+    /// A resume's, of this thread: it must exist.
+    Existing(&'a JournalOptions, &'a str),
+}
+
 /// A runtime with these limits, the leaf backend and code-callable tools of `backends`, and
-/// `journal`.
+/// `journal`, opened only once the flags are known to be good.
 pub(crate) fn runtime_for(
     limits: flowbox::Limits,
     backends: &Backends,
-    journal: Option<&JournalOptions>,
+    journal: Option<Journal<'_>>,
 ) -> Result<Runtime, Failure> {
     let mut builder = Runtime::builder()
         .shared_backend(Arc::clone(&backends.leaf))
         .code_tools(backends.tools.clone())
         .limits(limits);
-    if let Some(journal) = journal {
-        builder = builder.store(journal.open().map_err(Failure::input)?);
+    match journal {
+        Some(Journal::Create(journal)) => builder = builder.store(journal.create()?),
+        Some(Journal::Existing(journal, thread)) => {
+            builder = builder.store(journal.existing(thread)?);
+        }
+        None => {}
     }
     builder.build().map_err(Failure::setup)
 }
@@ -141,7 +154,7 @@ pub(crate) fn report(outcome: RunOutcome, json: bool) -> Result<u8, Failure> {
                 serde_json::to_string_pretty(&result).expect("JSON values serialise")
             );
             if std::io::stderr().is_terminal() {
-                eprintln!(
+                err!(
                     "thread {} · {} leaves · {} tokens · {} fuel · {} ms",
                     summary.thread_id,
                     summary.agents_spawned,

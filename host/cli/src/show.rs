@@ -1,11 +1,11 @@
 //! `flowbox show ID`: one thread's header, journal and outcome.
 
 use clap::Args;
-use flowbox::store::{CallRequest, EntryOutcome, UtcTime};
+use flowbox::store::{CallRequest, EntryOutcome, SqliteStore, UtcTime};
 use serde_json::json;
 
 use crate::Failure;
-use crate::options::{JournalOptions, load_thread};
+use crate::options::{JournalOptions, load_thread, no_thread};
 use crate::text::{preview, terminal_safe};
 
 /// Arguments of `flowbox show`.
@@ -21,7 +21,8 @@ pub(crate) struct ShowArgs {
 }
 
 pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
-    let store = args.journal.open().map_err(Failure::input)?;
+    let path = args.journal.path().map_err(Failure::input)?;
+    let store = SqliteStore::open_read_only(&path).map_err(|e| no_thread(&args.thread, e))?;
     let run = load_thread(&store, &args.thread).await?;
     if args.json {
         let out = json!({

@@ -1,7 +1,7 @@
 //! `flowbox threads`: the journaled runs, newest first.
 
 use clap::Args;
-use flowbox::store::{CheckpointStore, RunStatus, UtcTime};
+use flowbox::store::{CheckpointStore, Listing, RunStatus, UtcTime};
 
 use crate::Failure;
 use crate::options::JournalOptions;
@@ -17,18 +17,27 @@ pub(crate) struct ThreadsArgs {
     journal: JournalOptions,
 }
 
+/// Lists every thread that reads; a damaged one is named on stderr, and makes the exit code 1
+/// once the others are listed.
 pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
-    let store = args.journal.open().map_err(Failure::input)?;
-    let listing = store
-        .list()
-        .await
-        .map_err(|e| Failure::input(anyhow::Error::new(e)))?;
+    let listing = match args.journal.read_only()? {
+        Some(store) => store.list().await.map_err(Failure::journal)?,
+        None => Listing::default(),
+    };
+    let code = match listing.damaged.len() {
+        0 => 0,
+        _ => 1,
+    };
+    for damaged in &listing.damaged {
+        err!("error: {}", terminal_safe(&damaged.to_string()));
+    }
+    let listing = listing.threads;
     if args.json {
         out!(
             "{}",
             serde_json::to_string(&listing).expect("listings serialise")
         );
-        return Ok(0);
+        return Ok(code);
     }
     out!(
         "{:<32} {:<24} {:<10} {:>7} {:>9}  started",
@@ -49,7 +58,7 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
             UtcTime::from_unix_millis(run.created_unix_ms)
         );
     }
-    Ok(0)
+    Ok(code)
 }
 
 /// How `threads` and `show` name a thread's status.

@@ -23,11 +23,13 @@ pub(crate) struct WorkflowsArgs {
 }
 
 pub(crate) async fn workflows(args: WorkflowsArgs) -> Result<u8, Failure> {
-    let store = args.journal.open().map_err(Failure::input)?;
-    let records = store
-        .workflows(args.conversation.as_deref())
-        .await
-        .map_err(|e| Failure::input(anyhow::Error::new(e)))?;
+    let records = match args.journal.read_only()? {
+        Some(store) => store
+            .workflows(args.conversation.as_deref())
+            .await
+            .map_err(Failure::journal)?,
+        None => Vec::new(),
+    };
     let totals = WorkflowTotals::of(&records);
     if args.json {
         out!("{}", json!({"workflows": records, "totals": totals}));

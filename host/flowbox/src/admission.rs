@@ -174,6 +174,7 @@ pub(crate) fn rejected(thread_id: &str, error: RunError) -> RunOutcome {
 }
 
 pub(crate) fn check_input(script: &str, args: &Value, limits: &Limits) -> Result<String, RunError> {
+    limits.check()?;
     if script.len() > limits.max_script_bytes {
         return Err(RunError::ScriptTooLarge {
             size: script.len(),

@@ -21,7 +21,9 @@ use flowbox_backends::{
     BackendError, BackendErrorKind, LeafBackend, LeafObserver, LeafReply, LeafRequest, ToolSet,
     Usage,
 };
-use flowbox_store::{CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest};
+use flowbox_store::{
+    CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest, unrepresentable_number,
+};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -568,7 +570,15 @@ impl Calls {
         let (outcome, usage) = match result {
             Ok(reply) => {
                 let text = reply.value.to_string();
-                let outcome = if text.len() > self.max_reply_bytes {
+                // What the guest cannot read back as JSON it must not be handed: it would
+                // take `1e999` for infinity, and a replay would refuse the journal.
+                let outcome = if let Some(number) = unrepresentable_number(&reply.value) {
+                    let message = format!("the reply holds the number {number}, beyond any float");
+                    Err(CallFailure::backend(
+                        failed,
+                        &BackendError::terminal(message),
+                    ))
+                } else if text.len() > self.max_reply_bytes {
                     let too_large = BackendErrorKind::TooLarge {
                         what: "the reply",
                         size: text.len() as u64,

@@ -34,6 +34,9 @@ pub enum RunError {
     /// The args are not a JSON value within [`crate::Limits::max_message_bytes`].
     #[error("invalid args: {0}")]
     InvalidArgs(String),
+    /// A limit is outside its range ([`crate::Limits::check`]); nothing ran.
+    #[error(transparent)]
+    InvalidLimits(#[from] crate::InvalidLimit),
     /// The script was rejected before it ran: it does not parse, its `meta` is invalid, the
     /// guard refused a construct, or it has no entry point.
     #[error("{0}")]
@@ -146,6 +149,7 @@ impl RunError {
         match self {
             Self::ScriptTooLarge { .. } => RunErrorKind::ScriptTooLarge,
             Self::InvalidArgs(_) => RunErrorKind::InvalidArgs,
+            Self::InvalidLimits(_) => RunErrorKind::InvalidLimits,
             Self::InvalidThreadId(_) => RunErrorKind::InvalidThreadId,
             Self::Rejected(e) | Self::Script(e) => e.kind.run_error_kind(),
             Self::OutOfFuel { .. } => RunErrorKind::OutOfFuel,

@@ -138,7 +138,7 @@ impl JournalWriter {
     }
 }
 
-/// A store failure as a run error; a record that does not decode is a corrupt journal of its
+/// A store failure as a run error; a damaged record is a corrupt journal of its
 /// thread, naming the record (and the call, for an entry).
 pub(crate) fn journal_error(error: StoreError) -> RunError {
     match error {
@@ -150,10 +150,7 @@ pub(crate) fn journal_error(error: StoreError) -> RunError {
             detail,
         } => RunError::Journal(JournalError::Corrupt {
             thread_id,
-            detail: format!(
-                "its {record} in {} does not decode: {detail}",
-                path.display()
-            ),
+            detail: format!("its {record} in {} is damaged: {detail}", path.display()),
         }),
         other => RunError::Journal(other.into()),
     }

@@ -52,7 +52,7 @@ pub use flowbox_backends::{
     BackendError, BackendErrorKind, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,
 };
 pub use flowbox_store::Summary;
-pub use limits::Limits;
+pub use limits::{InvalidLimit, Limits};
 pub use outcome::RunOutcome;
 pub use run_request::RunRequest;
 pub use runtime::{Runtime, RuntimeBuilder, SetupError};
@@ -91,9 +91,9 @@ pub mod tools {
 pub mod store {
     pub use flowbox_store::{
         AgentRequest, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim, Durability,
-        Entry, EntryOutcome, JournalRecord, MemoryStore, RecordedOutcome, RunEnd, RunHeader,
-        RunListing, RunStatus, SCHEMA_VERSION, SqliteStore, StoreError, StoredRun, ToolRequest,
-        UtcTime, WorkflowRecord, WorkflowTotals,
+        Entry, EntryOutcome, JournalRecord, Listing, MemoryStore, RecordedOutcome, RunEnd,
+        RunHeader, RunListing, RunStatus, SCHEMA_VERSION, SqliteStore, StoreError, StoredRun,
+        ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
     };
 }
 

@@ -9,9 +9,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// The bounds of one run. Build with [`Limits::default`] and the `with_*` setters, or load from
-/// JSON/TOML with serde (missing fields keep their defaults; unknown fields are an error).
+/// JSON/TOML with serde (missing fields keep their defaults; unknown fields are an error, and
+/// so is a value outside its range — see [`Limits::check`]). A run whose limits fail the check
+/// is refused before anything runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Limits {
     /// WebAssembly fuel for the whole run (interpreter start, parsing, the script's own code).
@@ -81,7 +83,91 @@ impl Default for Limits {
     }
 }
 
+/// The range of each limit, as [`Limits::check`] enforces it: `(field, least, most)`.
+/// Beyond these a value cannot work (no leaf could ever start, the guest could not address it,
+/// CPython refuses it), so it is a mistake to report, not a bound to apply.
+const RANGES: &[(&str, u64, u64)] = &[
+    ("fuel", 1, u64::MAX),
+    // A 32-bit guest addresses at most 4 GiB.
+    ("memory_bytes", 1, 4 << 30),
+    ("max_agents", 0, u32::MAX as u64),
+    ("max_tool_calls", 0, u32::MAX as u64),
+    // Above this a semaphore cannot hold the permits.
+    ("max_concurrency", 1, MAX_CONCURRENCY),
+    ("budget_tokens", 1, u64::MAX),
+    ("max_script_bytes", 1, 4 << 30),
+    ("max_output_bytes", 0, 4 << 30),
+    ("max_result_bytes", 1, 4 << 30),
+    ("max_message_bytes", 1, 4 << 30),
+    ("max_schema_bytes", 1, 4 << 30),
+    // `sys.setrecursionlimit` takes a C int.
+    ("recursion_limit", 1, i32::MAX as u64),
+];
+
+/// The most leaves in flight at once that a run may ask for.
+const MAX_CONCURRENCY: u64 = 1 << 20;
+
+/// The longest wall-clock deadline, in seconds: a year.
+const MAX_TIMEOUT_SECS: u64 = 365 * 24 * 3600;
+
+/// A limit outside its range (see [`Limits::check`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the limit {field} must be {range}; it is {value}")]
+pub struct InvalidLimit {
+    /// The field of [`Limits`], as serde names it (`max_concurrency`).
+    pub field: &'static str,
+    /// The value given, as text.
+    pub value: String,
+    /// The range it must lie in, in words (`at least 1`, `from 1 to 4294967296`).
+    pub range: String,
+}
+
 impl Limits {
+    /// Checks every limit against its range: at least one unit of fuel, memory, concurrency,
+    /// script, result, message and schema bytes and recursion depth, and a timeout of more
+    /// than 0 s; memory and sizes at most 4 GiB (what a 32-bit guest addresses), concurrency
+    /// at most 1 048 576, the timeout at most a year, the recursion limit at most 2³¹ − 1.
+    pub fn check(&self) -> Result<(), InvalidLimit> {
+        let timeout = self.timeout;
+        if timeout.is_zero() || timeout > std::time::Duration::from_secs(MAX_TIMEOUT_SECS) {
+            return Err(InvalidLimit {
+                field: "timeout",
+                value: format!("{} s", timeout.as_secs_f64()),
+                range: format!("more than 0 and at most {MAX_TIMEOUT_SECS} s"),
+            });
+        }
+        let size = |bytes: usize| u64::try_from(bytes).unwrap_or(u64::MAX);
+        let values = [
+            Some(self.fuel),
+            Some(self.memory_bytes),
+            Some(u64::from(self.max_agents)),
+            Some(u64::from(self.max_tool_calls)),
+            Some(size(self.max_concurrency)),
+            self.budget_tokens,
+            Some(size(self.max_script_bytes)),
+            Some(size(self.max_output_bytes)),
+            Some(size(self.max_result_bytes)),
+            Some(size(self.max_message_bytes)),
+            Some(size(self.max_schema_bytes)),
+            Some(u64::from(self.recursion_limit)),
+        ];
+        for (&(field, least, most), value) in RANGES.iter().zip(values) {
+            let Some(value) = value else { continue };
+            if value < least || value > most {
+                let range = match most {
+                    u64::MAX => format!("at least {least}"),
+                    _ => format!("from {least} to {most}"),
+                };
+                return Err(InvalidLimit {
+                    field,
+                    value: value.to_string(),
+                    range,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Sets the run's fuel.
     pub fn with_fuel(mut self, fuel: u64) -> Self {
         self.fuel = fuel;
@@ -114,7 +200,7 @@ impl Limits {
 
     /// Sets how many leaves may be in flight at once (at least 1).
     pub fn with_max_concurrency(mut self, max_concurrency: usize) -> Self {
-        self.max_concurrency = max_concurrency.max(1);
+        self.max_concurrency = max_concurrency;
         self
     }
 
@@ -161,6 +247,22 @@ impl Limits {
     }
 }
 
+/// Loading limits checks them, so a limits file with a value out of range is refused where it
+/// is read, naming the field.
+impl<'de> Deserialize<'de> for Limits {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let limits = Limits::deserialize(deserializer)?;
+        limits.check().map_err(serde::de::Error::custom)?;
+        Ok(limits)
+    }
+}
+
+impl Serialize for Limits {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Limits::serialize(self, serializer)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,11 +282,80 @@ mod tests {
     }
 
     #[test]
+    fn every_limit_in_range_is_accepted_and_one_outside_is_refused_naming_it() {
+        assert_eq!(Limits::default().check(), Ok(()));
+        let edges = Limits::default()
+            .with_fuel(1)
+            .with_memory_bytes(4 << 30)
+            .with_max_agents(0)
+            .with_max_concurrency(1)
+            .with_budget_tokens(Some(1))
+            .with_max_output_bytes(0)
+            .with_recursion_limit(i32::MAX as u32)
+            .with_timeout(Duration::from_secs(MAX_TIMEOUT_SECS));
+        assert_eq!(edges.check(), Ok(()));
+        let refused = [
+            (Limits::default().with_fuel(0), "fuel", "at least 1"),
+            (
+                Limits::default().with_memory_bytes((4 << 30) + 1),
+                "memory_bytes",
+                "from 1 to 4294967296",
+            ),
+            (
+                Limits::default().with_max_concurrency(0),
+                "max_concurrency",
+                "from 1 to 1048576",
+            ),
+            (
+                Limits::default().with_budget_tokens(Some(0)),
+                "budget_tokens",
+                "at least 1",
+            ),
+            (
+                Limits::default().with_max_result_bytes(0),
+                "max_result_bytes",
+                "from 1 to 4294967296",
+            ),
+            (
+                Limits::default().with_recursion_limit(0),
+                "recursion_limit",
+                "from 1 to 2147483647",
+            ),
+            (
+                Limits::default().with_recursion_limit(u32::MAX),
+                "recursion_limit",
+                "from 1 to 2147483647",
+            ),
+            (
+                Limits::default().with_timeout(Duration::ZERO),
+                "timeout",
+                "more than 0 and at most 31536000 s",
+            ),
+        ];
+        for (limits, field, range) in refused {
+            let error = limits.check().unwrap_err();
+            assert_eq!((error.field, error.range.as_str()), (field, range));
+        }
+    }
+
+    #[test]
+    fn loading_limits_refuses_a_value_out_of_range_naming_the_field() {
+        let error = serde_json::from_str::<Limits>(r#"{"max_concurrency": 0}"#).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("the limit max_concurrency must be from 1 to 1048576; it is 0"),
+            "{error}"
+        );
+        let error = serde_json::from_str::<Limits>(r#"{"timeout": 0}"#).unwrap_err();
+        assert!(error.to_string().contains("the limit timeout"), "{error}");
+    }
+
+    #[test]
     fn round_trips_through_json() {
         let limits = Limits::default()
-            .with_max_concurrency(0)
+            .with_max_concurrency(3)
             .with_budget_tokens(Some(7));
-        assert_eq!(limits.max_concurrency, 1);
         let text = serde_json::to_string(&limits).unwrap();
         assert_eq!(serde_json::from_str::<Limits>(&text).unwrap(), limits);
     }

@@ -68,6 +68,9 @@ pub enum SetupError {
          (or set FLOWBOX_GUEST_COMPONENT at build time)"
     )]
     GuestMissing,
+    /// The runtime's limits are outside their ranges ([`Limits::check`]).
+    #[error("invalid limits: {0}")]
+    Limits(#[from] crate::InvalidLimit),
 }
 
 /// Configures a [`Runtime`].
@@ -152,6 +155,7 @@ impl RuntimeBuilder {
     /// a few seconds the first time (then cached).
     pub fn build(self) -> Result<Runtime, SetupError> {
         let backend = self.backend.ok_or(SetupError::NoBackend)?;
+        self.limits.check()?;
         if GUEST_COMPONENT.is_empty() {
             return Err(SetupError::GuestMissing);
         }

@@ -150,6 +150,38 @@ pub enum EntryOutcome {
     },
 }
 
+impl EntryOutcome {
+    /// Why this outcome cannot be handed to the guest as the call's reply: its text does not
+    /// parse as JSON, or it holds a number no JSON reader can keep ([`unrepresentable_number`]).
+    /// `None` for a failure, and for a reply that can.
+    pub fn reply_problem(&self) -> Option<String> {
+        let Self::Ok { value } = self else {
+            return None;
+        };
+        match serde_json::from_str::<Value>(value) {
+            Err(error) => Some(format!("its reply is not JSON: {error}")),
+            Ok(value) => unrepresentable_number(&value)
+                .map(|number| format!("its reply holds the number {number}, beyond any float")),
+        }
+    }
+}
+
+/// The first number in `value` that a JSON reader cannot hold: one with a fraction or an
+/// exponent beyond the range of a 64-bit float (`1e999`), which Python would read as infinity
+/// — a value JSON does not have. Integers of any size are fine (Python keeps them exactly).
+pub fn unrepresentable_number(value: &Value) -> Option<&serde_json::Number> {
+    match value {
+        Value::Number(number) => {
+            let text = number.to_string();
+            let fractional = text.contains(['.', 'e', 'E']);
+            (fractional && !text.parse::<f64>().is_ok_and(f64::is_finite)).then_some(number)
+        }
+        Value::Array(items) => items.iter().find_map(unrepresentable_number),
+        Value::Object(fields) => fields.values().find_map(unrepresentable_number),
+        Value::Null | Value::Bool(_) | Value::String(_) => None,
+    }
+}
+
 /// One completed call, in the order the guest received it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {

@@ -30,6 +30,7 @@ use serde_json::Value;
 
 pub use call::{
     AgentRequest, CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest,
+    unrepresentable_number,
 };
 pub use memory::MemoryStore;
 pub use outcome::{ErrorInfo, RecordedOutcome, RunErrorClass, RunErrorKind, Summary};
@@ -158,6 +159,17 @@ pub struct RunListing {
     pub created_unix_ms: u64,
 }
 
+/// Every thread of a journal, as [`CheckpointStore::list`] reads them: the ones that read,
+/// newest first, and an error naming each one that does not (its status, time or counts are
+/// damaged), so that one damaged thread hides no other.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The threads that read.
+    pub threads: Vec<RunListing>,
+    /// One [`StoreError::CorruptRecord`] per thread that does not.
+    pub damaged: Vec<StoreError>,
+}
+
 /// A workflow run a root agent started within a conversation (its `run_workflow` call).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkflowRecord {
@@ -219,7 +231,31 @@ pub enum StoreError {
         /// What does not decode.
         detail: String,
     },
-    /// The file is not a flowbox journal, or it is damaged.
+    /// There is no journal at this path, and the operation does not create one (only a run
+    /// does).
+    #[error("there is no journal at {path}: nothing has run with it yet (a run creates it)")]
+    Missing {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// The file is an SQLite database of another application; nothing was written to it.
+    #[error("{path} is not a flowbox journal ({detail}); it was left untouched")]
+    Foreign {
+        /// The database file.
+        path: PathBuf,
+        /// What it holds instead.
+        detail: String,
+    },
+    /// The file cannot serve as a journal: it is not a regular file, or it (or a file SQLite
+    /// keeps beside it, `-wal` and `-shm`) or its directory cannot be written.
+    #[error("cannot use {path} as a journal: {reason}")]
+    Unusable {
+        /// The file at fault.
+        path: PathBuf,
+        /// Why, with the operating system's word for it.
+        reason: String,
+    },
+    /// The file is not a readable database, or it is damaged.
     #[error("{path} is not a readable flowbox journal (corrupted or not a database): {detail}")]
     Corrupt {
         /// The database file.
@@ -292,6 +328,10 @@ pub enum JournalRecord {
     Header,
     /// Its status and recorded outcome.
     End,
+    /// Its counts and positions (leaves, tokens, sequence numbers) as a whole.
+    Counters,
+    /// A workflow record of a root agent's conversation that names it.
+    Workflow,
     /// One journaled call.
     Entry {
         /// The entry's position in the thread.
@@ -306,6 +346,8 @@ impl std::fmt::Display for JournalRecord {
         match self {
             Self::Header => f.write_str("header"),
             Self::End => f.write_str("recorded outcome"),
+            Self::Counters => f.write_str("counters"),
+            Self::Workflow => f.write_str("workflow record"),
             Self::Entry { seq, call } => write!(f, "journal entry {seq} (call {call})"),
         }
     }
@@ -362,8 +404,8 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
     /// Everything journaled about a thread, or `None`.
     async fn load(&self, thread_id: &str) -> Result<Option<StoredRun>, StoreError>;
 
-    /// Every thread, newest first.
-    async fn list(&self) -> Result<Vec<RunListing>, StoreError>;
+    /// Every thread, newest first; a damaged one is named, not fatal to the others.
+    async fn list(&self) -> Result<Listing, StoreError>;
 
     /// Records a workflow run a root agent started.
     async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError>;
@@ -529,6 +571,8 @@ pub(crate) mod contract {
         later.created_unix_ms += 10;
         store.begin(&later).await.unwrap();
         let listing = store.list().await.unwrap();
+        assert!(listing.damaged.is_empty());
+        let listing = listing.threads;
         assert_eq!(listing.len(), 2);
         assert_eq!(listing[0].thread_id, "t2");
         assert_eq!(

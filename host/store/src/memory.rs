@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    CheckpointStore, Claim, Entry, RunEnd, RunHeader, RunListing, StoreError, StoredRun,
+    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, RunListing, StoreError, StoredRun,
     WorkflowRecord,
 };
 
@@ -123,7 +123,7 @@ impl CheckpointStore for MemoryStore {
         Ok(runs.get(thread_id).cloned())
     }
 
-    async fn list(&self) -> Result<Vec<RunListing>, StoreError> {
+    async fn list(&self) -> Result<Listing, StoreError> {
         let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
         let mut listing: Vec<RunListing> = runs
             .values()
@@ -149,7 +149,10 @@ impl CheckpointStore for MemoryStore {
                 .cmp(&a.created_unix_ms)
                 .then_with(|| b.thread_id.cmp(&a.thread_id))
         });
-        Ok(listing)
+        Ok(Listing {
+            threads: listing,
+            damaged: Vec::new(),
+        })
     }
 
     async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {

@@ -34,6 +34,8 @@ pub enum RunErrorKind {
     InvalidArgs,
     /// `RunError::InvalidThreadId`.
     InvalidThreadId,
+    /// `RunError::InvalidLimits`.
+    InvalidLimits,
     /// The script does not parse.
     Syntax,
     /// `meta` is invalid or misplaced.
@@ -82,6 +84,7 @@ impl RunErrorKind {
             Self::ScriptTooLarge
             | Self::InvalidArgs
             | Self::InvalidThreadId
+            | Self::InvalidLimits
             | Self::Syntax
             | Self::InvalidMeta
             | Self::Forbidden
@@ -105,7 +108,8 @@ impl RunErrorKind {
     /// Whether an error of this kind, once the run has started, is its thread's outcome. The
     /// script's result or error is (a breached limit and a refused script included); a
     /// failure of the machinery is not, nor is a cap too small to start the interpreter (run
-    /// it again with a larger one), nor a thread that is missing or held elsewhere.
+    /// it again with a larger one), nor limits out of range, nor a thread that is missing or
+    /// held elsewhere.
     pub fn ends_thread(self) -> bool {
         match self.class() {
             RunErrorClass::Machinery => false,
@@ -116,6 +120,7 @@ impl RunErrorKind {
                     | Self::UnknownThread
                     | Self::ThreadInUse
                     | Self::InvalidThreadId
+                    | Self::InvalidLimits
             ),
         }
     }
@@ -126,6 +131,7 @@ impl RunErrorKind {
             Self::ScriptTooLarge => "script_too_large",
             Self::InvalidArgs => "invalid_args",
             Self::InvalidThreadId => "invalid_thread_id",
+            Self::InvalidLimits => "invalid_limits",
             Self::Syntax => "syntax",
             Self::InvalidMeta => "invalid_meta",
             Self::Forbidden => "forbidden",

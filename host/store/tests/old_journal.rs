@@ -34,7 +34,9 @@ async fn a_journal_of_the_previous_format_opens_with_every_thread() {
     assert_eq!(version, SCHEMA_VERSION);
 
     let listing = store.list().await.unwrap();
+    assert!(listing.damaged.is_empty());
     let threads: Vec<_> = listing
+        .threads
         .iter()
         .map(|l| (l.thread_id.as_str(), l.status, l.leaves))
         .collect();
@@ -45,7 +47,7 @@ async fn a_journal_of_the_previous_format_opens_with_every_thread() {
             ("old-interrupted", RunStatus::Running, 2)
         ]
     );
-    for listed in &listing {
+    for listed in &listing.threads {
         store.load(&listed.thread_id).await.unwrap().unwrap();
     }
 

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use flowbox::store::{CheckpointStore, SqliteStore, StoredRun};
+use flowbox::store::{CheckpointStore, SqliteStore, StoreError, StoredRun};
 
 use crate::Failure;
 
@@ -29,10 +29,49 @@ impl JournalOptions {
         }
     }
 
-    /// Opens (or creates) the journal.
-    pub(crate) fn open(&self) -> anyhow::Result<SqliteStore> {
-        let path = self.path()?;
-        Ok(SqliteStore::open(&path)?)
+    /// Opens the journal for a run, creating it (and saying where on stderr) if it is new.
+    /// Only runs create journals.
+    pub(crate) fn create(&self) -> Result<SqliteStore, Failure> {
+        let path = self.path().map_err(Failure::input)?;
+        let new = !path.exists();
+        let store = SqliteStore::open(&path).map_err(Failure::journal)?;
+        if new {
+            err!("created the journal {}", path.display());
+        }
+        Ok(store)
+    }
+
+    /// Opens an existing journal to write to `thread` in it (a resume); never creates one.
+    pub(crate) fn existing(&self, thread: &str) -> Result<SqliteStore, Failure> {
+        let path = self.path().map_err(Failure::input)?;
+        SqliteStore::open_existing(&path).map_err(|error| no_thread(thread, error))
+    }
+
+    /// Opens an existing journal only to read it; never creates or changes anything. `None`
+    /// when there is no journal yet (said on stderr), which lists as no threads.
+    pub(crate) fn read_only(&self) -> Result<Option<SqliteStore>, Failure> {
+        let path = self.path().map_err(Failure::input)?;
+        match SqliteStore::open_read_only(&path) {
+            Ok(store) => Ok(Some(store)),
+            Err(StoreError::Missing { .. }) => {
+                err!(
+                    "no journal at {} yet: nothing has run with it",
+                    path.display()
+                );
+                Ok(None)
+            }
+            Err(error) => Err(Failure::journal(error)),
+        }
+    }
+}
+
+/// The failure of opening a journal to find `thread` in it: a missing journal has no thread.
+pub(crate) fn no_thread(thread: &str, error: StoreError) -> Failure {
+    match error {
+        StoreError::Missing { .. } => {
+            Failure::input(anyhow::anyhow!("no thread {thread}: {error}"))
+        }
+        error => Failure::journal(error),
     }
 }
 

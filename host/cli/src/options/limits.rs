@@ -107,7 +107,10 @@ impl LimitOptions {
             limits = limits.with_fuel(n);
         }
         if let Some(mib) = self.memory_mib {
-            limits = limits.with_memory_bytes(mib.saturating_mul(1 << 20));
+            if !(1..=MAX_MEMORY_MIB).contains(&mib) {
+                anyhow::bail!("--memory-mib must be from 1 to {MAX_MEMORY_MIB}; it is {mib}");
+            }
+            limits = limits.with_memory_bytes(mib << 20);
         }
         if let Some(bytes) = self.max_script_bytes {
             limits = limits.with_max_script_bytes(bytes);
@@ -132,10 +135,28 @@ impl LimitOptions {
                 .map_err(|e| anyhow::anyhow!("invalid --timeout {secs}: {e}"))?;
             limits = limits.with_timeout(timeout);
         }
-        if limits.timeout.is_zero() {
-            anyhow::bail!("the wall-time limit (--timeout) must be more than 0 seconds");
+        if let Err(invalid) = limits.check() {
+            anyhow::bail!(
+                "{} must be {}; it is {}",
+                flag(invalid.field),
+                invalid.range,
+                invalid.value
+            );
         }
         Ok(limits)
+    }
+}
+
+/// The most memory a guest can address, in MiB (`--memory-mib`'s range is checked in MiB,
+/// before the bytes `Limits` holds).
+const MAX_MEMORY_MIB: u64 = 4096;
+
+/// The flag that sets a field of [`Limits`].
+fn flag(field: &str) -> String {
+    match field {
+        "memory_bytes" => "--memory-mib".into(),
+        "budget_tokens" => "--budget".into(),
+        field => format!("--{}", field.replace('_', "-")),
     }
 }
 

@@ -9,7 +9,7 @@ use clap::Args;
 use flowbox::Limits;
 
 pub(crate) use backend::{BackendOptions, Backends};
-pub(crate) use journal::{JournalOptions, load_thread};
+pub(crate) use journal::{JournalOptions, load_thread, no_thread};
 pub(crate) use limits::LimitOptions;
 
 /// The flags of a subcommand that runs scripts: the backend flags, then the limit flags.

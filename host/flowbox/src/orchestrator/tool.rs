@@ -243,6 +243,7 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
              a new thread"
         }
         K::InvalidArgs => "pass args as one JSON value within the host's message limit",
+        K::InvalidLimits => "the host's limits are misconfigured; report this to its operator",
         K::UnknownThread
         | K::MemoryCapTooSmall
         | K::JournalFailure

@@ -17,7 +17,14 @@ pub(super) fn classify(path: &Path, error: rusqlite::Error) -> StoreError {
             path: path.to_owned(),
             detail: error.to_string(),
         },
-        _ => StoreError::Io(format!("{}: {error}", path.display())),
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen) => super::schema::unwritable(path, error),
+        // SQLite's message without the statement it was running.
+        _ => match error {
+            rusqlite::Error::SqlInputError { msg, .. } => {
+                StoreError::Io(format!("{}: {msg}", path.display()))
+            }
+            error => StoreError::Io(format!("{}: {error}", path.display())),
+        },
     }
 }
 

@@ -6,7 +6,10 @@
 //! survives the process being killed at any instant; with [`Durability::PowerLoss`]
 //! (`synchronous=FULL`) it also survives the machine losing power, at the price of an fsync per
 //! batch. A damaged file or one from a newer flowbox is refused with a clear error and left
-//! untouched, so nothing already journaled is lost. A run's claim on a thread is an OS lock on
+//! untouched, so nothing already journaled is lost; so is another application's database, before
+//! anything is written to it. Only [`SqliteStore::open`] creates a journal: reading commands
+//! open it with [`SqliteStore::open_read_only`], resuming ones with
+//! [`SqliteStore::open_existing`]. A run's claim on a thread is an OS lock on
 //! a lease file in a directory beside the database (`journal.db.leases/`), released when the
 //! run ends or its process dies.
 //!
@@ -28,7 +31,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::{
-    CheckpointStore, Claim, Entry, RunEnd, RunHeader, RunListing, StoreError, StoredRun,
+    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, StoreError, StoredRun,
     WorkflowRecord,
 };
 use error::classify;
@@ -59,6 +62,17 @@ pub struct SqliteStore {
     busy_timeout: Duration,
 }
 
+/// What opening a journal may do to the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Create it (and its directory) if missing, and write to it: a run.
+    Create,
+    /// Write to it, but only if it exists: a resume.
+    Existing,
+    /// Only read it, and only if it exists: listing and showing threads.
+    ReadOnly,
+}
+
 impl SqliteStore {
     /// Opens (or creates) the journal at `path` with [`Durability::Process`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
@@ -67,32 +81,67 @@ impl SqliteStore {
 
     /// Opens (or creates) the journal at `path`, migrating an older format.
     pub fn open_with(path: impl AsRef<Path>, durability: Durability) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_owned();
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| StoreError::Io(format!("cannot create {}: {e}", parent.display())))?;
+        Self::open_as(path.as_ref(), durability, Access::Create)
+    }
+
+    /// Opens the journal at `path` to write to it, migrating an older format, but never
+    /// creates one: a missing file is [`StoreError::Missing`].
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_as(path.as_ref(), Durability::default(), Access::Existing)
+    }
+
+    /// Opens the journal at `path` only to read it: nothing is created, migrated or written
+    /// (every writing operation fails), and a missing file is [`StoreError::Missing`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_as(path.as_ref(), Durability::default(), Access::ReadOnly)
+    }
+
+    /// Opens the journal: checks the file is one flowbox can use and is flowbox's before
+    /// anything is written to it, then (unless read-only) enters WAL mode and migrates.
+    fn open_as(path: &Path, durability: Durability, access: Access) -> Result<Self, StoreError> {
+        let path = path.to_owned();
+        let exists = schema::check_file(&path, access != Access::ReadOnly)?;
+        let mut flags = OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        match (exists, access) {
+            (false, Access::Create) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent).map_err(|e| StoreError::Unusable {
+                        path: parent.to_owned(),
+                        reason: format!("cannot create the directory: {e}"),
+                    })?;
+                }
+                flags |= OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+            }
+            (false, _) => return Err(StoreError::Missing { path }),
+            (true, Access::ReadOnly) => flags |= OpenFlags::SQLITE_OPEN_READ_ONLY,
+            (true, _) => flags |= OpenFlags::SQLITE_OPEN_READ_WRITE,
         }
-        let connection = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| classify(&path, e))?;
+        let connection =
+            Connection::open_with_flags(&path, flags).map_err(|e| classify(&path, e))?;
         connection
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| classify(&path, e))?;
-        let synchronous = match durability {
-            Durability::Process => "NORMAL",
-            Durability::PowerLoss => "FULL",
-        };
-        schema::enter_wal_mode(&path, &connection, BUSY_TIMEOUT)?;
-        connection
-            .execute_batch(&format!(
-                "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
-            ))
-            .map_err(|e| classify(&path, e))?;
-        schema::migrate(&path, &connection)?;
+        let found = schema::recognise(&path, &connection)?;
+        if access == Access::ReadOnly {
+            if found == schema::Found::Empty {
+                return Err(StoreError::Foreign {
+                    path,
+                    detail: "it is an empty database".into(),
+                });
+            }
+        } else {
+            let synchronous = match durability {
+                Durability::Process => "NORMAL",
+                Durability::PowerLoss => "FULL",
+            };
+            schema::enter_wal_mode(&path, &connection, BUSY_TIMEOUT)?;
+            connection
+                .execute_batch(&format!(
+                    "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = ON;"
+                ))
+                .map_err(|e| classify(&path, e))?;
+            schema::migrate(&path, &connection)?;
+        }
         Ok(Self {
             leases: Leases::beside(&path)?,
             path,
@@ -197,7 +246,7 @@ impl CheckpointStore for SqliteStore {
             .await
     }
 
-    async fn list(&self) -> Result<Vec<RunListing>, StoreError> {
+    async fn list(&self) -> Result<Listing, StoreError> {
         self.with(|connection, path| queries::list(connection, path))
             .await
     }

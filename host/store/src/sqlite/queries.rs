@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 
 use super::error::{classify, corrupt};
 use crate::{
-    CallKind, Entry, EntryOutcome, JournalRecord, RecordedOutcome, RunEnd, RunHeader, RunListing,
-    RunStatus, StoreError, StoredRun, WorkflowRecord,
+    CallKind, Entry, EntryOutcome, JournalRecord, Listing, RecordedOutcome, RunEnd, RunHeader,
+    RunListing, RunStatus, StoreError, StoredRun, WorkflowRecord,
 };
 
 fn to_json<T: Serialize>(value: &T) -> String {
@@ -205,7 +205,13 @@ fn end(
     };
     let end = RunEnd {
         outcome: decode::<RecordedOutcome>(path, thread_id, JournalRecord::End, &outcome)?,
-        finished_unix_ms: finished as u64,
+        finished_unix_ms: count(
+            path,
+            thread_id,
+            JournalRecord::End,
+            "its finishing time",
+            finished,
+        )?,
     };
     if end.status() != status {
         return Err(damaged(&format!(
@@ -231,23 +237,41 @@ struct EntryRow {
     duration_ms: i64,
 }
 
+/// A count or position read from an integer column, which a damaged journal may hold negative.
+fn count(
+    path: &Path,
+    thread_id: &str,
+    record: JournalRecord,
+    what: &str,
+    value: i64,
+) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| corrupt(path, thread_id, record, format!("{what} is {value}")))
+}
+
 impl EntryRow {
     fn decode(self, path: &Path, thread_id: &str) -> Result<Entry, StoreError> {
+        let position =
+            |what: &str, value: i64| count(path, thread_id, JournalRecord::Counters, what, value);
         let record = JournalRecord::Entry {
-            seq: self.seq as u64,
-            call: self.handle as u64,
+            seq: position("an entry's sequence number", self.seq)?,
+            call: position("an entry's call number", self.handle)?,
         };
+        let count = |what: &str, value: i64| count(path, thread_id, record, what, value);
         let entry = Entry {
-            seq: self.seq as u64,
-            batch: self.batch as u64,
-            handle: self.handle as u64,
+            seq: count("its sequence number", self.seq)?,
+            batch: count("its batch", self.batch)?,
+            handle: count("its call number", self.handle)?,
             fingerprint: self.fingerprint,
             request: decode(path, thread_id, record, &self.request)?,
             outcome: decode::<EntryOutcome>(path, thread_id, record, &self.outcome)?,
-            input_tokens: self.input_tokens as u64,
-            output_tokens: self.output_tokens as u64,
-            duration_ms: self.duration_ms as u64,
+            input_tokens: count("its input token count", self.input_tokens)?,
+            output_tokens: count("its output token count", self.output_tokens)?,
+            duration_ms: count("its duration", self.duration_ms)?,
         };
+        // What replay hands the guest must be what the live run handed it: JSON.
+        if let Some(problem) = entry.outcome.reply_problem() {
+            return Err(corrupt(path, thread_id, record, problem));
+        }
         // The kind is kept in its own column too, for listing; the two must agree.
         if CallKind::parse(&self.kind) != Some(entry.kind()) {
             return Err(corrupt(
@@ -331,12 +355,17 @@ pub(super) fn load(
     }))
 }
 
-pub(super) fn list(connection: &Connection, path: &Path) -> Result<Vec<RunListing>, StoreError> {
+/// Every thread's listing row, newest first; a row that does not read is kept, as the error
+/// naming its thread, in its place.
+pub(super) fn list(connection: &Connection, path: &Path) -> Result<Listing, StoreError> {
+    // Token counts are summed as floats (`TOTAL`), which cannot overflow as `SUM` can on a
+    // damaged entry; with their least values, a damaged count is found and named.
     let mut statement = connection
         .prepare_cached(
             "SELECT r.thread_id, r.name, r.status, r.created_unix_ms,
                 COALESCE(SUM(e.kind = 'agent'), 0),
-                COALESCE(SUM(e.input_tokens + e.output_tokens), 0)
+                TOTAL(e.input_tokens) + TOTAL(e.output_tokens),
+                MIN(MIN(e.input_tokens), MIN(e.output_tokens))
              FROM runs r LEFT JOIN entries e ON e.thread_id = r.thread_id
              GROUP BY r.thread_id
              ORDER BY r.created_unix_ms DESC, r.thread_id DESC",
@@ -344,30 +373,81 @@ pub(super) fn list(connection: &Connection, path: &Path) -> Result<Vec<RunListin
         .map_err(|e| classify(path, e))?;
     let rows = statement
         .query_map([], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
-                row.get::<_, Option<String>>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, i64>(3)?,
-                row.get::<_, i64>(4)?,
-                row.get::<_, i64>(5)?,
-            ))
+            Ok(ListingRow {
+                thread_id: row.get(0)?,
+                name: row.get(1)?,
+                status: row.get(2)?,
+                created: row.get(3)?,
+                leaves: row.get(4)?,
+                tokens: row.get(5)?,
+                least_tokens: row.get(6)?,
+            })
         })
         .map_err(|e| classify(path, e))?;
-    let mut listing = Vec::new();
+    let mut listing = Listing::default();
     for row in rows {
-        let (thread_id, name, status_text, created, leaves, tokens) =
-            row.map_err(|e| classify(path, e))?;
-        listing.push(RunListing {
-            status: status(path, &thread_id, &status_text)?,
-            thread_id,
-            name,
-            leaves: leaves as u64,
-            tokens: tokens as u64,
-            created_unix_ms: created as u64,
-        });
+        match row.map_err(|e| classify(path, e))?.decode(path) {
+            Ok(run) => listing.threads.push(run),
+            Err(damaged) => listing.damaged.push(damaged),
+        }
     }
     Ok(listing)
+}
+
+/// One thread's listing row, as read.
+struct ListingRow {
+    thread_id: String,
+    name: Option<String>,
+    status: String,
+    created: i64,
+    leaves: i64,
+    tokens: f64,
+    least_tokens: Option<i64>,
+}
+
+impl ListingRow {
+    fn decode(self, path: &Path) -> Result<RunListing, StoreError> {
+        let id = self.thread_id.as_str();
+        let status = status(path, id, &self.status)?;
+        let created = count(
+            path,
+            id,
+            JournalRecord::Header,
+            "its creation time",
+            self.created,
+        )?;
+        if let Some(least) = self.least_tokens.filter(|least| *least < 0) {
+            return Err(corrupt(
+                path,
+                id,
+                JournalRecord::Counters,
+                format!("an entry's token count is {least}"),
+            ));
+        }
+        // Below 2^53 a float holds every integer exactly.
+        if !(0.0..9_007_199_254_740_992.0).contains(&self.tokens) {
+            return Err(corrupt(
+                path,
+                id,
+                JournalRecord::Counters,
+                format!("its token counts add up to {}", self.tokens),
+            ));
+        }
+        Ok(RunListing {
+            status,
+            name: self.name,
+            leaves: count(
+                path,
+                id,
+                JournalRecord::Counters,
+                "its leaf count",
+                self.leaves,
+            )?,
+            tokens: self.tokens as u64,
+            created_unix_ms: created,
+            thread_id: self.thread_id,
+        })
+    }
 }
 
 pub(super) fn record_workflow(
@@ -407,17 +487,36 @@ pub(super) fn workflows(
         .map_err(|e| classify(path, e))?;
     let rows = statement
         .query_map([conversation_id], |row| {
-            Ok(WorkflowRecord {
-                conversation_id: row.get(0)?,
-                thread_id: row.get(1)?,
-                name: row.get(2)?,
-                leaves: row.get::<_, i64>(3)? as u64,
-                tokens: row.get::<_, i64>(4)? as u64,
-                ok: row.get(5)?,
-                recorded_unix_ms: row.get::<_, i64>(6)? as u64,
-            })
+            Ok((
+                WorkflowRecord {
+                    conversation_id: row.get(0)?,
+                    thread_id: row.get(1)?,
+                    name: row.get(2)?,
+                    leaves: 0,
+                    tokens: 0,
+                    ok: row.get(5)?,
+                    recorded_unix_ms: 0,
+                },
+                [row.get::<_, i64>(3)?, row.get(4)?, row.get(6)?],
+            ))
         })
         .map_err(|e| classify(path, e))?;
-    rows.collect::<Result<Vec<_>, _>>()
-        .map_err(|e| classify(path, e))
+    let mut records = Vec::new();
+    for row in rows {
+        let (mut record, [leaves, tokens, recorded]) = row.map_err(|e| classify(path, e))?;
+        let count = |what: &str, value: i64| {
+            count(
+                path,
+                &record.thread_id,
+                JournalRecord::Workflow,
+                what,
+                value,
+            )
+        };
+        record.leaves = count("its leaf count", leaves)?;
+        record.tokens = count("its token count", tokens)?;
+        record.recorded_unix_ms = count("its time", recorded)?;
+        records.push(record);
+    }
+    Ok(records)
 }

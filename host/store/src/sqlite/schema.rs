@@ -54,6 +54,151 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "",
 ];
 
+/// What a file opened as a journal holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Found {
+    /// Nothing: a new (or empty) database, which a run makes a journal.
+    Empty,
+    /// A flowbox journal this build reads.
+    Journal,
+}
+
+/// Looks at the path before SQLite opens it, and says whether it exists. Anything but a
+/// regular file is refused (a directory, `/dev/null`, a pipe), and so, when the journal is to
+/// be written, is a file — the database or the `-wal` and `-shm` files SQLite keeps beside it
+/// — that this process cannot write.
+pub(super) fn check_file(path: &Path, writing: bool) -> Result<bool, StoreError> {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(error) => {
+            return Err(StoreError::Unusable {
+                path: path.to_owned(),
+                reason: error.to_string(),
+            });
+        }
+    };
+    if !metadata.is_file() {
+        return Err(StoreError::Unusable {
+            path: path.to_owned(),
+            reason: "it is not a regular file".into(),
+        });
+    }
+    if writing {
+        for file in [path.to_owned(), beside(path, "-wal"), beside(path, "-shm")] {
+            if file.exists() {
+                writable(&file)?;
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// `path` with `suffix` appended to its file name, as SQLite names its side files.
+fn beside(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
+/// Fails with the operating system's reason unless this process can write `file` (opened
+/// for writing, not changed).
+fn writable(file: &Path) -> Result<(), StoreError> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(file)
+        .map(drop)
+        .map_err(|error| StoreError::Unusable {
+            path: file.to_owned(),
+            reason: format!("it cannot be written: {error}"),
+        })
+}
+
+/// The error for a database SQLite could not open or write (its own message is only
+/// "unable to open database file" or "attempt to write a readonly database"): the file or
+/// directory at fault, with the operating system's reason, found by trying to write them.
+pub(super) fn unwritable(path: &Path, error: rusqlite::Error) -> StoreError {
+    let existing = [path.to_owned(), beside(path, "-wal"), beside(path, "-shm")];
+    for file in existing.iter().filter(|file| file.exists()) {
+        if let Err(unusable) = writable(file) {
+            return unusable;
+        }
+    }
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+        _ => Path::new(".").to_owned(),
+    };
+    let probe = dir.join(format!(".flowbox-probe-{}", std::process::id()));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            StoreError::Unusable {
+                path: path.to_owned(),
+                reason: error.to_string(),
+            }
+        }
+        Err(reason) => StoreError::Unusable {
+            path: dir,
+            reason: format!(
+                "the directory cannot be written (SQLite keeps files beside the journal): \
+                 {reason}"
+            ),
+        },
+    }
+}
+
+/// Tells a flowbox journal from a new database and from another application's, by reading
+/// only: nothing is written to a file that is not flowbox's.
+pub(super) fn recognise(path: &Path, connection: &Connection) -> Result<Found, StoreError> {
+    // One statement, so the tables and the version are of one state of the file even while
+    // another process migrates it.
+    let rows: Vec<(u32, Option<String>)> = connection
+        .prepare(
+            "SELECT v.user_version, t.name FROM pragma_user_version v
+             LEFT JOIN sqlite_master t ON t.type = 'table' AND t.name NOT LIKE 'sqlite_%'
+             ORDER BY t.name",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect::<Result<_, _>>()
+        })
+        .map_err(|e| classify(path, e))?;
+    let version = rows.first().map_or(0, |(version, _)| *version);
+    let tables: Vec<String> = rows.into_iter().filter_map(|(_, table)| table).collect();
+    if tables.is_empty() && version == 0 {
+        return Ok(Found::Empty);
+    }
+    let ours = ["runs", "entries"]
+        .iter()
+        .all(|table| tables.iter().any(|t| t == table));
+    if !ours || version == 0 {
+        let shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+        let more = tables.len().saturating_sub(shown.len());
+        let detail = match (shown.is_empty(), more) {
+            (true, _) => format!("it is an SQLite database with user_version {version}"),
+            (false, 0) => format!("it holds the tables {}", shown.join(", ")),
+            (false, more) => format!("it holds the tables {} and {more} more", shown.join(", ")),
+        };
+        return Err(StoreError::Foreign {
+            path: path.to_owned(),
+            detail,
+        });
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_owned(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(Found::Journal)
+}
+
 /// Switches a new file to WAL mode (a no-op for one already in it). The switch needs the file
 /// to itself, and SQLite reports a concurrent opener doing the same as busy without waiting,
 /// so wait here, up to `busy_timeout`, as the busy timeout would.

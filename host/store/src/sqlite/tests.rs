@@ -1,6 +1,7 @@
 //! The SQLite store's own tests: the contract, claims across stores, durability, migration,
 //! damaged and foreign files, locks and concurrent writers.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -168,6 +169,13 @@ async fn a_record_that_does_not_decode_is_a_damaged_record_of_its_thread() {
         ),
         ("request", r#"{"kind":"tool","name":"echo","arguments":{}}"#),
         ("outcome", r#"{"status":"ok"}"#),
+        // A reply the guest could not be handed as the live run handed it: not JSON, or a
+        // number it would read as infinity.
+        ("outcome", r#"{"status":"ok","value":"[1"}"#),
+        ("outcome", r#"{"status":"ok","value":"{\"n\": 1e999}"}"#),
+        // A count no run could have written.
+        ("input_tokens", "-5"),
+        ("duration_ms", "-1"),
     ] {
         damaged_entry(column, value);
         let err = store.load("t").await.unwrap_err();
@@ -230,14 +238,86 @@ async fn a_record_that_does_not_decode_is_a_damaged_record_of_its_thread() {
             Some(end.clone())
         );
     }
-    rewrite_run(&store, "status", Some("paused"));
-    assert!(matches!(
-        store.list().await.unwrap_err(),
-        StoreError::CorruptRecord {
-            record: JournalRecord::End,
-            ..
-        }
-    ));
+}
+
+/// One thread that does not read hides no other from the listing: the others are listed, and
+/// it is named with what is damaged — its status, or counts no run writes.
+#[tokio::test]
+async fn a_damaged_thread_is_named_in_the_listing_and_the_others_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("journal.db")).unwrap();
+    for thread in ["t", "u"] {
+        store.begin(&header(thread)).await.unwrap();
+        store.append(thread, &[entry(0, 0)]).await.unwrap();
+    }
+    let listed = |listing: &Listing| {
+        let threads: Vec<&str> = listing
+            .threads
+            .iter()
+            .map(|t| t.thread_id.as_str())
+            .collect();
+        let damaged: Vec<(String, JournalRecord)> = listing
+            .damaged
+            .iter()
+            .map(|error| match error {
+                StoreError::CorruptRecord {
+                    thread_id, record, ..
+                } => (thread_id.clone(), *record),
+                other => panic!("not a damaged record: {other}"),
+            })
+            .collect();
+        (threads.join(","), damaged)
+    };
+    assert_eq!(
+        listed(&store.list().await.unwrap()),
+        ("u,t".to_owned(), vec![])
+    );
+    let sql = |statement: &str| {
+        store
+            .connection
+            .lock()
+            .unwrap()
+            .execute(statement, [])
+            .unwrap()
+    };
+    for (damage, repair, record, detail) in [
+        (
+            "UPDATE runs SET status = 'paused' WHERE thread_id = 't'",
+            "UPDATE runs SET status = 'running' WHERE thread_id = 't'",
+            JournalRecord::End,
+            "unknown run status \"paused\"",
+        ),
+        (
+            "UPDATE runs SET created_unix_ms = -3 WHERE thread_id = 't'",
+            "UPDATE runs SET created_unix_ms = 1700000000000 WHERE thread_id = 't'",
+            JournalRecord::Header,
+            "its creation time is -3",
+        ),
+        (
+            "UPDATE entries SET output_tokens = -5 WHERE thread_id = 't'",
+            "UPDATE entries SET output_tokens = 20 WHERE thread_id = 't'",
+            JournalRecord::Counters,
+            "an entry's token count is -5",
+        ),
+        (
+            "UPDATE entries SET output_tokens = 9223372036854775807 WHERE thread_id = 't'",
+            "UPDATE entries SET output_tokens = 20 WHERE thread_id = 't'",
+            JournalRecord::Counters,
+            "its token counts add up to",
+        ),
+    ] {
+        sql(damage);
+        let listing = store.list().await.unwrap();
+        assert_eq!(
+            listed(&listing),
+            ("u".to_owned(), vec![("t".to_owned(), record)]),
+            "{damage}"
+        );
+        let message = listing.damaged[0].to_string();
+        assert!(message.contains(detail), "{damage}: {message}");
+        sql(repair);
+        assert!(store.list().await.unwrap().damaged.is_empty(), "{repair}");
+    }
 }
 
 #[tokio::test]
@@ -346,6 +426,106 @@ async fn a_journal_from_a_newer_flowbox_is_refused() {
     );
 }
 
+/// Another application's database is recognised by reading only: it is refused in one line
+/// naming what it holds, and not a byte of it changes — it stays in its own journal mode.
+#[test]
+fn another_applications_database_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    for (tables, detail) in [
+        (
+            "CREATE TABLE runs (x); CREATE TABLE notes (y); INSERT INTO notes VALUES (1);",
+            "it holds the tables notes, runs",
+        ),
+        (
+            "CREATE TABLE runs (x); CREATE TABLE entries (y);",
+            "it holds the tables entries, runs",
+        ),
+        (
+            "PRAGMA user_version = 7;",
+            "it is an SQLite database with user_version 7",
+        ),
+    ] {
+        let path = dir.path().join("other.db");
+        let _ = std::fs::remove_file(&path);
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(tables)
+            .unwrap();
+        let before = std::fs::read(&path).unwrap();
+        for open in [
+            SqliteStore::open,
+            SqliteStore::open_existing,
+            SqliteStore::open_read_only,
+        ] {
+            let err = open(&path).unwrap_err();
+            assert!(matches!(err, StoreError::Foreign { .. }), "{err}");
+            let message = err.to_string();
+            assert!(message.contains(detail), "{message}");
+            assert!(!message.contains('\n'), "one line: {message}");
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{tables}");
+        let mode: String = Connection::open(&path)
+            .unwrap()
+            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete", "{tables}");
+        assert!(!dir.path().join("other.db-wal").exists());
+    }
+}
+
+/// Only a run creates a journal: reading and resuming a missing one is an error that creates
+/// neither the file nor its directory, and what is not a regular file is refused as such.
+#[tokio::test]
+async fn only_a_run_creates_a_journal_and_only_regular_files_are_journals() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing/dir/journal.db");
+    for open in [SqliteStore::open_existing, SqliteStore::open_read_only] {
+        let err = open(&missing).unwrap_err();
+        assert!(matches!(err, StoreError::Missing { .. }), "{err}");
+    }
+    assert!(!dir.path().join("missing").exists());
+    for path in [dir.path(), Path::new("/dev/null")] {
+        for open in [
+            SqliteStore::open,
+            SqliteStore::open_existing,
+            SqliteStore::open_read_only,
+        ] {
+            let err = open(path).unwrap_err();
+            assert!(
+                matches!(&err, StoreError::Unusable { reason, .. }
+                    if reason == "it is not a regular file"),
+                "{err}"
+            );
+        }
+    }
+    assert!(!Path::new("/dev/null-journal").exists());
+    assert!(!Path::new("/dev/null-wal").exists());
+    // A run's journal, read back without being written to; a write through it fails.
+    let path = dir.path().join("journal.db");
+    SqliteStore::open(&path)
+        .unwrap()
+        .begin(&header("t"))
+        .await
+        .unwrap();
+    let reader = SqliteStore::open_read_only(&path).unwrap();
+    assert!(reader.load("t").await.unwrap().is_some());
+    assert!(reader.begin(&header("u")).await.is_err());
+    assert!(
+        SqliteStore::open_existing(&path)
+            .unwrap()
+            .load("t")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // An empty file is not a journal to read, though a run may make it one.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let err = SqliteStore::open_read_only(&empty).unwrap_err();
+    assert!(matches!(err, StoreError::Foreign { .. }), "{err}");
+    SqliteStore::open(&empty).unwrap();
+}
+
 #[tokio::test]
 async fn a_locked_journal_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -410,7 +590,7 @@ async fn a_hundred_runs_write_concurrently_without_losing_entries() {
         let expected: Vec<Entry> = (0..20).map(|seq| entry(seq, seq / 2)).collect();
         assert_eq!(loaded.entries, expected);
     }
-    assert_eq!(store.list().await.unwrap().len(), 100);
+    assert_eq!(store.list().await.unwrap().threads.len(), 100);
 }
 
 /// Writes one thread into the journal named by `FLOWBOX_STORE_CHILD` (`path|thread`); run
