@@ -1,5 +1,6 @@
 """The entry points behind the WIT exports: `check` parses and checks a script; `run` also runs
-it against a host and returns its result as JSON text. Every way a script can fail leaves here
+it against a host and returns its result as JSON text; `plan_notes` lists what of it a plan's
+placeholder replies decide. Every way a script can fail leaves here
 as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the script's line.
 """
 
@@ -16,6 +17,7 @@ from .errors import (
     ScriptFailure,
     exception_message,
 )
+from .dependence import reply_dependence
 from .guard import check_script
 from .host import Host
 from .jsonvalue import NotJson, to_json
@@ -47,6 +49,13 @@ def check(host: Host, source: str) -> str:
     """The script's meta as JSON text (`null` when it has none), after every static check."""
     prepared = _prepare(source, host.settings().guard)
     return json.dumps(prepared.meta, ensure_ascii=False)
+
+
+def plan_notes(host: Host, source: str) -> str:
+    """The constructs whose path depends on a reply, as JSON text (see `dependence`), after
+    every static check."""
+    _prepare(source, host.settings().guard)
+    return json.dumps(reply_dependence(parse(source)))
 
 
 def run(host: Host, source: str, args_json: str) -> str:

@@ -32,6 +32,8 @@ pub struct Position {
     pub group: u32,
     /// The index within the group, from 0.
     pub index: u32,
+    /// The group's number of items.
+    pub size: u32,
 }
 
 /// A phase from the script's `meta`.
@@ -263,7 +265,11 @@ mod tests {
                 label: Some("a".into()),
                 agent_type: None,
                 prompt_preview: "p".into(),
-                path: vec![Position { group: 1, index: 2 }],
+                path: vec![Position {
+                    group: 1,
+                    index: 2,
+                    size: 3,
+                }],
             },
         };
         let json = serde_json::to_value(&event).unwrap();

@@ -98,6 +98,7 @@ impl host::Host for RunCtx {
         let title = self.clip(title);
         self.count_output(title.len())?;
         self.record.phases.push(title.clone());
+        self.calls.set_phase(&title);
         self.events.emit(|| EventKind::Phase { title });
         Ok(())
     }
@@ -111,9 +112,12 @@ impl host::Host for RunCtx {
     }
 
     fn budget(&mut self) -> wasmtime::Result<BudgetState> {
+        let (total_usd, spent_usd) = self.calls.dollars();
         Ok(BudgetState {
             total: self.calls.budget(),
             spent: self.calls.spent().total(),
+            total_usd,
+            spent_usd,
         })
     }
 

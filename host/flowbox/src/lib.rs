@@ -17,7 +17,9 @@
 //! The root holds the run path; the rest lives in modules: [`backends`] (the leaf backends and
 //! the agent loop), [`chat`] (the chat-model contract the agent loop drives), [`tools`] (host
 //! tools), [`store`] (the checkpoint journal), [`orchestrator`] (`run_workflow` for a root
-//! agent) and, with the `http` feature, [`http`] (the real chat providers).
+//! agent), [`plan`] (what a script will do and cost, before it runs: [`Runtime::plan`], the
+//! price table, the pre-launch gate) and, with the `http` feature, [`http`] (the real chat
+//! providers).
 
 #![warn(missing_docs)]
 
@@ -36,6 +38,7 @@ mod journal;
 mod limits;
 pub mod orchestrator;
 mod outcome;
+pub mod plan;
 mod run;
 mod run_ctx;
 mod run_request;
@@ -66,8 +69,9 @@ pub use async_trait::async_trait;
 pub mod backends {
     pub use flowbox_backends::schema::SchemaError;
     pub use flowbox_backends::{
-        AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, DEFAULT_BASE_PROMPT, FakeBackend,
-        LEAF_ADDENDUM, ScriptedBackend, ScriptedConfigError, TransportCause,
+        APPROXIMATE_BYTES_PER_TOKEN, AgentBackend, AgentConfig, AgentTemplate, CheckedBackend,
+        DEFAULT_BASE_PROMPT, DEFAULT_OUTPUT_LIMIT, FakeBackend, LEAF_ADDENDUM, LeafEstimate,
+        ScriptedBackend, ScriptedConfigError, Tokenizer, TransportCause,
     };
 }
 

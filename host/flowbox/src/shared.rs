@@ -1,6 +1,6 @@
 //! What every run of a [`Runtime`](crate::Runtime) shares: the engine and its epoch ticker,
 //! the pre-linked guest, the backend, the code-callable tools, the default limits, the event
-//! channel and the journal. Runs borrow it; nothing in it changes after the runtime is built.
+//! channel, the journal, the price table and the fan-out profile. Runs borrow it; nothing in it changes after the runtime is built.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +14,7 @@ use wasmtime::Engine;
 use crate::Limits;
 use crate::bindings::WorkflowPre;
 use crate::events::Event;
+use crate::plan::{FanoutProfile, PriceTable};
 use crate::run_ctx::RunCtx;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding
@@ -29,6 +30,10 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) events: broadcast::Sender<Event>,
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
+    /// The prices of leaves, for plans and dollar budgets.
+    pub(crate) prices: Option<Arc<PriceTable>>,
+    /// The default profile of leaves in wide fan-outs.
+    pub(crate) fanout: Option<FanoutProfile>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.
     pub(crate) _ticker: EpochTicker,
 }

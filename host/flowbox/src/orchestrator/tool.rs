@@ -244,6 +244,11 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
         }
         K::InvalidArgs => "pass args as one JSON value within the host's message limit",
         K::InvalidLimits => "the host's limits are misconfigured; report this to its operator",
+        K::GateRefused => {
+            "the host's pre-launch gate refused this run before any leaf started; `plan` says \
+             what it would do: narrow the fan-out (fewer items, or batch several per leaf), use \
+             a cheaper profile with model=, or ask the user to approve the cost"
+        }
         K::UnknownThread
         | K::MemoryCapTooSmall
         | K::JournalFailure
