@@ -431,7 +431,8 @@ class Budget:
         state = self._host.budget()
         if state.total_usd is None:
             return None
-        return max(state.total_usd - (state.spent_usd or 0.0), 0.0)
+        # Host dollars are exact to the pico-dollar; so is the difference, once rounded.
+        return max(round(state.total_usd - (state.spent_usd or 0.0), 12), 0.0)
 
     def __repr__(self) -> str:
         state = self._host.budget()

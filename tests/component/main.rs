@@ -9,5 +9,6 @@ mod json_fidelity;
 mod limits;
 mod orchestrator;
 mod patterns;
+mod plan;
 mod primitives;
 mod tools;

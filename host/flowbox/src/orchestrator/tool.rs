@@ -36,6 +36,10 @@ pub struct WorkflowInput {
     /// A thread id to run under (resuming it if the journal has it).
     #[serde(default)]
     pub thread_id: Option<String>,
+    /// Return the script's plan (leaves, fan-outs, tokens, dollars; see [`crate::plan`])
+    /// instead of running it.
+    #[serde(default)]
+    pub preview: bool,
 }
 
 /// The `run_workflow` tool: hand it to any agent framework (name, description and argument
@@ -80,8 +84,10 @@ impl WorkflowTool {
     }
 
     /// Runs a workflow and returns what the root model gets back: the result and a compact
-    /// summary, or an error it can act on.
+    /// summary, or an error it can act on; with `preview`, its plan instead (nothing runs and
+    /// nothing is recorded).
     pub async fn execute(&self, input: WorkflowInput) -> Value {
+        let preview = input.preview;
         let mut request = RunRequest::new(input.script);
         if let Some(args) = input.args {
             request = request.args(args);
@@ -93,6 +99,12 @@ impl WorkflowTool {
                 Some(conversation) => format!("{conversation}.{thread_id}"),
                 None => thread_id,
             });
+        }
+        if preview {
+            return match self.runtime.plan(request).await {
+                Ok(plan) => json!({"ok": true, "preview": true, "plan": plan}),
+                Err(error) => json!({"ok": false, "preview": true, "error": error_json(&error)}),
+            };
         }
         let outcome = self.runtime.run_request(request).await;
         let summary = &outcome.summary;
@@ -118,16 +130,7 @@ impl WorkflowTool {
         });
         match &outcome.result {
             Ok(result) => output["result"] = self.truncated(result),
-            Err(error) => {
-                let info = ErrorInfo::from(error);
-                output["error"] = json!({
-                    "kind": info.kind,
-                    "message": info.message,
-                    "line": info.line,
-                    "exception": info.exception,
-                    "hint": hint(&info),
-                });
-            }
+            Err(error) => output["error"] = error_json(error),
         }
         // A finished thread asked for again, or one another run holds, ran nothing here: it
         // is not a run of its own, so the totals count every run once.
@@ -173,6 +176,23 @@ impl WorkflowTool {
             ),
         })
     }
+}
+
+/// A run error as the root model sees it: kind, message, line, exception and a hint; a gate
+/// refusal carries the plan it measured.
+fn error_json(error: &crate::RunError) -> Value {
+    let info = ErrorInfo::from(error);
+    let mut output = json!({
+        "kind": info.kind,
+        "message": info.message,
+        "line": info.line,
+        "exception": info.exception,
+        "hint": hint(&info),
+    });
+    if let crate::RunError::GateRefused(refusal) = error {
+        output["plan"] = serde_json::to_value(&refusal.plan).expect("plans serialise");
+    }
+    output
 }
 
 /// What to do about an error, for a model that is about to retry.
@@ -268,7 +288,8 @@ impl Tool for WorkflowTool {
                 "properties": {
                     "script": {"type": "string", "description": "The workflow script (Python)."},
                     "args": {"description": "JSON the script reads as `args`."},
-                    "thread_id": {"type": "string", "description": "A name for this run (letters, digits, -_.:); naming an earlier run of this conversation resumes it or returns its result."}
+                    "thread_id": {"type": "string", "description": "A name for this run (letters, digits, -_.:); naming an earlier run of this conversation resumes it or returns its result."},
+                    "preview": {"type": "boolean", "description": "Return the script's plan instead of running it: leaves, widest fan-out, waves, estimated tokens and dollars per phase and model profile, and warnings. Nothing runs."}
                 },
                 "required": ["script"],
                 "additionalProperties": false
