@@ -220,7 +220,8 @@ async fn a_gate_below_the_plan_refuses_the_run_before_any_backend_call() {
         .shared_store(store.clone())
         .build()
         .unwrap();
-    let script = "return await parallel([lambda i=i: agent(f'item {i}') for i in range(5)])";
+    let script = "meta = {'name': 'gated', 'description': 'five leaves'}\n\
+                  return await parallel([lambda i=i: agent(f'item {i}') for i in range(5)])";
     for (limits, reason) in [
         (
             Limits::default().with_gate_leaves(Some(4)),

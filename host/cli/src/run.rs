@@ -91,6 +91,17 @@ pub(crate) fn build_runtime(
 ) -> Result<Runtime, Failure> {
     let limits = options.limits().map_err(Failure::input)?;
     let backends = options.backends().map_err(Failure::input)?;
+    if backends.prices.is_none() {
+        let dollar_flags = [
+            ("--budget-usd", limits.budget_usd),
+            ("--gate-usd", limits.gate_usd),
+        ];
+        if let Some((flag, _)) = dollar_flags.iter().find(|(_, usd)| usd.is_some()) {
+            return Err(Failure::input(anyhow::anyhow!(
+                "{flag} needs --prices FILE: dollars are counted at a price table's prices"
+            )));
+        }
+    }
     runtime_for(limits, &backends, journal)
 }
 

@@ -230,10 +230,16 @@ fn fresh_store(shared: &Shared, plan: Plan, projection: bool) -> Result<Store<Ru
         fanout: shared.fanout.clone(),
         projection,
     };
+    // A projection journals nothing, not even its name.
+    let store = if projection {
+        None
+    } else {
+        shared.store.clone()
+    };
     let ctx = RunCtx::new(
         Arc::clone(&shared.backend),
         shared.tools.clone(),
-        shared.store.clone(),
+        store,
         plan,
         pricing,
     );
