@@ -55,9 +55,7 @@ impl Tokenizer {
         let bpe = match self {
             Self::O200kBase => tiktoken_rs::o200k_base_singleton(),
             Self::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
-            Self::Approximate => {
-                return (text.len() as u64).div_ceil(APPROXIMATE_BYTES_PER_TOKEN);
-            }
+            Self::Approximate => return approximate(text.len()),
         };
         bpe.encode_ordinary(text).len() as u64
     }
@@ -103,21 +101,22 @@ impl LeafEstimate {
     /// bounded by the schema, and the tools the call named.
     pub fn generic(request: &LeafRequest) -> Self {
         let tokenizer = Tokenizer::Approximate;
-        let texts = [
-            request.prompt_text(),
-            request.instruction.clone().unwrap_or_default(),
-            request
-                .schema
-                .as_ref()
-                .map(Value::to_string)
-                .unwrap_or_default(),
-        ];
+        // The approximation needs only lengths: no text is copied for it.
+        let prompt = match &request.prompt {
+            Value::String(text) => text.len(),
+            other => other.to_string().len(),
+        };
+        let instruction = request.instruction.as_ref().map_or(0, String::len);
+        let schema = request.schema.as_ref().map_or(0, |s| s.to_string().len());
         let (max_output_tokens, output_bounded_by_schema) =
             output_ceiling(DEFAULT_OUTPUT_LIMIT, request.schema.as_ref());
         Self {
             profile: request.model.clone(),
             model: request.model.clone().unwrap_or_else(|| "default".into()),
-            input_tokens: texts.iter().map(|text| tokenizer.count(text)).sum(),
+            input_tokens: [prompt, instruction, schema]
+                .into_iter()
+                .map(approximate)
+                .sum(),
             tokenizer,
             max_output_tokens,
             output_bounded_by_schema,
@@ -146,6 +145,11 @@ impl LeafEstimate {
             tools,
         }
     }
+}
+
+/// The approximate tokens of `bytes` bytes of text.
+fn approximate(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(APPROXIMATE_BYTES_PER_TOKEN)
 }
 
 /// The output ceiling under `limit` and `schema`, and whether the schema set it.

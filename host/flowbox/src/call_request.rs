@@ -395,7 +395,7 @@ mod tests {
                 prop::option::of(json_text()),
                 (name(), name(), name(), name(), name()),
                 prop::option::of(prop::collection::vec(".{0,12}", 0..300)),
-                prop::collection::vec((any::<u32>(), any::<u32>()), 0..80),
+                prop::collection::vec((any::<u32>(), any::<u32>(), any::<u32>()), 0..80),
             )
                 .prop_map(
                     |(

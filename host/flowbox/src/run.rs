@@ -344,7 +344,13 @@ pub(crate) async fn plan(
     let ended = match guest_result(outcome, &store, &limits) {
         Ok(_) => None,
         // A script that did not pass its checks, or machinery that failed, has no plan.
-        Err(error) if notes.is_none() || !error.kind().ends_thread() => return Err(error),
+        Err(error)
+            if notes.is_none()
+                || error.class() == crate::RunErrorClass::Rejected
+                || !error.kind().ends_thread() =>
+        {
+            return Err(error);
+        }
         // One that failed on the placeholders' path has one, which says so.
         Err(error) => Some(ErrorInfo::from(&error)),
     };
