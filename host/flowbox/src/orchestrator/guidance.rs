@@ -160,7 +160,14 @@ Limits per run: {max_agents} leaf agents at most, {concurrency} at a time, {budg
 {timeout} s deadline, a {script_kib} KiB script. The tool returns `{{"ok": true, "result": ...,
 "summary": ...}}`, or `{{"ok": false, "error": {{"kind", "message", "line", "hint"}}}}` — read the
 error and hint, fix the script and call the tool again. Results larger than the host's cap come
-back truncated with a marker: return only what you need."#,
+back truncated with a marker: return only what you need.
+
+Before a wide fan-out (more than {concurrency} leaves, or one leaf per item of a list you did not
+write), call `run_workflow` with `"preview": true` first: it returns the plan (leaves, widest
+fan-out, estimated tokens and dollars per phase and model profile, warnings) and runs nothing.
+Use a cheaper model profile (`model=`) for sweeps over many items and keep the strongest for the
+synthesis. A run the host's gate refuses comes back as `gate_refused` with its plan: narrow the
+fan-out, choose a cheaper profile, or ask the user to approve it."#,
         modules = contract.modules.join(", "),
         refused = names(&contract.builtins.refused),
         literal = names(&contract.builtins.literal_attribute_name),
@@ -174,6 +181,19 @@ back truncated with a marker: return only what you need."#,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The root model is told to preview wide fan-outs, to sweep on cheaper profiles, and what
+    /// a gate refusal means.
+    #[test]
+    fn the_guidance_asks_for_a_preview_of_wide_fan_outs() {
+        let text = Guidance::without_patterns(&Limits::default().with_max_concurrency(12))
+            .text()
+            .to_owned();
+        assert!(text.contains("more than 12 leaves"), "{text}");
+        assert!(text.contains(r#"`"preview": true`"#), "{text}");
+        assert!(text.contains("cheaper model profile"), "{text}");
+        assert!(text.contains("`gate_refused`"), "{text}");
+    }
 
     /// The guidance says what the guest enforces: every module, primitive and refused builtin
     /// of the contract, and nothing the contract leaves out.
