@@ -218,15 +218,16 @@ mod tests {
             refusal.contains("$0.000000 spent, $0.010000 in flight"),
             "{refusal}"
         );
-        // One delivered at half its worst case frees room for another.
-        dollars.settle(
-            Some(&cost),
-            Usage {
-                input_tokens: 500,
-                output_tokens: 1000,
-            },
-        );
+        // Delivered at half their worst cases, both leaves free room for one more.
+        let half = Usage {
+            input_tokens: 500,
+            output_tokens: 1000,
+        };
+        dollars.settle(Some(&cost), half);
         assert_eq!(dollars.spent_usd(), Some(0.0025));
+        assert!(dollars.refusal(worst).is_some(), "one is still in flight");
+        dollars.settle(Some(&cost), half);
+        assert_eq!(dollars.spent_usd(), Some(0.005));
         assert_eq!(dollars.refusal(worst), None);
         dollars.settle(None, Usage::default());
         assert_eq!(dollars.spent_usd(), None);

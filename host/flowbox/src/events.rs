@@ -277,7 +277,7 @@ mod tests {
             json,
             serde_json::json!({"thread_id": "t", "seq": 3, "type": "leaf_started", "call_id": 9,
                 "label": "a", "agent_type": null, "prompt_preview": "p",
-                "path": [{"group": 1, "index": 2}]})
+                "path": [{"group": 1, "index": 2, "size": 3}]})
         );
         let back: Event = serde_json::from_value(json).unwrap();
         assert_eq!(back, event);
