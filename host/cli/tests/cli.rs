@@ -1375,7 +1375,9 @@ fn ask_runs_the_offline_demo_with_events_as_json_lines() {
     assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
     let grouped = lines
         .iter()
-        .filter(|e| e["type"] == "leaf_started" && e["path"] == json!([{"group": 1, "index": 2}]))
+        .filter(|e| {
+            e["type"] == "leaf_started" && e["path"] == json!([{"group": 1, "index": 2, "size": 3}])
+        })
         .count();
     assert_eq!(grouped, 1);
     let listing = stdout_json(&flowbox(&[
