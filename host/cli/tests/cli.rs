@@ -1457,6 +1457,42 @@ fn events_to_a_file_record_every_one_of_200_000_log_lines() {
     assert_every_log_event(&std::fs::read_to_string(&record).unwrap(), 200_000);
 }
 
+/// A regular file keeps up with the run on an idle machine; a named pipe read late is the same
+/// `--events FILE`, falling behind for certain.
+#[cfg(unix)]
+#[test]
+fn an_events_file_read_late_still_gets_every_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = long_log(&dir, 100_000);
+    let fifo = dir.path().join("events.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let child = command(&["run", &path, "--no-journal", "--events"])
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the pipe waits for the command to open it too; then read nothing for a while.
+    let (opened, open) = std::sync::mpsc::channel();
+    std::thread::spawn(move || opened.send(std::fs::File::open(&fifo)));
+    let mut reader = open
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the command opens the events file")
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_every_log_event(&text, 100_000);
+}
+
 #[test]
 fn a_reader_of_events_on_stdout_that_pauses_still_gets_every_one() {
     let dir = tempfile::tempdir().unwrap();
