@@ -279,8 +279,9 @@ impl Runtime {
     /// `timeout`). Leaves, and the start and end of each run, never wait: their events go past
     /// the capacity, a few per leaf or tool call (started, finished, the tools a leaf calls in
     /// its own loop), so memory stays bounded by the capacity plus what the runs' `max_agents`
-    /// and `max_tool_calls` allow. Read the stream steadily, or drop it: dropping it releases
-    /// every waiting writer.
+    /// and `max_tool_calls` allow. Read the stream steadily from another task than the one
+    /// awaiting the run (a run awaited before its stream is read stops at the first full
+    /// queue until its timeout), or drop it: dropping it releases every waiting writer.
     pub fn subscribe_lossless(&self) -> EventStream {
         self.shared.events.subscribe_lossless()
     }
