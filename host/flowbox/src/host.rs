@@ -80,6 +80,9 @@ impl host::Host for RunCtx {
     }
 
     async fn await_next(&mut self) -> wasmtime::Result<Result<Vec<Completion>, CallError>> {
+        // A script that only starts and awaits calls is paced too: it waits here, before its
+        // next batch, while a lossless subscriber is full.
+        self.events.room().await;
         let batch = self
             .calls
             .await_next()
@@ -94,19 +97,21 @@ impl host::Host for RunCtx {
         }))
     }
 
-    fn phase(&mut self, title: String) -> wasmtime::Result<()> {
+    // `phase` and `log` are the script's own writes: a lossless subscriber that falls behind
+    // makes them wait (the guest's fiber is suspended; leaves go on).
+    async fn phase(&mut self, title: String) -> wasmtime::Result<()> {
         let title = self.clip(title);
         self.count_output(title.len())?;
         self.record.phases.push(title.clone());
-        self.events.emit(|| EventKind::Phase { title });
+        self.events.emit_paced(|| EventKind::Phase { title }).await;
         Ok(())
     }
 
-    fn log(&mut self, message: String) -> wasmtime::Result<()> {
+    async fn log(&mut self, message: String) -> wasmtime::Result<()> {
         let message = self.clip(message);
         self.count_output(message.len())?;
         self.record.logs.push(message.clone());
-        self.events.emit(|| EventKind::Log { message });
+        self.events.emit_paced(|| EventKind::Log { message }).await;
         Ok(())
     }
 

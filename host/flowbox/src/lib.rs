@@ -30,6 +30,7 @@ mod calls;
 mod clock;
 mod entry;
 mod error;
+mod event_queue;
 mod events;
 mod host;
 mod journal;

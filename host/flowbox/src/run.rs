@@ -27,7 +27,10 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         None => (crate::thread::new_thread_id(), true),
     };
     let mut summary = Summary::new(thread_id.clone());
-    let events = Arc::new(RunEvents::new(thread_id.clone(), shared.events.clone()));
+    let events = Arc::new(RunEvents::new(
+        thread_id.clone(),
+        Arc::clone(&shared.events),
+    ));
 
     let prepared = match crate::thread::check_thread_id(&thread_id) {
         Ok(()) => prepare(shared, &request, thread_id, generated, Arc::clone(&events)).await,
@@ -131,7 +134,10 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
     check_input(script, &Value::Null, &limits)?;
     let thread_id = crate::thread::new_thread_id();
     let plan = Plan {
-        events: Arc::new(RunEvents::new(thread_id.clone(), shared.events.clone())),
+        events: Arc::new(RunEvents::new(
+            thread_id.clone(),
+            Arc::clone(&shared.events),
+        )),
         thread_id,
         limits: limits.clone(),
         guard: true,

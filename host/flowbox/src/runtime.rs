@@ -10,14 +10,13 @@ use std::sync::Arc;
 use flowbox_backends::{LeafBackend, ToolSet};
 use flowbox_store::CheckpointStore;
 use serde_json::Value;
-use tokio::sync::broadcast;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use crate::RunRequest;
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::error::JournalError;
-use crate::events::EventStream;
+use crate::events::{EventHub, EventStream};
 use crate::run::{self};
 use crate::run_ctx::RunCtx;
 use crate::shared::{EpochTicker, Shared};
@@ -30,7 +29,8 @@ const MAX_WASM_STACK: usize = 4 << 20;
 /// The fiber stack a run executes on: the wasm stack plus room for host calls.
 const ASYNC_STACK: usize = MAX_WASM_STACK + (2 << 20);
 
-/// Events a subscriber may fall behind by before it sees a gap.
+/// Events a live subscriber may fall behind by before it sees a gap, and a lossless one may
+/// hold before the scripts wait for it.
 const DEFAULT_EVENT_CAPACITY: usize = 4096;
 
 /// The guest component, embedded at build time (see `build.rs`); empty in a build made before
@@ -145,7 +145,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How many events a subscriber may fall behind by before it sees a gap (default 4096).
+    /// How many events a [live](Runtime::subscribe) subscriber may fall behind by before it
+    /// sees a gap, and how many a [lossless](Runtime::subscribe_lossless) one holds before the
+    /// scripts wait for it (default 4096, at least 1).
     pub fn event_capacity(mut self, capacity: usize) -> Self {
         self.event_capacity = capacity.max(1);
         self
@@ -187,7 +189,6 @@ impl RuntimeBuilder {
             .and_then(WorkflowPre::new)
             .map_err(wasmtime_error)?;
 
-        let (events, _) = broadcast::channel(self.event_capacity);
         Ok(Runtime {
             shared: Arc::new(Shared {
                 _ticker: EpochTicker::start(engine.clone()),
@@ -196,7 +197,7 @@ impl RuntimeBuilder {
                 backend,
                 tools: self.tools,
                 limits: self.limits,
-                events,
+                events: Arc::new(EventHub::new(self.event_capacity)),
                 store: self.store,
             }),
         })
@@ -266,9 +267,27 @@ impl Runtime {
         run::check(&self.shared, script).await
     }
 
-    /// Subscribes to the events of every run started from now on.
+    /// Subscribes to the events of every run started from now on, live: publishing never
+    /// waits for this stream, so a subscriber that falls behind by more than the
+    /// [event capacity](RuntimeBuilder::event_capacity) loses the oldest events and gets one
+    /// [`EventKind::Gap`](crate::EventKind::Gap) instead. For a display.
     pub fn subscribe(&self) -> EventStream {
-        EventStream::new(self.shared.events.subscribe())
+        self.shared.events.subscribe()
+    }
+
+    /// Subscribes to every event of every run published from now on, without loss: for a
+    /// record (a file, a pipe, a database). The stream's queue holds up to the
+    /// [event capacity](RuntimeBuilder::event_capacity); when it is full, the scripts' own
+    /// writers — `log`, `phase`, and `await`ing a call — wait until the reader has drained it to
+    /// half, so a slow reader slows the scripts down (a wait that counts against each run's
+    /// `timeout`). Leaves, and the start and end of each run, never wait: their events go past
+    /// the capacity, a few per leaf or tool call (started, finished, the tools a leaf calls in
+    /// its own loop), so memory stays bounded by the capacity plus what the runs' `max_agents`
+    /// and `max_tool_calls` allow. Read the stream steadily from another task than the one
+    /// awaiting the run (a run awaited before its stream is read stops at the first full
+    /// queue until its timeout), or drop it: dropping it releases every waiting writer.
+    pub fn subscribe_lossless(&self) -> EventStream {
+        self.shared.events.subscribe_lossless()
     }
 
     /// The limits runs get by default.

@@ -8,12 +8,11 @@ use std::time::Duration;
 
 use flowbox_backends::{LeafBackend, ToolSet};
 use flowbox_store::CheckpointStore;
-use tokio::sync::broadcast;
 use wasmtime::Engine;
 
 use crate::Limits;
 use crate::bindings::WorkflowPre;
-use crate::events::Event;
+use crate::events::EventHub;
 use crate::run_ctx::RunCtx;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding
@@ -27,7 +26,7 @@ pub(crate) struct Shared {
     pub(crate) backend: Arc<dyn LeafBackend>,
     pub(crate) tools: ToolSet,
     pub(crate) limits: Limits,
-    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) events: Arc<EventHub>,
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.
     pub(crate) _ticker: EpochTicker,
