@@ -3,7 +3,6 @@ it against a host and returns its result as JSON text. Every way a script can fa
 as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the script's line.
 """
 
-import json
 import sys
 from typing import Any, NamedTuple
 
@@ -18,7 +17,7 @@ from .errors import (
 )
 from .guard import check_script
 from .host import Host
-from .jsonvalue import NotJson, to_json
+from .jsonvalue import NotJson, from_json, to_json
 from .modules import full_builtins, safe_builtins
 from .primitives import is_awaitable, make_primitives
 from .scheduler import Scheduler
@@ -46,7 +45,7 @@ class _Prepared(NamedTuple):
 def check(host: Host, source: str) -> str:
     """The script's meta as JSON text (`null` when it has none), after every static check."""
     prepared = _prepare(source, host.settings().guard)
-    return json.dumps(prepared.meta, ensure_ascii=False)
+    return to_json(prepared.meta, "meta")
 
 
 def run(host: Host, source: str, args_json: str) -> str:
@@ -54,12 +53,12 @@ def run(host: Host, source: str, args_json: str) -> str:
     settings = host.settings()
     prepared = _prepare(source, settings.guard)
     try:
-        args = json.loads(args_json)
+        args = from_json(args_json)
     except ValueError as error:
         raise ScriptFailure(
             UNCAUGHT, f"args are not valid JSON: {error}", None, "ValueError"
         ) from None
-    host.started(None if prepared.meta is None else json.dumps(prepared.meta, ensure_ascii=False))
+    host.started(None if prepared.meta is None else to_json(prepared.meta, "meta"))
 
     scheduler = Scheduler(host)
     primitives = make_primitives(host, scheduler)
