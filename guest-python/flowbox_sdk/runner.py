@@ -24,6 +24,7 @@ from .scheduler import Scheduler
 from .script import (
     FILENAME,
     MEMORY_ERRORS,
+    RETURNED,
     Entry,
     build,
     extract_meta,
@@ -40,6 +41,20 @@ _ALIASES = {"true": True, "false": False, "null": None}
 class _Prepared(NamedTuple):
     entry: Entry
     meta: dict | None
+
+
+class _Returned:
+    """The script's RETURNED global: remembers the line of the entry function's latest `return`
+    and passes its value through."""
+
+    __slots__ = ("line",)
+
+    def __init__(self):
+        self.line = None
+
+    def __call__(self, value, line):
+        self.line = line
+        return value
 
 
 def check(host: Host, source: str) -> str:
@@ -61,6 +76,7 @@ def run(host: Host, source: str, args_json: str) -> str:
     host.started(None if prepared.meta is None else to_json(prepared.meta, "meta"))
 
     scheduler = Scheduler(host)
+    returned = _Returned()
     primitives = make_primitives(host, scheduler)
     print_function = primitives.pop("print")
     namespace = {
@@ -72,6 +88,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         **_ALIASES,
         **SCRIPT_EXCEPTIONS,
         MEMORY_ERRORS: memory_errors,
+        RETURNED: returned,
         **primitives,
         "args": args,
     }
@@ -84,7 +101,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         raise _script_error(error) from None
     finally:
         sys.setrecursionlimit(previous_limit)
-    return _result_json(result)
+    return _result_json(result, returned.line)
 
 
 def _prepare(source: str, guard: bool) -> _Prepared:
@@ -144,12 +161,27 @@ def _script_line(error: BaseException) -> int | None:
     return line
 
 
-def _result_json(result: Any) -> str:
+def _result_json(result: Any, line: int | None) -> str:
+    """The result as JSON text that can cross the boundary; `line` is that of the `return`
+    that produced it."""
     try:
-        return to_json(result, "result")
+        text = to_json(result, "result")
     except NotJson as error:
-        raise ScriptFailure(INVALID_RESULT, str(error)) from None
+        raise ScriptFailure(INVALID_RESULT, str(error), line) from None
     except MemoryError:
         raise ScriptFailure(
-            OUT_OF_MEMORY, "the result is too large to write as JSON", None, "MemoryError"
+            OUT_OF_MEMORY, "the result is too large to write as JSON", line, "MemoryError"
         ) from None
+    # Python strings may hold lone surrogates ("\ud800"), which are not text; `isascii` is
+    # O(1), so the common case costs nothing.
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ScriptFailure(
+                INVALID_RESULT,
+                f"the result contains {text[error.start]!r} at position {error.start}, a lone "
+                "surrogate that is not valid text",
+                line,
+            ) from None
+    return text

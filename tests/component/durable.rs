@@ -539,7 +539,7 @@ async fn a_result_the_host_cannot_parse_is_an_invalid_result_that_ends_the_threa
     let store = Arc::new(MemoryStore::new());
     let rt = runtime(Arc::new(PanickingBackend::always()), store.clone());
     // Only an unguarded script can reach the SDK's own result writer to break it.
-    let script = "import sys\nsys.modules['flowbox_sdk.runner']._result_json = lambda result: '[1 2]'\nreturn [1, 2]\n";
+    let script = "import sys\nsys.modules['flowbox_sdk.runner']._result_json = lambda *_: '[1 2]'\nreturn [1, 2]\n";
     let outcome = rt
         .run_request(RunRequest::new(script).thread_id("unparsable").guard(false))
         .await;
