@@ -206,7 +206,11 @@ fn guest_result<T>(
             after: limits.timeout,
         }),
         Ok(Err(trap)) => Err(error::classify(trap, &store.data().trap_context())),
-        Ok(Ok(Err(script_error))) => Err(error::from_guest(script_error, limits.memory_bytes)),
+        Ok(Ok(Err(script_error))) => Err(error::from_guest(
+            script_error,
+            limits.memory_bytes,
+            store.data().memory.denied,
+        )),
         Ok(Ok(Ok(value))) => Ok(value),
     }
 }

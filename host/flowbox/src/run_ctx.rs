@@ -65,8 +65,8 @@ impl WasiView for RunCtx {
     }
 }
 
-/// Caps linear memory and remembers whether a growth was refused, so a trap that follows
-/// (an interpreter abort) is reported as running out of memory.
+/// Caps linear memory and remembers whether a growth was refused, so an uncaught error or a
+/// trap that follows (an interpreter abort) is reported as running out of memory.
 pub(crate) struct MemoryLimiter {
     limit: u64,
     pub(crate) denied: bool,
