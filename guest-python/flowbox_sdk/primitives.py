@@ -6,12 +6,11 @@ coroutine or generator, so no frame (and no path to globals) hangs off anything 
 import inspect
 import types
 from collections.abc import Callable
-from json.encoder import encode_basestring
 from typing import Any
 
 from .errors import CallFailed, describe_error, exception_for
 from .host import AgentOptions, Host, Path
-from .jsonvalue import NotJson, from_json, to_json
+from .jsonvalue import NotJson, encode_basestring, from_json, to_json
 from .scheduler import PARK, CoroutineTask, Scheduler
 
 # --- awaiting ------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ it against a host and returns its result as JSON text. Every way a script can fa
 as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the script's line.
 """
 
-import json
 import sys
 from typing import Any, NamedTuple
 
@@ -18,13 +17,14 @@ from .errors import (
 )
 from .guard import check_script
 from .host import Host
-from .jsonvalue import NotJson, to_json
+from .jsonvalue import NotJson, from_json, to_json
 from .modules import full_builtins, safe_builtins
 from .primitives import is_awaitable, make_primitives
 from .scheduler import Scheduler
 from .script import (
     FILENAME,
     MEMORY_ERRORS,
+    RETURNED,
     Entry,
     build,
     extract_meta,
@@ -43,10 +43,24 @@ class _Prepared(NamedTuple):
     meta: dict | None
 
 
+class _Returned:
+    """The script's RETURNED global: remembers the line of the entry function's latest `return`
+    and passes its value through."""
+
+    __slots__ = ("line",)
+
+    def __init__(self):
+        self.line = None
+
+    def __call__(self, value, line):
+        self.line = line
+        return value
+
+
 def check(host: Host, source: str) -> str:
     """The script's meta as JSON text (`null` when it has none), after every static check."""
     prepared = _prepare(source, host.settings().guard)
-    return json.dumps(prepared.meta, ensure_ascii=False)
+    return to_json(prepared.meta, "meta")
 
 
 def run(host: Host, source: str, args_json: str) -> str:
@@ -54,14 +68,15 @@ def run(host: Host, source: str, args_json: str) -> str:
     settings = host.settings()
     prepared = _prepare(source, settings.guard)
     try:
-        args = json.loads(args_json)
+        args = from_json(args_json)
     except ValueError as error:
         raise ScriptFailure(
             UNCAUGHT, f"args are not valid JSON: {error}", None, "ValueError"
         ) from None
-    host.started(None if prepared.meta is None else json.dumps(prepared.meta, ensure_ascii=False))
+    host.started(None if prepared.meta is None else to_json(prepared.meta, "meta"))
 
     scheduler = Scheduler(host)
+    returned = _Returned()
     primitives = make_primitives(host, scheduler)
     print_function = primitives.pop("print")
     namespace = {
@@ -73,6 +88,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         **_ALIASES,
         **SCRIPT_EXCEPTIONS,
         MEMORY_ERRORS: memory_errors,
+        RETURNED: returned,
         **primitives,
         "args": args,
     }
@@ -85,7 +101,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         raise _script_error(error) from None
     finally:
         sys.setrecursionlimit(previous_limit)
-    return _result_json(result)
+    return _result_json(result, returned.line)
 
 
 def _prepare(source: str, guard: bool) -> _Prepared:
@@ -145,12 +161,27 @@ def _script_line(error: BaseException) -> int | None:
     return line
 
 
-def _result_json(result: Any) -> str:
+def _result_json(result: Any, line: int | None) -> str:
+    """The result as JSON text that can cross the boundary; `line` is that of the `return`
+    that produced it."""
     try:
-        return to_json(result, "result")
+        text = to_json(result, "result")
     except NotJson as error:
-        raise ScriptFailure(INVALID_RESULT, str(error)) from None
+        raise ScriptFailure(INVALID_RESULT, str(error), line) from None
     except MemoryError:
         raise ScriptFailure(
-            OUT_OF_MEMORY, "the result is too large to write as JSON", None, "MemoryError"
+            OUT_OF_MEMORY, "the result is too large to write as JSON", line, "MemoryError"
         ) from None
+    # Python strings may hold lone surrogates ("\ud800"), which are not text; `isascii` is
+    # O(1), so the common case costs nothing.
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ScriptFailure(
+                INVALID_RESULT,
+                f"the result contains {text[error.start]!r} at position {error.start}, a lone "
+                "surrogate that is not valid text",
+                line,
+            ) from None
+    return text

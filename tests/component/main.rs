@@ -2,6 +2,7 @@
 //! component is loaded once per process.
 
 mod builtins;
+mod clocks;
 mod durable;
 mod events;
 mod faults;

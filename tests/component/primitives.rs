@@ -294,8 +294,9 @@ async fn rejected_scripts_report_the_scripts_own_lines() {
 #[tokio::test]
 async fn results_must_be_json_with_the_path_named() {
     let rt = runtime();
-    let error = error_of(&rt, "return {'a': [1, {'b': float('nan')}]}").await;
+    let error = error_of(&rt, "x = 1\nreturn {'a': [1, {'b': float('nan')}]}").await;
     assert_eq!(error["kind"], "invalid_result");
+    assert_eq!(error["line"], 2, "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(
         message.contains(r#"["a"][1]["b"]"#) && message.contains("NaN"),

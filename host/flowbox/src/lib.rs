@@ -35,6 +35,7 @@ mod events;
 mod host;
 mod journal;
 mod limits;
+mod monotonic_clock;
 pub mod orchestrator;
 mod outcome;
 mod run;

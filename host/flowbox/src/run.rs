@@ -17,7 +17,9 @@ use crate::events::{EventKind, RunEvents};
 use crate::journal::journal_error;
 use crate::run_ctx::{Plan, RunCtx, new_store};
 use crate::shared::Shared;
-use crate::{ErrorInfo, Limits, RunError, RunOutcome, RunRequest, Summary};
+use crate::{
+    ErrorInfo, Limits, RunError, RunOutcome, RunRequest, ScriptError, ScriptErrorKind, Summary,
+};
 
 /// Runs one request to its outcome. Never panics on guest behaviour.
 pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome {
@@ -176,7 +178,17 @@ async fn call_run(
             limit: limits.max_result_bytes,
         });
     }
-    serde_json::from_str(&text).map_err(|e| RunError::Guest(format!("the result is not JSON: {e}")))
+    // The guest checks and writes the result itself; text that still does not parse (a script
+    // that reached into the guest's own machinery) is the script's invalid result all the same,
+    // which ends its thread like any other.
+    serde_json::from_str(&text).map_err(|e| {
+        RunError::Script(ScriptError {
+            kind: ScriptErrorKind::InvalidResult,
+            message: format!("the result is not valid JSON: {e}"),
+            line: None,
+            exception: None,
+        })
+    })
 }
 
 /// What a call of one of the guest's exports ended with, as a run error when it did not
@@ -194,7 +206,11 @@ fn guest_result<T>(
             after: limits.timeout,
         }),
         Ok(Err(trap)) => Err(error::classify(trap, &store.data().trap_context())),
-        Ok(Ok(Err(script_error))) => Err(error::from_guest(script_error, limits.memory_bytes)),
+        Ok(Ok(Err(script_error))) => Err(error::from_guest(
+            script_error,
+            limits.memory_bytes,
+            store.data().memory.denied,
+        )),
         Ok(Ok(Ok(value))) => Ok(value),
     }
 }

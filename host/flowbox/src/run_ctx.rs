@@ -32,7 +32,7 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 /// The state of one run, owned by its `Store`.
 pub(crate) struct RunCtx {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
     pub(crate) memory: MemoryLimiter,
     pub(crate) calls: Calls,
     pub(crate) limits: Limits,
@@ -65,8 +65,8 @@ impl WasiView for RunCtx {
     }
 }
 
-/// Caps linear memory and remembers whether a growth was refused, so a trap that follows
-/// (an interpreter abort) is reported as running out of memory.
+/// Caps linear memory and remembers whether a growth was refused, so an uncaught error or a
+/// trap that follows (an interpreter abort) is reported as running out of memory.
 pub(crate) struct MemoryLimiter {
     limit: u64,
     pub(crate) denied: bool,
@@ -130,7 +130,7 @@ impl RunCtx {
             checkpoints,
         } = plan;
         let thread_id = thread_id.as_str();
-        let time = VirtualTime::default();
+        let time = VirtualTime::new(start_unix_nanos);
         let stdout = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
         let stderr = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
         let seed = SeededRandom::new(thread_id, "seed");

@@ -183,6 +183,8 @@ impl RuntimeBuilder {
 
         let mut linker = Linker::<RunCtx>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
+        // Clock subscriptions wait in virtual time, not on a real timer.
+        crate::monotonic_clock::add_to_linker(&mut linker).map_err(wasmtime_error)?;
         Workflow::add_to_linker::<_, HasSelf<_>>(&mut linker, |ctx| ctx).map_err(wasmtime_error)?;
         let pre = linker
             .instantiate_pre(&component)
