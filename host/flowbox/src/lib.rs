@@ -69,7 +69,8 @@ pub mod backends {
     pub use flowbox_backends::schema::SchemaError;
     pub use flowbox_backends::{
         AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, DEFAULT_BASE_PROMPT, FakeBackend,
-        LEAF_ADDENDUM, ScriptedBackend, ScriptedConfigError, TransportCause,
+        LEAF_ADDENDUM, LeafCatalog, ModelProfile, ScriptedBackend, ScriptedConfigError,
+        TransportCause,
     };
 }
 
