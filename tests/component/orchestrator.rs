@@ -235,7 +235,11 @@ async fn guidance_can_be_replaced_or_turned_off() {
     let runtime = fake_leaves();
     let short = Guidance::without_patterns(&runtime);
     assert!(short.text().len() * 2 < Guidance::new(&runtime).text().len());
-    assert!(short.text().contains("1000 leaf agents and 1000 tool calls in all"));
+    assert!(
+        short
+            .text()
+            .contains("1000 leaf agents and 1000 tool calls in all")
+    );
 }
 
 /// A runtime over offline leaves held to two profiles, a template and the read tools of
@@ -264,7 +268,11 @@ fn equipped(granted: &std::path::Path) -> Runtime {
     Runtime::builder()
         .backend(leaves)
         .code_tools(tools)
-        .limits(Limits::default().with_budget_tokens(Some(20_000)).with_max_agents(300))
+        .limits(
+            Limits::default()
+                .with_budget_tokens(Some(20_000))
+                .with_max_agents(300),
+        )
         .cache_dir(root().join("target").join("flowbox-cache"))
         .build()
         .unwrap()
@@ -339,7 +347,10 @@ async def main():
     // A clean run has empty lists and no count.
     let clean = tool.call(json!({"script": "return 1"})).await.unwrap();
     assert_eq!(
-        (&clean["summary"]["failed_branches"], &clean["summary"]["warnings"]),
+        (
+            &clean["summary"]["failed_branches"],
+            &clean["summary"]["warnings"]
+        ),
         (&json!([]), &json!([]))
     );
     assert!(clean["summary"].get("failed_branch_count").is_none());

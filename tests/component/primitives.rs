@@ -246,7 +246,10 @@ async def main():
     return 1
 "#;
     let summary = run(&rt, declared, json!({})).await.summary;
-    assert_eq!(summary.phases, ["read", "reading", "write", "reading", "wrte"]);
+    assert_eq!(
+        summary.phases,
+        ["read", "reading", "write", "reading", "wrte"]
+    );
     assert_eq!(
         summary.warnings,
         [
@@ -260,7 +263,10 @@ async def main():
         "meta = {\"name\": \"n\", \"description\": \"d\"}\nasync def main():\n    phase(\"x\")\n    return 1",
     ] {
         let outcome = run(&rt, script, json!({})).await;
-        assert!(outcome.result.is_ok() && outcome.summary.warnings.is_empty(), "{script}");
+        assert!(
+            outcome.result.is_ok() && outcome.summary.warnings.is_empty(),
+            "{script}"
+        );
     }
 }
 

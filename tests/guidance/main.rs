@@ -82,13 +82,16 @@ fn main() {
         .collect();
     folders.sort();
     let count = folders.len();
-    let mut trials = vec![Trial::test("guidance::the_folder_holds_the_tasks", move || {
-        if count >= AT_LEAST {
-            Ok(())
-        } else {
-            Err(format!("expected at least {AT_LEAST} tasks, found {count}").into())
-        }
-    })];
+    let mut trials = vec![Trial::test(
+        "guidance::the_folder_holds_the_tasks",
+        move || {
+            if count >= AT_LEAST {
+                Ok(())
+            } else {
+                Err(format!("expected at least {AT_LEAST} tasks, found {count}").into())
+            }
+        },
+    )];
     trials.extend(folders.into_iter().map(|folder| {
         Trial::test(format!("guidance::{}", case_name(&folder)), move || {
             check(&folder, show)
@@ -188,11 +191,13 @@ fn check(case: &Path, show: bool) -> Result<(), Failed> {
     match &outcome.result {
         Err(error) => Err(format!("the run failed: {error}\nlogs: {:?}", summary.logs).into()),
         Ok(result) if result.is_null() => Err("the script returned None".into()),
-        Ok(_) if !summary.failed_branches.is_empty() || !summary.warnings.is_empty() => Err(format!(
-            "failed branches {:?}, warnings {:?}",
-            summary.failed_branches, summary.warnings
-        )
-        .into()),
+        Ok(_) if !summary.failed_branches.is_empty() || !summary.warnings.is_empty() => {
+            Err(format!(
+                "failed branches {:?}, warnings {:?}",
+                summary.failed_branches, summary.warnings
+            )
+            .into())
+        }
         Ok(result) => {
             if show {
                 println!("=== result\n{result}\n");

@@ -8,9 +8,9 @@ use flowbox_store::{BranchFailure, CallErrorKind, GroupKind, Summary};
 use serde_json::Value;
 
 use crate::RunError;
-use crate::error::MAX_EXCEPTION_NAME_BYTES;
 use crate::bindings::host::{self, BudgetState, CallError, Completion, RunSettings};
 use crate::call_request::{self, CallFailure};
+use crate::error::MAX_EXCEPTION_NAME_BYTES;
 use crate::events::{EventKind, MetaPhase};
 use crate::journal::journal_error;
 use crate::run_ctx::RunCtx;

@@ -365,7 +365,10 @@ mod tests {
         for field in ["failed_branches", "failed_branch_count", "warnings"] {
             old.as_object_mut().unwrap().remove(field);
         }
-        assert_eq!(serde_json::from_value::<Summary>(old).unwrap(), Summary::new("t"));
+        assert_eq!(
+            serde_json::from_value::<Summary>(old).unwrap(),
+            Summary::new("t")
+        );
     }
 
     #[test]

@@ -683,11 +683,18 @@ fn the_catalog_is_the_configuration_a_request_is_checked_against() {
     );
     assert_eq!(catalog.templates.keys().collect::<Vec<_>>(), ["critic"]);
     assert_eq!(
-        catalog.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        catalog
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
         ["upper"]
     );
     // An offline backend held to the same configuration offers the same; a bare one nothing.
     let checked = CheckedBackend::new(Arc::new(crate::FakeBackend::new()), config, tools());
     assert_eq!(checked.catalog(), catalog);
-    assert_eq!(crate::FakeBackend::new().catalog(), crate::LeafCatalog::default());
+    assert_eq!(
+        crate::FakeBackend::new().catalog(),
+        crate::LeafCatalog::default()
+    );
 }

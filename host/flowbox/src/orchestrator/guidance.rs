@@ -472,8 +472,7 @@ mod tests {
         fn spec(&self) -> ToolSpec {
             ToolSpec {
                 name: "search".into(),
-                description: "Search the index; returns {\"hits\": [{\"title\", \"url\"}]}."
-                    .into(),
+                description: "Search the index; returns {\"hits\": [{\"title\", \"url\"}]}.".into(),
                 parameters: json!({
                     "type": "object",
                     "properties": {

@@ -394,7 +394,11 @@ mod tests {
             "TypeError",
             "NameError",
         ] {
-            assert_ne!(hint(RunErrorKind::Uncaught, Some(exception)), generic, "{exception}");
+            assert_ne!(
+                hint(RunErrorKind::Uncaught, Some(exception)),
+                generic,
+                "{exception}"
+            );
         }
         assert!(hint(RunErrorKind::Uncaught, Some("ValueError")).contains("model profiles"));
     }
