@@ -200,16 +200,17 @@ pub struct Summary {
     /// The script's `log`/`print` lines, in order.
     pub logs: Vec<String>,
     /// The `parallel` branches and `pipeline` items that raised and so became `None`, in the
-    /// order they failed: the first [`Summary::MAX_FAILED_BRANCHES`] of them (journals from
-    /// before this field record none).
-    #[serde(default)]
+    /// order they failed: the first [`Summary::MAX_FAILED_BRANCHES`] of them. Like the two
+    /// fields below, written only when there is something to say, so a record from before
+    /// they existed reads and writes back as it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_branches: Vec<BranchFailure>,
     /// How many branches and items failed in all, those past the kept ones included.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub failed_branch_count: u32,
     /// What the run did that is allowed but probably a mistake, such as entering a phase
     /// that `meta` does not declare (the first 20).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     /// Fuel the run consumed; the same script with the same leaf results always uses the same.
     pub fuel_used: u64,
@@ -217,6 +218,10 @@ pub struct Summary {
     pub duration_ms: u64,
     /// Whether the run produced a result.
     pub ok: bool,
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 /// A `parallel` branch or `pipeline` item that raised, which its group turned into `None`.
@@ -360,13 +365,13 @@ mod tests {
                 "exception": "TypeError", "message": "unsupported operand", "line": 7}])
         );
         assert_eq!(serde_json::from_value::<Summary>(json).unwrap(), summary);
-        // A summary journaled before these fields existed reads with none.
-        let mut old = serde_json::to_value(Summary::new("t")).unwrap();
+        // A summary with none of them leaves them out, as one journaled before they existed.
+        let plain = serde_json::to_value(Summary::new("t")).unwrap();
         for field in ["failed_branches", "failed_branch_count", "warnings"] {
-            old.as_object_mut().unwrap().remove(field);
+            assert!(plain.get(field).is_none(), "{field}");
         }
         assert_eq!(
-            serde_json::from_value::<Summary>(old).unwrap(),
+            serde_json::from_value::<Summary>(plain).unwrap(),
             Summary::new("t")
         );
     }
