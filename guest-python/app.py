@@ -105,6 +105,14 @@ class WitHost:
     def log(self, message):
         wit.log(_printable(message))
 
+    def branch_failed(self, failure):
+        wit.branch_failed(
+            wit.BranchFailure(
+                wit.GroupKind[failure.group.upper()], failure.index, failure.stage,
+                _printable(failure.exception), _printable(failure.message), failure.line,
+            )
+        )  # fmt: skip
+
     def budget(self) -> BudgetState:
         state = wit.budget()
         return BudgetState(state.total, state.spent)

@@ -22,7 +22,6 @@ from .modules import full_builtins, safe_builtins
 from .primitives import is_awaitable, make_primitives
 from .scheduler import Scheduler
 from .script import (
-    FILENAME,
     MEMORY_ERRORS,
     RETURNED,
     Entry,
@@ -31,6 +30,7 @@ from .script import (
     is_size_overflow,
     memory_errors,
     parse,
+    script_line,
 )
 
 # Globals every script gets besides the primitives: JSON spellings (models write them out of
@@ -130,7 +130,7 @@ async def _call_entry(entry) -> Any:
 
 
 def _script_error(error: BaseException) -> ScriptFailure:
-    line = _script_line(error)
+    line = script_line(error)
     message = exception_message(error)
     if isinstance(error, MemoryError):
         return ScriptFailure(
@@ -148,17 +148,6 @@ def _script_error(error: BaseException) -> ScriptFailure:
             "MemoryError",
         )
     return ScriptFailure(UNCAUGHT, message, line, type(error).__name__)
-
-
-def _script_line(error: BaseException) -> int | None:
-    """The line of the innermost traceback frame that is the script's own."""
-    line = None
-    traceback = error.__traceback__
-    while traceback is not None:
-        if traceback.tb_frame.f_code.co_filename == FILENAME:
-            line = traceback.tb_lineno
-        traceback = traceback.tb_next
-    return line
 
 
 def _result_json(result: Any, line: int | None) -> str:

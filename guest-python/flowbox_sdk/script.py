@@ -29,6 +29,35 @@ _SIZE_OVERFLOW_MESSAGES = (
 )
 
 
+def script_line(error: BaseException) -> int | None:
+    """The line of the innermost traceback frame that is the script's own."""
+    line = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename == FILENAME:
+            line = traceback.tb_lineno
+        traceback = traceback.tb_next
+    return line
+
+
+def function_line(function) -> int | None:
+    """The line a function (or method) of the script's own is defined at; None for any other
+    callable."""
+    if isinstance(function, types.MethodType):
+        function = function.__func__
+    if not isinstance(function, types.FunctionType) or function.__code__.co_filename != FILENAME:
+        return None
+    return function.__code__.co_firstlineno
+
+
+def caller_line() -> int | None:
+    """The script line that called the SDK function this is called from."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename != FILENAME:
+        frame = frame.f_back
+    return None if frame is None else frame.f_lineno
+
+
 def is_size_overflow(error: BaseException) -> bool:
     """Whether `error` is CPython refusing a size too large for the guest's address space."""
     if not isinstance(error, OverflowError):

@@ -117,6 +117,9 @@ class FakeHost:
     def log(self, message):
         self.calls.append(("log", (message,)))
 
+    def branch_failed(self, failure):
+        self.calls.append(("branch_failed", (failure,)))
+
     def budget(self) -> BudgetState:
         self.calls.append(("budget", ()))
         return BudgetState(self.budget_total, self.spent)
@@ -154,6 +157,11 @@ class FakeHost:
     @property
     def logs(self) -> list:
         return [message for (message,) in self.named("log")]
+
+    @property
+    def failures(self) -> list:
+        """The BranchFailure of every branch reported failed, in order."""
+        return [failure for (failure,) in self.named("branch_failed")]
 
     @property
     def agent_requests(self) -> list:

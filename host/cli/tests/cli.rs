@@ -2005,3 +2005,75 @@ fn a_journal_of_the_previous_format_resumes_and_shows() {
         String::from_utf8_lossy(&workflows.stdout)
     );
 }
+
+#[test]
+fn guidance_names_the_profiles_templates_tools_and_limits_the_flags_configure() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    let profiles = script(
+        &dir,
+        "profiles.json",
+        r#"{"deep": {"model": "large-model", "description": "slow, for judgement"},
+            "local": "llama3:8b", "fast": "replaced by the flag"}"#,
+    );
+    let types = script(
+        &dir,
+        "types.json",
+        r#"{"critic": {"description": "finds the weak points of a draft",
+                       "base_prompt": "You criticise.", "model": "deep", "tools": []}}"#,
+    );
+    let equipped = flowbox(&[
+        "guidance",
+        "--profiles",
+        &profiles,
+        "--profile",
+        "fast=small-model:cheap, for sweeps",
+        "--agent-types",
+        &types,
+        "--allow-read",
+        &docs.to_string_lossy(),
+        "--budget",
+        "5000",
+    ]);
+    assert!(
+        equipped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&equipped.stderr)
+    );
+    let text = String::from_utf8(equipped.stdout).unwrap();
+    for part in [
+        "- `deep`: slow, for judgement\n- `fast`: cheap, for sweeps\n- `local`: the model llama3:8b\n",
+        "- `critic`: finds the weak points of a draft (profile `deep`; no tools)",
+        "- `read_file(path: string)` [leaves, call_tool]: Read a UTF-8 text file. `path` starts \
+         with a granted directory's name (docs)",
+        "a budget of 5000 tokens",
+        "## Patterns",
+        "call_tool(\"read_file\"",
+    ] {
+        assert!(text.contains(part), "{part}\n---\n{text}");
+    }
+
+    let bare = flowbox(&["guidance", "--no-patterns"]);
+    assert!(bare.status.success());
+    let text = String::from_utf8(bare.stdout).unwrap();
+    for part in [
+        "Model profiles: none",
+        "Leaf templates: none",
+        "Host tools: none",
+        "no token budget",
+    ] {
+        assert!(text.contains(part), "{part}");
+    }
+    assert!(!text.contains("## Patterns"));
+
+    // A profiles file that is not one is refused up front.
+    let broken = script(&dir, "broken.json", r#"{"fast": 5}"#);
+    let output = flowbox(&["guidance", "--profiles", &broken]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("is not valid"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

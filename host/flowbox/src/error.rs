@@ -246,7 +246,7 @@ impl ScriptErrorKind {
 /// The longest script error message kept; the rest is cut with a marker.
 const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 /// The longest exception class name kept.
-const MAX_EXCEPTION_NAME_BYTES: usize = 200;
+pub(crate) const MAX_EXCEPTION_NAME_BYTES: usize = 200;
 
 /// A run error as data: what the CLI's `--json` prints, events carry and the journal records.
 impl From<&crate::RunError> for ErrorInfo {

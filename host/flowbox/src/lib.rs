@@ -69,7 +69,8 @@ pub mod backends {
     pub use flowbox_backends::schema::SchemaError;
     pub use flowbox_backends::{
         AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, DEFAULT_BASE_PROMPT, FakeBackend,
-        LEAF_ADDENDUM, ScriptedBackend, ScriptedConfigError, TransportCause,
+        LEAF_ADDENDUM, LeafCatalog, ModelProfile, ScriptedBackend, ScriptedConfigError,
+        TransportCause,
     };
 }
 
@@ -89,13 +90,14 @@ pub mod tools {
 }
 
 /// The checkpoint journal: the [`CheckpointStore`](store::CheckpointStore) contract, its
-/// records, and the two stores (in memory, in SQLite).
+/// records (with the parts of a [`Summary`], such as its
+/// [`BranchFailure`](store::BranchFailure)s), and the two stores (in memory, in SQLite).
 pub mod store {
     pub use flowbox_store::{
-        AgentRequest, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim, Durability,
-        Entry, EntryOutcome, JournalRecord, Listing, MemoryStore, RecordedOutcome, RunEnd,
-        RunHeader, RunListing, RunStatus, SCHEMA_VERSION, SqliteStore, StoreError, StoredRun,
-        ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
+        AgentRequest, BranchFailure, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim,
+        Durability, Entry, EntryOutcome, GroupKind, JournalRecord, Listing, MemoryStore,
+        RecordedOutcome, RunEnd, RunHeader, RunListing, RunStatus, SCHEMA_VERSION, SqliteStore,
+        StoreError, StoredRun, ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
     };
 }
 

@@ -222,6 +222,9 @@ fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limit
     summary.name = ctx.record.name.take();
     summary.phases = std::mem::take(&mut ctx.record.phases);
     summary.logs = std::mem::take(&mut ctx.record.logs);
+    summary.failed_branches = std::mem::take(&mut ctx.record.failed_branches);
+    summary.failed_branch_count = ctx.record.failed_branch_count;
+    summary.warnings = std::mem::take(&mut ctx.record.warnings);
     summary.agents_spawned = ctx.calls.agents_started();
     summary.tools_called = ctx.calls.tools_called();
     summary.input_tokens = spent.input_tokens;

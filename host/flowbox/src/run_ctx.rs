@@ -14,7 +14,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use flowbox_backends::{LeafBackend, ToolSet};
-use flowbox_store::CheckpointStore;
+use flowbox_store::{BranchFailure, CheckpointStore};
 
 use crate::calls::{CallSettings, Calls, Checkpoints};
 use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
@@ -51,8 +51,13 @@ pub(crate) struct RunCtx {
 #[derive(Debug, Default)]
 pub(crate) struct Record {
     pub name: Option<String>,
+    /// The phase titles `meta` declares, when it declares any.
+    pub declared_phases: Option<Vec<String>>,
     pub phases: Vec<String>,
     pub logs: Vec<String>,
+    pub failed_branches: Vec<BranchFailure>,
+    pub failed_branch_count: u32,
+    pub warnings: Vec<String>,
     pub output_bytes: usize,
 }
 

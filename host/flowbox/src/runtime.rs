@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use flowbox_backends::{LeafBackend, ToolSet};
+use flowbox_backends::{LeafBackend, LeafCatalog, ToolSet};
 use flowbox_store::CheckpointStore;
 use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker};
@@ -295,6 +295,16 @@ impl Runtime {
     /// The limits runs get by default.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
+    }
+
+    /// What the backend offers scripts' `agent(...)` calls, for the guidance.
+    pub(crate) fn leaf_catalog(&self) -> LeafCatalog {
+        self.shared.backend.catalog()
+    }
+
+    /// The tools scripts may call with `call_tool`.
+    pub(crate) fn code_tools(&self) -> &ToolSet {
+        &self.shared.tools
     }
 }
 

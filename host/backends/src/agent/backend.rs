@@ -11,7 +11,7 @@ use super::config::{AgentConfig, AgentTemplate, LEAF_ADDENDUM, Resolved, resolve
 use super::conversation::Conversation;
 use crate::chat::{ChatModel, ChatRequest, Message};
 use crate::tool::ToolSet;
-use crate::{BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest};
+use crate::{BackendError, LeafBackend, LeafCatalog, LeafObserver, LeafReply, LeafRequest};
 
 type History = Arc<tokio::sync::Mutex<Vec<Message>>>;
 
@@ -158,6 +158,10 @@ impl LeafBackend for CheckedBackend {
         self.inner.check(request)
     }
 
+    fn catalog(&self) -> LeafCatalog {
+        LeafCatalog::of(&self.config, &self.tools)
+    }
+
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
         self.inner.call(request).await
     }
@@ -183,6 +187,10 @@ impl LeafBackend for CheckedBackend {
 impl LeafBackend for AgentBackend {
     fn check(&self, request: &LeafRequest) -> Result<(), BackendError> {
         self.resolve(request).map(|_| ())
+    }
+
+    fn catalog(&self) -> LeafCatalog {
+        LeafCatalog::of(&self.config, &self.tools)
     }
 
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {

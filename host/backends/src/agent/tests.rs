@@ -128,6 +128,7 @@ fn config() -> AgentConfig {
     config.templates.insert(
         "critic".into(),
         AgentTemplate {
+            description: None,
             base_prompt: "You criticise.".into(),
             model: Some("fast".into()),
             tools: Some(vec![]),
@@ -631,4 +632,69 @@ async fn replayed_leaves_rebuild_the_conversation() {
     live.instance_id = Some("w".into());
     backend.call(&live).await.unwrap();
     assert_eq!(model.requests()[0].messages.len(), 3);
+}
+
+#[test]
+fn a_profile_is_a_model_id_or_a_described_model() {
+    let config: AgentConfig = serde_json::from_value(json!({
+        "profiles": {
+            "fast": {"model": "small-model", "description": "cheap, for sweeps"},
+            "deep": "large-model"
+        }
+    }))
+    .unwrap();
+    assert_eq!(
+        config.profiles["fast"],
+        ModelProfile::new("small-model").with_description("cheap, for sweeps")
+    );
+    assert_eq!(config.profiles["deep"], ModelProfile::new("large-model"));
+    // Written back, each is an object; read again, the same.
+    let text = serde_json::to_string(&config).unwrap();
+    assert!(text.contains(r#""deep":{"model":"large-model"}"#), "{text}");
+    assert_eq!(serde_json::from_str::<AgentConfig>(&text).unwrap(), config);
+    for wrong in [
+        json!({"profiles": {"fast": {"model": "m", "descripton": "typo"}}}),
+        json!({"profiles": {"fast": {"description": "no model"}}}),
+        json!({"profiles": {"fast": 5}}),
+    ] {
+        assert!(
+            serde_json::from_value::<AgentConfig>(wrong.clone()).is_err(),
+            "{wrong}"
+        );
+    }
+}
+
+#[test]
+fn the_catalog_is_the_configuration_a_request_is_checked_against() {
+    let mut config = config();
+    config.profiles.insert(
+        "deep".into(),
+        ModelProfile::new("large-model").with_description("slow, for hard calls"),
+    );
+    let agent = AgentBackend::new(MockChat::replying(vec![]), config.clone(), tools());
+    let catalog = agent.catalog();
+    assert_eq!(
+        catalog.profiles.keys().collect::<Vec<_>>(),
+        ["deep", "fast"]
+    );
+    assert_eq!(
+        catalog.profiles["deep"].description.as_deref(),
+        Some("slow, for hard calls")
+    );
+    assert_eq!(catalog.templates.keys().collect::<Vec<_>>(), ["critic"]);
+    assert_eq!(
+        catalog
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["upper"]
+    );
+    // An offline backend held to the same configuration offers the same; a bare one nothing.
+    let checked = CheckedBackend::new(Arc::new(crate::FakeBackend::new()), config, tools());
+    assert_eq!(checked.catalog(), catalog);
+    assert_eq!(
+        crate::FakeBackend::new().catalog(),
+        crate::LeafCatalog::default()
+    );
 }
