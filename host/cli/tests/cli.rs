@@ -1486,6 +1486,17 @@ fn long_log(dir: &tempfile::TempDir, lines: u64) -> String {
     )
 }
 
+/// Waits for `child`, which must succeed without a panic.
+fn succeeded(child: std::process::Child) {
+    let output = no_panic(child.wait_with_output().unwrap());
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// Checks that `text` is the record of one run of [`long_log`]: every event, in order, with
 /// consecutive sequence numbers and no gap marker.
 fn assert_every_log_event(text: &str, lines: u64) {
@@ -1557,13 +1568,7 @@ fn an_events_file_read_late_still_gets_every_event() {
     std::thread::sleep(Duration::from_secs(2));
     let mut text = String::new();
     std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeded(child);
     assert_every_log_event(&text, 100_000);
 }
 
@@ -1581,13 +1586,7 @@ fn a_reader_of_events_on_stdout_that_pauses_still_gets_every_one() {
     std::thread::sleep(Duration::from_secs(2));
     let mut text = String::new();
     std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeded(child);
     let (events, result) = text.trim_end().rsplit_once('\n').unwrap();
     assert_eq!(result, "1");
     assert_every_log_event(events, 100_000);
