@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use flowbox_backends::{LeafBackend, ToolSet};
 use wasmtime::{Engine, Store};
@@ -19,6 +20,12 @@ use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
 use crate::run_ctx::{Plan, RunCtx, new_store, set_deadline};
 use crate::{Limits, RunError};
+
+/// How long the refill thread holds off while runs are in flight. Instantiating maps and
+/// protects memory, which takes the process's memory-map lock that a run's page faults need
+/// too: refilling next to a run slowed the run down by more than the pool saved it. Under
+/// steady load the pool still gains an instance at least this often.
+const MAX_DEFER: Duration = Duration::from_millis(50);
 
 /// The fuel a pooled instance instantiates with: far more than instantiation takes, so what
 /// it took can be subtracted from a run's own fuel at hand-over.
@@ -67,6 +74,8 @@ struct Inner {
 
 struct Ready {
     instances: VecDeque<Warm>,
+    /// Runs of the runtime in flight, pooled or not.
+    running: usize,
     stopped: bool,
 }
 
@@ -84,8 +93,9 @@ pub(crate) struct WarmPool {
 
 impl WarmPool {
     /// Starts a refill thread that keeps `capacity` instances of `pre` ready. The thread
-    /// instantiates one instance at a time and sleeps while the pool is full, so refilling
-    /// never takes more than one core from the runs in flight.
+    /// instantiates one instance at a time, sleeps while the pool is full and holds off
+    /// while runs are in flight (up to [`MAX_DEFER`]), so refilling never takes more than one
+    /// core, and rarely any time, from the runs in flight.
     pub(crate) fn start(
         capacity: usize,
         engine: Engine,
@@ -96,6 +106,7 @@ impl WarmPool {
             capacity,
             ready: Mutex::new(Ready {
                 instances: VecDeque::with_capacity(capacity),
+                running: 0,
                 stopped: false,
             }),
             wanted: Condvar::new(),
@@ -136,6 +147,12 @@ impl WarmPool {
         warm
     }
 
+    /// Marks a run in flight until the returned guard is dropped.
+    pub(crate) fn run_started(&self) -> Running<'_> {
+        self.inner.ready().running += 1;
+        Running(&self.inner)
+    }
+
     pub(crate) fn stats(&self) -> WarmPoolStats {
         let ready = self.inner.ready();
         WarmPoolStats {
@@ -145,6 +162,16 @@ impl WarmPool {
             hits: self.inner.hits.load(Ordering::Relaxed),
             misses: self.inner.misses.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// A run in flight, for the refill thread to hold off.
+pub(crate) struct Running<'a>(&'a Inner);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.ready().running -= 1;
+        self.0.wanted.notify_one();
     }
 }
 
@@ -192,11 +219,26 @@ fn refill(
     loop {
         {
             let mut ready = pool.ready();
-            while !ready.stopped && ready.instances.len() >= pool.capacity {
-                ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
-            }
-            if ready.stopped {
-                return;
+            let mut deferred_since: Option<Instant> = None;
+            loop {
+                if ready.stopped {
+                    return;
+                }
+                if ready.instances.len() >= pool.capacity {
+                    deferred_since = None;
+                    ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
+                    continue;
+                }
+                let since = *deferred_since.get_or_insert_with(Instant::now);
+                let left = MAX_DEFER.saturating_sub(since.elapsed());
+                if ready.running == 0 || left.is_zero() {
+                    break;
+                }
+                ready = pool
+                    .wanted
+                    .wait_timeout(ready, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
             }
         }
         let Some(warm) = executor.block_on(instantiate(engine, pre, backend)) else {

@@ -17,6 +17,7 @@ use crate::clock::{millis, unix_millis, unix_nanos};
 use crate::error;
 use crate::events::{EventKind, RunEvents};
 use crate::journal::journal_error;
+use crate::pool::WarmPool;
 use crate::run_ctx::{Plan, RunCtx, new_store};
 use crate::shared::Shared;
 use crate::{
@@ -67,6 +68,8 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         backend: shared.backend.as_ref(),
         thread_id: &summary.thread_id.clone(),
     };
+    // The warm pool refills between runs rather than next to them.
+    let _running = shared.pool.as_ref().map(WarmPool::run_started);
     let mut result = match start(shared, plan) {
         Err(error) => Err(error),
         Ok((mut store, instance)) => {
