@@ -10,5 +10,6 @@ mod json_fidelity;
 mod limits;
 mod orchestrator;
 mod patterns;
+mod pool;
 mod primitives;
 mod tools;

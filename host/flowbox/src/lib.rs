@@ -38,6 +38,7 @@ mod limits;
 mod monotonic_clock;
 pub mod orchestrator;
 mod outcome;
+mod pool;
 mod run;
 mod run_ctx;
 mod run_request;
@@ -56,6 +57,7 @@ pub use flowbox_backends::{
 pub use flowbox_store::Summary;
 pub use limits::{InvalidLimit, Limits};
 pub use outcome::RunOutcome;
+pub use pool::WarmPoolStats;
 pub use run_request::RunRequest;
 pub use runtime::{Runtime, RuntimeBuilder, SetupError};
 

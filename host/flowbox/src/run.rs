@@ -1,5 +1,6 @@
-//! One run, start to end: admitted, the guest's `run` export called in a fresh store, the
-//! outcome journaled and published.
+//! One run, start to end: admitted, the guest's `run` export called in a fresh store (or in
+//! one from the warm pool, instantiated ahead but never run), the outcome journaled and
+//! published.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,11 +11,13 @@ use wasmtime::Store;
 use flowbox_store::RunEnd;
 
 use crate::admission::{Prepared, check_input, prepare};
+use crate::bindings::Workflow;
 use crate::calls::Checkpoints;
 use crate::clock::{millis, unix_millis, unix_nanos};
 use crate::error;
 use crate::events::{EventKind, RunEvents};
 use crate::journal::journal_error;
+use crate::pool::WarmPool;
 use crate::run_ctx::{Plan, RunCtx, new_store};
 use crate::shared::Shared;
 use crate::{
@@ -65,11 +68,20 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         backend: shared.backend.as_ref(),
         thread_id: &summary.thread_id.clone(),
     };
-    let mut result = match fresh_store(shared, plan) {
+    // The warm pool refills between runs rather than next to them.
+    let _running = shared.pool.as_ref().map(WarmPool::run_started);
+    let mut result = match start(shared, plan) {
         Err(error) => Err(error),
-        Ok(mut store) => {
-            let mut result =
-                call_run(shared, &mut store, &request.script, &args_text, &limits).await;
+        Ok((mut store, instance)) => {
+            let mut result = call_run(
+                shared,
+                &mut store,
+                instance,
+                &request.script,
+                &args_text,
+                &limits,
+            )
+            .await;
             let unreplayed = store.data().calls.unreplayed();
             if result.is_ok() && unreplayed > 0 {
                 result = Err(RunError::Divergence(format!(
@@ -158,16 +170,21 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
     Ok((!meta.is_null()).then_some(meta))
 }
 
+/// Calls the guest's `run` export in `instance`, or in a fresh one instantiated in `store`.
 async fn call_run(
     shared: &Shared,
     store: &mut Store<RunCtx>,
+    instance: Option<Workflow>,
     script: &str,
     args: &str,
     limits: &Limits,
 ) -> Result<Value, RunError> {
     // The epoch callback stops a busy guest; this timeout stops a guest waiting on leaves.
     let outcome = tokio::time::timeout(limits.timeout, async {
-        let instance = shared.pre.instantiate_async(&mut *store).await?;
+        let instance = match instance {
+            Some(instance) => instance,
+            None => shared.pre.instantiate_async(&mut *store).await?,
+        };
         instance.call_run(&mut *store, script, args).await
     })
     .await;
@@ -242,13 +259,29 @@ fn publish_end(events: &RunEvents, summary: &Summary, result: &Result<Value, Run
     });
 }
 
-/// A fresh store for a run of `plan` on the runtime's backend, tools and journal.
+/// The store for a run of `plan`, with the instance it runs in when the warm pool had one
+/// ready (else the run instantiates the guest within its deadline, as [`call_run`] does).
+fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>), RunError> {
+    let ctx = run_ctx(shared, plan);
+    match shared.pool.as_ref().and_then(|pool| pool.take(&ctx.limits)) {
+        Some(warm) => warm
+            .start(ctx)
+            .map(|(store, instance)| (store, Some(instance))),
+        None => Ok((new_store(&shared.engine, ctx)?, None)),
+    }
+}
+
+/// A fresh store for a run of `plan`.
 fn fresh_store(shared: &Shared, plan: Plan) -> Result<Store<RunCtx>, RunError> {
-    let ctx = RunCtx::new(
+    new_store(&shared.engine, run_ctx(shared, plan))
+}
+
+/// The state of a run of `plan` on the runtime's backend, tools and journal.
+fn run_ctx(shared: &Shared, plan: Plan) -> RunCtx {
+    RunCtx::new(
         Arc::clone(&shared.backend),
         shared.tools.clone(),
         shared.store.clone(),
         plan,
-    );
-    new_store(&shared.engine, ctx)
+    )
 }

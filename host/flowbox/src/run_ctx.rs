@@ -6,7 +6,7 @@
 //! cancels any leaf still running).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
@@ -77,6 +77,10 @@ pub(crate) struct MemoryLimiter {
     pub(crate) denied: bool,
     /// The initial size the guest's memory was refused, when the cap is below it.
     refused_at_start: Option<usize>,
+    /// The largest any linear memory has grown to, in bytes.
+    pub(crate) largest: u64,
+    /// All the linear memory the guest holds, in bytes.
+    pub(crate) total: u64,
 }
 
 impl ResourceLimiter for MemoryLimiter {
@@ -90,6 +94,10 @@ impl ResourceLimiter for MemoryLimiter {
         // script may catch.
         let allowed = desired as u64 <= self.limit;
         self.denied |= !allowed;
+        if allowed {
+            self.largest = self.largest.max(desired as u64);
+            self.total += (desired - current) as u64;
+        }
         if !allowed && current == 0 {
             // The memory is being created: the cap is below the guest's initial size.
             self.refused_at_start = Some(desired);
@@ -175,6 +183,8 @@ impl RunCtx {
                 limit: limits.memory_bytes,
                 denied: false,
                 refused_at_start: None,
+                largest: 0,
+                total: 0,
             },
             calls,
             limits,
@@ -211,9 +221,15 @@ pub(crate) fn new_store(engine: &Engine, ctx: RunCtx) -> Result<Store<RunCtx>, R
     store
         .set_fuel(limits.fuel)
         .map_err(|e| RunError::Host(format!("cannot set fuel: {e}")))?;
+    set_deadline(&mut store, limits.timeout);
+    Ok(store)
+}
+
+/// Starts a run's deadline: `timeout` from now.
+pub(crate) fn set_deadline(store: &mut Store<RunCtx>, timeout: Duration) {
     // Each epoch tick (see `engine::EpochTicker`) lets other runs on this thread progress and
     // checks the deadline, so a CPU-bound script is stopped on time.
-    let deadline = Instant::now() + limits.timeout;
+    let deadline = Instant::now() + timeout;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         Ok(if Instant::now() >= deadline {
@@ -222,5 +238,4 @@ pub(crate) fn new_store(engine: &Engine, ctx: RunCtx) -> Result<Store<RunCtx>, R
             UpdateDeadline::Yield(1)
         })
     });
-    Ok(store)
 }

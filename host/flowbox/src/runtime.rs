@@ -17,6 +17,7 @@ use crate::RunRequest;
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::error::JournalError;
 use crate::events::{EventHub, EventStream};
+use crate::pool::{WarmPool, WarmPoolStats};
 use crate::run::{self};
 use crate::run_ctx::RunCtx;
 use crate::shared::{EpochTicker, Shared};
@@ -68,6 +69,9 @@ pub enum SetupError {
          (or set FLOWBOX_GUEST_COMPONENT at build time)"
     )]
     GuestMissing,
+    /// The warm pool's refill thread could not be started.
+    #[error("cannot start the warm pool")]
+    WarmPool(#[source] std::io::Error),
     /// The runtime's limits are outside their ranges ([`Limits::check`]).
     #[error("invalid limits: {0}")]
     Limits(#[from] crate::InvalidLimit),
@@ -82,6 +86,7 @@ pub struct RuntimeBuilder {
     limits: Limits,
     cache_dir: CacheDir,
     event_capacity: usize,
+    warm_pool: usize,
 }
 
 #[derive(Debug)]
@@ -153,6 +158,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Keeps up to `instances` guests instantiated ahead of demand (default 0: no pool), so a
+    /// run skips instantiation. Each pooled guest serves exactly one run and is then dropped,
+    /// so runs stay as isolated and as deterministic as with a fresh instance each (same
+    /// result, same fuel). One background thread refills the pool, one instance at a time, and
+    /// sleeps while it is full; each ready instance holds the guest's linear memory
+    /// (copy-on-write; see [`Runtime::warm_pool`] for the figures). A run finding the pool
+    /// empty instantiates a fresh guest itself, as it does without a pool.
+    pub fn warm_pool(mut self, instances: usize) -> Self {
+        self.warm_pool = instances;
+        self
+    }
+
     /// Creates the engine and loads the guest: from the cache in milliseconds, or compiled in
     /// a few seconds the first time (then cached).
     pub fn build(self) -> Result<Runtime, SetupError> {
@@ -191,6 +208,13 @@ impl RuntimeBuilder {
             .and_then(WorkflowPre::new)
             .map_err(wasmtime_error)?;
 
+        let pool = match self.warm_pool {
+            0 => None,
+            instances => Some(
+                WarmPool::start(instances, engine.clone(), pre.clone(), Arc::clone(&backend))
+                    .map_err(SetupError::WarmPool)?,
+            ),
+        };
         Ok(Runtime {
             shared: Arc::new(Shared {
                 _ticker: EpochTicker::start(engine.clone()),
@@ -201,6 +225,7 @@ impl RuntimeBuilder {
                 limits: self.limits,
                 events: Arc::new(EventHub::new(self.event_capacity)),
                 store: self.store,
+                pool,
             }),
         })
     }
@@ -217,6 +242,7 @@ impl Runtime {
             limits: Limits::default(),
             cache_dir: CacheDir::Default,
             event_capacity: DEFAULT_EVENT_CAPACITY,
+            warm_pool: 0,
         }
     }
 
@@ -290,6 +316,12 @@ impl Runtime {
     /// queue until its timeout), or drop it: dropping it releases every waiting writer.
     pub fn subscribe_lossless(&self) -> EventStream {
         self.shared.events.subscribe_lossless()
+    }
+
+    /// What the warm pool holds now (`None` without one): its capacity, the instances ready,
+    /// the linear memory they hold, and how many runs found an instance ready.
+    pub fn warm_pool(&self) -> Option<WarmPoolStats> {
+        self.shared.pool.as_ref().map(WarmPool::stats)
     }
 
     /// The limits runs get by default.

@@ -1,6 +1,6 @@
 //! What every run of a [`Runtime`](crate::Runtime) shares: the engine and its epoch ticker,
 //! the pre-linked guest, the backend, the code-callable tools, the default limits, the event
-//! channel and the journal. Runs borrow it; nothing in it changes after the runtime is built.
+//! channel, the journal and the warm pool. Runs borrow it; nothing in it changes after the runtime is built.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +13,7 @@ use wasmtime::Engine;
 use crate::Limits;
 use crate::bindings::WorkflowPre;
 use crate::events::EventHub;
+use crate::pool::WarmPool;
 use crate::run_ctx::RunCtx;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding
@@ -28,6 +29,8 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) events: Arc<EventHub>,
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
+    /// Guests instantiated ahead of demand, when the runtime keeps a warm pool.
+    pub(crate) pool: Option<WarmPool>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.
     pub(crate) _ticker: EpochTicker,
 }
@@ -39,6 +42,7 @@ impl std::fmt::Debug for Shared {
             .field("tools", &self.tools)
             .field("limits", &self.limits)
             .field("store", &self.store)
+            .field("pool", &self.pool.as_ref().map(WarmPool::stats))
             .finish_non_exhaustive()
     }
 }
