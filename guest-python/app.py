@@ -105,6 +105,14 @@ class WitHost:
     def log(self, message):
         wit.log(_printable(message))
 
+    def branch_failed(self, failure):
+        wit.branch_failed(
+            wit.BranchFailure(
+                wit.GroupKind[failure.group.upper()], failure.index, failure.stage,
+                _printable(failure.exception), _printable(failure.message), failure.line,
+            )
+        )  # fmt: skip
+
     def budget(self) -> BudgetState:
         state = wit.budget()
         return BudgetState(state.total, state.spent, state.total_usd, state.spent_usd)
@@ -130,14 +138,6 @@ def _script_error(failure: ScriptFailure) -> Err:
     return Err(wit_world.ScriptError(kind, _printable(failure.message), failure.line, exception))
 
 
-def _result(result_json: str) -> str:
-    """The result as it crosses the boundary: text that is not UTF-8 is a script error."""
-    try:
-        return _text(result_json, "the result")
-    except CallFailed as failure:
-        raise ScriptFailure("invalid-result", failure.message) from None
-
-
 HOST = WitHost()
 
 # The guest's clocks are virtual; sleeping advances them instead of blocking the host thread.
@@ -150,7 +150,7 @@ class WitWorld(wit_world.WitWorld):
         # script's `random` replay exactly, whatever state a previous run left behind.
         random.seed(os.urandom(32))
         try:
-            return _result(flowbox_sdk.run(HOST, script, args))
+            return flowbox_sdk.run(HOST, script, args)
         except ScriptFailure as failure:
             raise _script_error(failure) from None
 

@@ -7,6 +7,7 @@ implements (over the WIT bindings in the guest, with a fake in the tests).
 from .errors import CallFailed, ScriptFailure
 from .host import (
     AgentOptions,
+    BranchFailure,
     BudgetState,
     Completion,
     Host,
@@ -17,6 +18,7 @@ from .runner import check, plan_notes, run
 
 __all__ = [
     "AgentOptions",
+    "BranchFailure",
     "BudgetState",
     "CallFailed",
     "Completion",

@@ -31,6 +31,23 @@ class Completion(NamedTuple):
     payload: "str | CallFailed"
 
 
+# The primitive a failed branch belongs to; the WIT `group-kind` cases.
+PARALLEL = "parallel"
+PIPELINE = "pipeline"
+
+
+class BranchFailure(NamedTuple):
+    """A `parallel` branch or `pipeline` item that raised and so became None; mirrors the WIT
+    `branch-failure` record."""
+
+    group: str  # PARALLEL or PIPELINE
+    index: int
+    stage: int | None  # the pipeline stage that raised, from 1
+    exception: str
+    message: str
+    line: int | None
+
+
 class AgentOptions(NamedTuple):
     """The options of one `agent(...)` call besides its prompt; mirrors the WIT `agent-options`
     record, field for field and in its order. A call that sets none passes None instead."""
@@ -63,6 +80,9 @@ class Host(Protocol):
     def phase(self, title: str) -> None: ...
 
     def log(self, message: str) -> None: ...
+
+    def branch_failed(self, failure: BranchFailure) -> None:
+        """Reports a branch that raised and became None, for the run's summary."""
 
     def budget(self) -> BudgetState: ...
 

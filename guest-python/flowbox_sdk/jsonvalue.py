@@ -1,16 +1,21 @@
-"""JSON checks for the values that cross the host boundary: the script's result, agent prompts
-and schemas, and tool arguments. A failed check names the offending path, such as
-`result["items"][2]["score"] is NaN`, so whoever wrote the script can fix it.
+"""JSON for the values that cross the host boundary: the script's result, agent prompts and
+schemas, tool arguments, and the replies coming back. A failed check names the offending path,
+such as `result["items"][2]["score"] is NaN`, so whoever wrote the script can fix it.
+
+The text is written and read by the `_json` accelerator's own objects, made here, when the SDK
+is imported: they hold their separators and settings themselves and read nothing a script can
+reach. `json.dumps` would not do: it reads `JSONEncoder`'s class attributes (`item_separator`,
+`encode`, ...) on every call, and a script may set them (`json.JSONEncoder.item_separator =
+" | "`) for its own use of `json`, which must not change what the SDK sends.
 """
 
 import inspect
-import json
+import json.decoder
 import math
-from json.decoder import scanstring
-from json.encoder import encode_basestring
+from _json import encode_basestring, make_encoder, make_scanner, scanstring
 from typing import Any
 
-# Deeper values are refused instead of risking the guest's stack in `json.dumps`.
+# Deeper values are refused instead of risking the guest's stack in the encoder.
 MAX_DEPTH = 200
 
 
@@ -18,8 +23,20 @@ class NotJson(ValueError):
     """A value that is not JSON; the message is a whole sentence naming the path."""
 
 
-# What json.dumps(value, ensure_ascii=False, allow_nan=False) builds for every call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+def _unwritable(value: Any):
+    """The encoder's fallback for a value it cannot write: `check_json` refuses those first, so
+    only a value that changed between the check and the writing (a container whose iteration
+    gives something else the second time) reaches it."""
+    raise TypeError(f"a value of type {type(value).__name__} appeared while it was written")
+
+
+# json.dumps(value, ensure_ascii=False, allow_nan=False) without its circular-reference markers
+# (`check_json` bounds the depth): the same text, with separators fixed here.
+_ENCODE = make_encoder(None, _unwritable, encode_basestring, None, ": ", ", ", False, False, False)
+# json.loads's scanner, made from a decoder with the default settings; it copies them.
+_SCAN = make_scanner(json.decoder.JSONDecoder())
+_SKIP_WHITESPACE = json.decoder.WHITESPACE.match
+_DecodeError = json.decoder.JSONDecodeError
 
 
 # One value reached by the walk: (value, parent step or None, key, depth), where the key is how
@@ -34,19 +51,27 @@ def to_json(value: Any, root: str) -> str:
         return encode_basestring(value)  # what the encoder does for a str, with nothing to check
     check_json(value, root)
     try:
-        return _ENCODER.encode(value)
-    except ValueError as error:  # e.g. an int too long to write as digits
+        return "".join(_ENCODE(value, 0))
+    except (ValueError, TypeError) as error:  # e.g. an int too long to write as digits
         raise NotJson(f"{root} cannot be written as JSON: {error}") from None
 
 
 def from_json(text: str) -> Any:
-    """`json.loads(text)`; a JSON string (a text reply) is decoded by the string scanner
-    json.loads would reach, without the decoder around it."""
+    """`json.loads(text)`, for text the host sent (or `ValueError`). A JSON string (a text
+    reply) is decoded by the string scanner alone."""
     if text.startswith('"'):
         value, end = scanstring(text, 1)
         if end == len(text):
             return value
-    return json.loads(text)
+    start = _SKIP_WHITESPACE(text, 0).end()
+    try:
+        value, end = _SCAN(text, start)
+    except StopIteration as stop:
+        raise _DecodeError("Expecting value", text, stop.value) from None
+    end = _SKIP_WHITESPACE(text, end).end()
+    if end != len(text):
+        raise _DecodeError("Extra data", text, end)
+    return value
 
 
 def check_json(value: Any, root: str) -> None:

@@ -6,13 +6,13 @@ coroutine or generator, so no frame (and no path to globals) hangs off anything 
 import inspect
 import types
 from collections.abc import Callable
-from json.encoder import encode_basestring
 from typing import Any
 
-from .errors import CallFailed, describe_error, exception_for
-from .host import AgentOptions, Host, Path
-from .jsonvalue import NotJson, from_json, to_json
+from .errors import CallFailed, describe_error, exception_for, exception_message
+from .host import PARALLEL, PIPELINE, AgentOptions, BranchFailure, Host, Path
+from .jsonvalue import NotJson, encode_basestring, from_json, to_json
 from .scheduler import PARK, CoroutineTask, Scheduler
+from .script import caller_line, function_line, script_line
 
 # --- awaiting ------------------------------------------------------------------------------
 
@@ -184,15 +184,28 @@ class _GroupWait(_Wait):
 
 
 class _Group(_Awaitable):
-    __slots__ = ("_scheduler", "_log")
+    __slots__ = ("_scheduler", "_log", "_host", "_line")
 
-    def __init__(self, scheduler: Scheduler, log: Callable[[str], None]):
+    def __init__(self, scheduler: Scheduler, log: Callable[[str], None], line: int | None):
         self._awaited = False
         self._scheduler = scheduler
         self._log = log
+        self._host = scheduler.host
+        self._line = line  # of the parallel(...) or pipeline(...) call
 
     def _wait(self):
         return _GroupWait(self)
+
+    def _failed(self, index: int, stage, function, error: Exception, what: str) -> None:
+        """Reports a branch that raised and became None: a log line for people (`what`, then
+        the error), and the failure for the summary, at the line it was raised at (else the
+        line of the branch's function, else of the group's call)."""
+        self._log(f"{what}: {describe_error(error)}")
+        line = script_line(error) or function_line(function) or self._line
+        group = PIPELINE if stage is not None else PARALLEL
+        self._host.branch_failed(
+            BranchFailure(group, index, stage, type(error).__name__, exception_message(error), line)
+        )
 
 
 class Parallel(_Group):
@@ -201,8 +214,8 @@ class Parallel(_Group):
     __slots__ = ("_items",)
     _what = "parallel(...)"
 
-    def __init__(self, scheduler, log, items: list):
-        super().__init__(scheduler, log)
+    def __init__(self, scheduler, log, line, items: list):
+        super().__init__(scheduler, log, line)
         self._items = items  # (is_callable, item) pairs
 
     def _tasks(self, gather, path, number):
@@ -219,14 +232,14 @@ class Pipeline(_Group):
     __slots__ = ("_items", "_stages")
     _what = "pipeline(...)"
 
-    def __init__(self, scheduler, log, items: list, stages: list):
-        super().__init__(scheduler, log)
+    def __init__(self, scheduler, log, line, items: list, stages: list):
+        super().__init__(scheduler, log, line)
         self._items = items
         self._stages = stages  # (stage, arity) pairs
 
     def _tasks(self, gather, path, number):
         return [
-            _Flow(gather, index, _run_flow(item, index, self._stages, self._log),
+            _Flow(gather, index, _run_flow(item, index, self._stages, self),
                   path + [(number, index, size)])
             for size in (len(self._items),)
             for index, item in enumerate(self._items)
@@ -239,9 +252,9 @@ class Pipeline(_Group):
 class _Branch(CoroutineTask):
     """One parallel item: calls it (when callable) and awaits what it gets. An agent or tool
     call is driven directly, without a coroutine around it; any other awaitable is awaited by
-    one. A failure becomes None and one log line."""
+    one. A failure becomes None, reported to the host and logged."""
 
-    __slots__ = ("_gather", "_index", "_item", "_is_callable")
+    __slots__ = ("_gather", "_index", "_item", "_is_callable", "_function")
 
     def __init__(self, gather: _GroupWait, index: int, item, is_callable: bool, path: Path):
         self.path = path
@@ -250,6 +263,7 @@ class _Branch(CoroutineTask):
         self._index = index
         self._item = item  # from its start, the agent or tool call it waits for
         self._is_callable = is_callable
+        self._function = item if is_callable else None  # for the line of a failure
 
     def step(self, scheduler, value, error):
         if self.coroutine is not None:
@@ -281,7 +295,9 @@ class _Branch(CoroutineTask):
         self._gather.done(self._index, value, error)
 
     def failed(self, error: Exception) -> None:
-        self._gather._group._log(f"parallel item {self._index} failed: {describe_error(error)}")
+        self._gather._group._failed(
+            self._index, None, self._function, error, f"parallel item {self._index} failed"
+        )
 
 
 async def _await_branch(awaitable, branch: _Branch) -> Any:
@@ -306,7 +322,7 @@ class _Flow(CoroutineTask):
         self._gather.done(self._index, value, error)
 
 
-async def _run_flow(item, index: int, stages: list, log) -> Any:
+async def _run_flow(item, index: int, stages: list, group: Pipeline) -> Any:
     value = item
     for number, (stage, arity) in enumerate(stages, 1):
         try:
@@ -314,10 +330,8 @@ async def _run_flow(item, index: int, stages: list, log) -> Any:
             if is_awaitable(value):
                 value = await value
         except Exception as error:
-            log(
-                f"pipeline item {index} failed in stage {number} ({_name_of(stage)}): "
-                f"{describe_error(error)}"
-            )
+            what = f"pipeline item {index} failed in stage {number} ({_name_of(stage)})"
+            group._failed(index, number, stage, error, what)
             return None
         if value is None:
             return None
@@ -538,7 +552,7 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
                     f"parallel() item {index} is {_a(item)}, not a function or an awaitable; "
                     "pass e.g. `lambda: agent(...)` or `agent(...)`"
                 )
-        return Parallel(scheduler, log, entries)
+        return Parallel(scheduler, log, caller_line(), entries)
 
     def pipeline(items, *stages) -> Pipeline:
         try:
@@ -549,7 +563,7 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             ) from None
         items = list(iterator)
         checked = [(stage, _stage_arity(stage, number)) for number, stage in enumerate(stages, 1)]
-        return Pipeline(scheduler, log, items, checked)
+        return Pipeline(scheduler, log, caller_line(), items, checked)
 
     primitives = {
         "agent": agent,

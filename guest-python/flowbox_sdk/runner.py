@@ -4,7 +4,6 @@ placeholder replies decide. Every way a script can fail leaves here
 as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the script's line.
 """
 
-import json
 import sys
 from typing import Any, NamedTuple
 
@@ -20,19 +19,20 @@ from .errors import (
 from .dependence import reply_dependence
 from .guard import check_script
 from .host import Host
-from .jsonvalue import NotJson, to_json
+from .jsonvalue import NotJson, from_json, to_json
 from .modules import full_builtins, safe_builtins
 from .primitives import is_awaitable, make_primitives
 from .scheduler import Scheduler
 from .script import (
-    FILENAME,
     MEMORY_ERRORS,
+    RETURNED,
     Entry,
     build,
     extract_meta,
     is_size_overflow,
     memory_errors,
     parse,
+    script_line,
 )
 
 # Globals every script gets besides the primitives: JSON spellings (models write them out of
@@ -45,10 +45,24 @@ class _Prepared(NamedTuple):
     meta: dict | None
 
 
+class _Returned:
+    """The script's RETURNED global: remembers the line of the entry function's latest `return`
+    and passes its value through."""
+
+    __slots__ = ("line",)
+
+    def __init__(self):
+        self.line = None
+
+    def __call__(self, value, line):
+        self.line = line
+        return value
+
+
 def check(host: Host, source: str) -> str:
     """The script's meta as JSON text (`null` when it has none), after every static check."""
     prepared = _prepare(source, host.settings().guard)
-    return json.dumps(prepared.meta, ensure_ascii=False)
+    return to_json(prepared.meta, "meta")
 
 
 def plan_notes(host: Host, source: str) -> str:
@@ -59,7 +73,7 @@ def plan_notes(host: Host, source: str) -> str:
     except (RecursionError, MemoryError):
         # Nesting too deep to parse: the run that follows says so with its line.
         return "[]"
-    return json.dumps(reply_dependence(tree))
+    return to_json(reply_dependence(tree), "plan notes")
 
 
 def run(host: Host, source: str, args_json: str) -> str:
@@ -67,14 +81,15 @@ def run(host: Host, source: str, args_json: str) -> str:
     settings = host.settings()
     prepared = _prepare(source, settings.guard)
     try:
-        args = json.loads(args_json)
+        args = from_json(args_json)
     except ValueError as error:
         raise ScriptFailure(
             UNCAUGHT, f"args are not valid JSON: {error}", None, "ValueError"
         ) from None
-    host.started(None if prepared.meta is None else json.dumps(prepared.meta, ensure_ascii=False))
+    host.started(None if prepared.meta is None else to_json(prepared.meta, "meta"))
 
     scheduler = Scheduler(host)
+    returned = _Returned()
     primitives = make_primitives(host, scheduler)
     print_function = primitives.pop("print")
     namespace = {
@@ -86,6 +101,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         **_ALIASES,
         **SCRIPT_EXCEPTIONS,
         MEMORY_ERRORS: memory_errors,
+        RETURNED: returned,
         **primitives,
         "args": args,
     }
@@ -98,7 +114,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         raise _script_error(error) from None
     finally:
         sys.setrecursionlimit(previous_limit)
-    return _result_json(result)
+    return _result_json(result, returned.line)
 
 
 def _prepare(source: str, guard: bool) -> _Prepared:
@@ -127,7 +143,7 @@ async def _call_entry(entry) -> Any:
 
 
 def _script_error(error: BaseException) -> ScriptFailure:
-    line = _script_line(error)
+    line = script_line(error)
     message = exception_message(error)
     if isinstance(error, MemoryError):
         return ScriptFailure(
@@ -147,23 +163,27 @@ def _script_error(error: BaseException) -> ScriptFailure:
     return ScriptFailure(UNCAUGHT, message, line, type(error).__name__)
 
 
-def _script_line(error: BaseException) -> int | None:
-    """The line of the innermost traceback frame that is the script's own."""
-    line = None
-    traceback = error.__traceback__
-    while traceback is not None:
-        if traceback.tb_frame.f_code.co_filename == FILENAME:
-            line = traceback.tb_lineno
-        traceback = traceback.tb_next
-    return line
-
-
-def _result_json(result: Any) -> str:
+def _result_json(result: Any, line: int | None) -> str:
+    """The result as JSON text that can cross the boundary; `line` is that of the `return`
+    that produced it."""
     try:
-        return to_json(result, "result")
+        text = to_json(result, "result")
     except NotJson as error:
-        raise ScriptFailure(INVALID_RESULT, str(error)) from None
+        raise ScriptFailure(INVALID_RESULT, str(error), line) from None
     except MemoryError:
         raise ScriptFailure(
-            OUT_OF_MEMORY, "the result is too large to write as JSON", None, "MemoryError"
+            OUT_OF_MEMORY, "the result is too large to write as JSON", line, "MemoryError"
         ) from None
+    # Python strings may hold lone surrogates ("\ud800"), which are not text; `isascii` is
+    # O(1), so the common case costs nothing.
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ScriptFailure(
+                INVALID_RESULT,
+                f"the result contains {text[error.start]!r} at position {error.start}, a lone "
+                "surrogate that is not valid text",
+                line,
+            ) from None
+    return text

@@ -19,10 +19,43 @@ BODY_FUNCTION = "__flowbox_body__"
 # `MemoryError` also catches it: its type is wrapped in a call of this global (a dunder name no
 # script can rebind), which CPython evaluates while matching, with the exception at hand.
 MEMORY_ERRORS = "__flowbox_memory_errors__"
+# Each `return value` of the entry function is compiled as `return __flowbox_returned__(value,
+# line)`, a call of this global, so a result that is not JSON is reported at the line of the
+# `return` that produced it.
+RETURNED = "__flowbox_returned__"
 _SIZE_OVERFLOW_MESSAGES = (
     "cannot fit 'int' into an index-sized integer",
     "Python int too large to convert to C ssize_t",
 )
+
+
+def script_line(error: BaseException) -> int | None:
+    """The line of the innermost traceback frame that is the script's own."""
+    line = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename == FILENAME:
+            line = traceback.tb_lineno
+        traceback = traceback.tb_next
+    return line
+
+
+def function_line(function) -> int | None:
+    """The line a function (or method) of the script's own is defined at; None for any other
+    callable."""
+    if isinstance(function, types.MethodType):
+        function = function.__func__
+    if not isinstance(function, types.FunctionType) or function.__code__.co_filename != FILENAME:
+        return None
+    return function.__code__.co_firstlineno
+
+
+def caller_line() -> int | None:
+    """The script line that called the SDK function this is called from."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename != FILENAME:
+        frame = frame.f_back
+    return None if frame is None else frame.f_lineno
 
 
 def is_size_overflow(error: BaseException) -> bool:
@@ -52,6 +85,10 @@ class Entry(NamedTuple):
 
 
 def parse(source: str) -> ast.Module:
+    # CPython runs a file that starts with a UTF-8 byte-order mark (an editor's habit), and so
+    # does flowbox: one leading U+FEFF is dropped, which moves no line.
+    if source.startswith("\ufeff"):
+        source = source[1:]
     try:
         return ast.parse(source, FILENAME)
     except SyntaxError as error:
@@ -67,6 +104,7 @@ def build(tree: ast.Module) -> Entry:
         function = BODY_FUNCTION
     else:
         function = _entry_function(tree)
+    _report_return_lines(tree, function)
     _catch_size_overflows(tree)
     try:
         code = compile(tree, FILENAME, "exec")
@@ -124,6 +162,30 @@ def _wrap_body(tree: ast.Module) -> None:
     wrapper.end_lineno = body[-1].end_lineno
     wrapper.end_col_offset = body[-1].end_col_offset
     tree.body = [wrapper]
+
+
+def _report_return_lines(tree: ast.Module, function: str) -> None:
+    """Wraps the value of every `return` of the entry function (each top-level definition of
+    that name) in a call of RETURNED with the statement's line; nested functions keep theirs."""
+    pending = [
+        node
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+    ]
+    pending = [statement for node in pending for statement in node.body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            value = node.value
+            call = ast.Call(
+                func=ast.Name(id=RETURNED, ctx=ast.Load()),
+                args=[value, ast.Constant(node.lineno)],
+                keywords=[],
+            )
+            node.value = ast.fix_missing_locations(ast.copy_location(call, value))
+        pending.extend(ast.iter_child_nodes(node))
 
 
 def _catch_size_overflows(tree: ast.Module) -> None:

@@ -34,6 +34,15 @@ class ToolRequest(NamedTuple):
     path: list
 
 
+# Like the real host, the fake one is out of a script's reach: it writes replies and reads tool
+# arguments with objects of its own, made now, so a script that reconfigures `json` (which is
+# this process's json too) changes nothing of them.
+_write_reply = json.encoder.c_make_encoder(
+    None, None, json.encoder.c_encode_basestring_ascii, None, ": ", ", ", False, False, True
+)
+_read_arguments = json.JSONDecoder().raw_decode
+
+
 def src(text: str) -> str:
     """A test script: dedented, and starting on line 1 with its first real line."""
     return textwrap.dedent(text).lstrip("\n")
@@ -87,7 +96,7 @@ class FakeHost:
 
     def start_tool(self, name, arguments_json, path) -> int:
         self.calls.append(("start_tool", (name, arguments_json, path)))
-        return self._start(ToolRequest(name, json.loads(arguments_json), path))
+        return self._start(ToolRequest(name, _read_arguments(arguments_json)[0], path))
 
     def await_next(self) -> list:
         self.calls.append(("await_next", ()))
@@ -109,6 +118,9 @@ class FakeHost:
 
     def log(self, message):
         self.calls.append(("log", (message,)))
+
+    def branch_failed(self, failure):
+        self.calls.append(("branch_failed", (failure,)))
 
     def budget(self) -> BudgetState:
         self.calls.append(("budget", ()))
@@ -138,7 +150,7 @@ class FakeHost:
         except CallFailed as failure:
             return Completion(handle, False, failure)
         self.spent += self.tokens_per_leaf
-        return Completion(handle, True, json.dumps(value))
+        return Completion(handle, True, "".join(_write_reply(value, 0)))
 
     def named(self, method: str) -> list:
         """The arguments of every call to `method`, in order."""
@@ -147,6 +159,11 @@ class FakeHost:
     @property
     def logs(self) -> list:
         return [message for (message,) in self.named("log")]
+
+    @property
+    def failures(self) -> list:
+        """The BranchFailure of every branch reported failed, in order."""
+        return [failure for (failure,) in self.named("branch_failed")]
 
     @property
     def agent_requests(self) -> list:

@@ -96,6 +96,15 @@ def test_a_callable_primitive_has_the_contract_signature(name):
     assert PRIMITIVES[name]["signature"].startswith("await ") == awaited
 
 
+def test_every_agent_option_is_explained_in_one_line():
+    options = [
+        name for name, kind, _ in _parameters(PRIMITIVES["agent"]["signature"]) if kind == "keyword"
+    ]
+    explained = contract.CONTRACT["agent_options"]
+    assert list(explained) == options
+    assert all(text and "\n" not in text for text in explained.values())
+
+
 def test_a_primitive_without_parentheses_is_a_value():
     values = [name for name, primitive in PRIMITIVES.items() if "(" not in primitive["signature"]]
     assert values == ["args", "budget"]

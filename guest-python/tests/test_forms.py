@@ -19,6 +19,30 @@ def test_meta_and_async_main(host):
     assert host.named("started") == [('{"name": "greet", "description": "Says hello"}',)]
 
 
+BOM = "\ufeff"
+
+
+def test_a_leading_byte_order_mark_is_dropped_and_moves_no_line(host):
+    script = BOM + src(
+        """
+        meta = {"name": "greet", "description": "Says hello"}
+
+        async def main():
+            raise KeyError("k")
+        """
+    )
+    assert host.check(script) == {"name": "greet", "description": "Says hello"}
+    failure = host.fail(script)
+    assert (failure.kind, failure.line, failure.exception) == ("uncaught", 4, "KeyError")
+    assert host.run(BOM + "return 1\n") == 1
+    assert host.fail(BOM + "x = 1\nreturn {1}\n").line == 2
+
+
+def test_only_one_byte_order_mark_is_dropped(host):
+    failure = host.fail(BOM + BOM + "return 1\n")
+    assert (failure.kind, failure.line) == ("syntax", 1)
+
+
 def test_sync_main_returning_a_plain_value(host):
     assert host.run("def main():\n    return [1, 2]\n") == [1, 2]
 

@@ -5,6 +5,7 @@ import pytest
 from fakehost import src
 
 from flowbox_sdk.errors import CallFailed
+from flowbox_sdk.host import BranchFailure
 
 
 def fail_on(word):
@@ -100,6 +101,42 @@ def test_failed_branch_becomes_none_and_logs_one_line(host):
         "parallel item 2 failed: ZeroDivisionError: division by zero",
         "parallel item 1 failed: AgentError: cannot do bad",
     ]
+
+
+def test_every_failed_branch_is_reported_with_its_exception_and_line(host):
+    host.agent = fail_on("bad")
+    script = src(
+        """
+        async def review(x):
+            return await agent(f"review {x}")
+
+        def broken(x):
+            return agent(x + 1)
+
+        return await parallel([
+            lambda: agent('good'),
+            lambda: agent('bad'),
+            lambda: broken('text'),
+            review('bad'),
+            agent('bad'),
+        ])
+        """
+    )
+    assert host.run(script) == ['ok "good"', None, None, None, None]
+    failures = sorted(host.failures, key=lambda f: f.index)
+    assert failures == [
+        # A leaf's failure has no script frame of its own: the line of the branch's lambda.
+        BranchFailure("parallel", 1, None, "AgentError", "cannot do bad", 9),
+        # The script's own mistake, at the line that raised it.
+        BranchFailure("parallel", 2, None, "TypeError",
+                      'can only concatenate str (not "int") to str', 5),
+        # A coroutine of the script's: the line of its await.
+        BranchFailure("parallel", 3, None, "AgentError", "cannot do bad", 2),
+        # A bare awaitable: the line of the parallel() call.
+        BranchFailure("parallel", 4, None, "AgentError", "cannot do bad", 7),
+    ]  # fmt: skip
+    # The log lines for people stay.
+    assert len(host.logs) == 4
 
 
 def test_refused_branch_becomes_none(host):
@@ -323,6 +360,32 @@ def test_stage_raising_makes_the_item_none_and_logs(host):
     )
     assert host.run(script) == ['OK "0"', None]
     assert host.logs == ["pipeline item 1 failed in stage 1 (ask): AgentError: cannot do 1"]
+    # The stage returned the call unawaited, so its line is the stage's own.
+    assert host.failures == [BranchFailure("pipeline", 1, 1, "AgentError", "cannot do 1", 1)]
+
+
+def test_a_stage_that_raises_is_reported_at_its_line(host):
+    script = src(
+        """
+        def double(n):
+            return n * 2
+
+        def invert(n):
+            return 1 / (n - 2)
+
+        return await pipeline([0, 1, 2], double, invert)
+        """
+    )
+    assert host.run(script) == [-0.5, None, 0.5]
+    assert host.failures == [
+        BranchFailure("pipeline", 1, 2, "ZeroDivisionError", "division by zero", 5)
+    ]
+
+
+def test_a_stage_returning_none_is_no_failure(host):
+    script = "return await pipeline([1, 2], lambda n: None if n == 1 else n)\n"
+    assert host.run(script) == [None, 2]
+    assert host.failures == []
 
 
 def test_pipeline_without_stages_returns_the_items(host):

@@ -4,7 +4,9 @@ C string codecs that json.dumps/json.loads reach, and must give exactly what tho
 import json
 
 import pytest
+from fakehost import FakeHost, src
 
+from flowbox_sdk import runner
 from flowbox_sdk.jsonvalue import NotJson, from_json, to_json
 
 TRICKY_STRINGS = [
@@ -69,8 +71,10 @@ def test_malformed_reply_fails_as_json_loads_fails(payload):
 
 
 def test_text_replies_reach_the_script_decoded(host):
-    host.agent = lambda request: 'line\n"quoted" \\ é 😀 \ud800'
-    assert host.run("return await agent('x')\n") == 'line\n"quoted" \\ é 😀 \ud800'
+    text = 'line\n"quoted" \\ é 😀 \ud800'
+    host.agent = lambda request: text
+    # (A lone surrogate cannot leave as the result: compare in the script.)
+    assert host.run("return await agent('x') == args['text']\n", {"text": text}) is True
 
 
 @pytest.mark.parametrize(
@@ -91,3 +95,75 @@ def test_the_first_bad_value_in_document_order_is_named(value, message):
 def test_values_are_written_as_json_dumps_writes_them():
     value = {"s": "é\n", "i": 1, "f": 1.5, "b": True, "n": None, "l": [1, (2,)], "d": {"k": []}}
     assert to_json(value, "v") == json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+# --- a script's own json -------------------------------------------------------------------
+
+# What a script may change of `json` for its own use: the classes' attributes (guarded or not)
+# and, unguarded, the modules' globals. The fixture puts every one back after the test.
+_RECONFIGURABLE = [
+    (json.JSONEncoder, ("item_separator", "key_separator", "encode", "iterencode", "default")),
+    (json.JSONDecoder, ("decode", "raw_decode")),
+    (json.encoder, ("encode_basestring", "encode_basestring_ascii", "c_make_encoder")),
+    (json.decoder, ("scanstring", "JSONArray", "JSONObject")),
+    (json.scanner, ("make_scanner", "c_make_scanner")),
+]
+
+
+@pytest.fixture
+def json_restored(monkeypatch):
+    for owner, names in _RECONFIGURABLE:
+        for name in names:
+            monkeypatch.setattr(owner, name, getattr(owner, name))
+
+
+RECONFIGURE_CLASSES = """
+import json
+json.JSONEncoder.item_separator = " | "
+json.JSONEncoder.key_separator = " = "
+json.JSONEncoder.encode = lambda self, o: "not json"
+json.JSONEncoder.iterencode = lambda self, o, _one_shot=False: iter(["not json"])
+json.JSONEncoder.default = lambda self, o: "not json"
+json.JSONDecoder.decode = lambda self, s, _w=None: "not decoded"
+json.JSONDecoder.raw_decode = lambda self, s, idx=0: ("not decoded", len(s))
+"""
+
+RECONFIGURE_MODULES = """
+import json.encoder, json.decoder, json.scanner
+json.encoder.encode_basestring = lambda s: "not json"
+json.encoder.encode_basestring_ascii = lambda s: "not json"
+json.encoder.c_make_encoder = None
+json.decoder.scanstring = lambda s, end, strict=True: ("not decoded", end)
+json.decoder.JSONArray = lambda *a, **k: (["not decoded"], 0)
+json.decoder.JSONObject = lambda *a, **k: ({"not": "decoded"}, 0)
+json.scanner.make_scanner = json.scanner.c_make_scanner = None
+"""
+
+USE_THE_PRIMITIVES = """
+assert json.dumps([1, 2]) != "[1, 2]"  # the script's own json is changed
+reply = await agent({"task": ["a", "b"]}, schema={"type": "object"})
+tool = await call_tool("echo", items=[1, 2], text="é")
+return {"reply": reply, "tool": tool, "items": ["a", "b"], "n": 1.5}
+"""
+
+
+@pytest.mark.parametrize(
+    "guard, reconfigure",
+    [(True, RECONFIGURE_CLASSES), (False, RECONFIGURE_CLASSES + RECONFIGURE_MODULES)],
+)
+def test_a_script_reconfiguring_json_changes_nothing_the_sdk_sends_or_reads(
+    json_restored, guard, reconfigure
+):
+    host = FakeHost(guard=guard)
+    host.agent = lambda request: {"verdict": "ok", "scores": [1, 2]}
+    result = runner.run(host, src(reconfigure + USE_THE_PRIMITIVES), "{}")
+    assert result == (
+        '{"reply": {"verdict": "ok", "scores": [1, 2]}, '
+        '"tool": {"tool": "echo", "arguments": {"items": [1, 2], "text": "é"}}, '
+        '"items": ["a", "b"], "n": 1.5}'
+    )
+    [request] = host.agent_requests
+    assert (request.prompt, request.schema) == ('{"task": ["a", "b"]}', '{"type": "object"}')
+    assert [arguments for _, arguments, _ in host.named("start_tool")] == [
+        '{"items": [1, 2], "text": "é"}'
+    ]

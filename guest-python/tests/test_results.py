@@ -73,7 +73,7 @@ def test_invalid_results_name_the_path(host, value, message):
     failure = host.fail(f"return {value}\n")
     assert failure.kind == "invalid-result"
     assert failure.message.startswith(message)
-    assert failure.line is None
+    assert failure.line == 1
 
 
 def test_deep_nesting_is_refused_cleanly(host):
@@ -140,3 +140,92 @@ def test_generator_result_is_refused(host):
     )
     failure = host.fail(script)
     assert failure.message.startswith("result is a value of type generator")
+
+
+# --- the line of the `return` ---------------------------------------------------------------
+
+
+def test_an_invalid_result_names_the_line_of_the_return_in_main(host):
+    script = src(
+        """
+        meta = {"name": "n", "description": "d"}
+
+        def helper():
+            return {"fine": [1]}
+
+        async def main():
+            x = helper()
+            if x:
+                return {
+                    "a": [1, 2, float("nan")],
+                }
+            return x
+        """
+    )
+    failure = host.fail(script)
+    assert (failure.kind, failure.line) == ("invalid-result", 9)
+    assert failure.message == 'result["a"][2] is NaN'
+
+
+def test_an_invalid_result_names_the_line_of_the_return_in_a_direct_body(host):
+    script = src(
+        """
+        def make():
+            return {1, 2}
+
+        items = make()
+        for item in items:
+            if item > 1:
+                return {"items": items}
+        return []
+        """
+    )
+    failure = host.fail(script)
+    assert (failure.kind, failure.line, failure.message) == (
+        "invalid-result",
+        7,
+        'result["items"] is a set; use a list',
+    )
+
+
+def test_the_return_that_ends_the_function_is_the_one_named(host):
+    script = src(
+        """
+        async def run():
+            try:
+                return [1]
+            finally:
+                return [float("inf")]
+        """
+    )
+    assert host.fail(script).line == 5
+
+
+def test_a_sync_main_names_its_own_return_of_an_awaitable(host):
+    script = src(
+        """
+        async def helper():
+            return {"s": {1}}
+
+        def main():
+            return helper()
+        """
+    )
+    assert host.fail(script).line == 5
+
+
+def test_a_result_with_a_lone_surrogate_names_the_return(host):
+    failure = host.fail('x = 1\nreturn {"k": "\\ud800"}\n')
+    assert (failure.kind, failure.line) == ("invalid-result", 2)
+    assert "lone surrogate" in failure.message
+
+
+def test_returned_values_pass_through_unchanged(host):
+    script = src(
+        """
+        async def main():
+            value = {"b": 2, "a": [1.5, 10**40, None]}
+            return value
+        """
+    )
+    assert runner.run(host, script, "{}") == f'{{"b": 2, "a": [1.5, {10**40}, null]}}'

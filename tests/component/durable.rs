@@ -533,3 +533,23 @@ async fn a_script_sees_the_backends_word_for_a_failure() {
         json!([["http", true], ["truncated", false]])
     );
 }
+
+#[tokio::test]
+async fn a_result_the_host_cannot_parse_is_an_invalid_result_that_ends_the_thread() {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(Arc::new(PanickingBackend::always()), store.clone());
+    // Only an unguarded script can reach the SDK's own result writer to break it.
+    let script = "import sys\nsys.modules['flowbox_sdk.runner']._result_json = lambda *_: '[1 2]'\nreturn [1, 2]\n";
+    let outcome = rt
+        .run_request(RunRequest::new(script).thread_id("unparsable").guard(false))
+        .await;
+    let error = outcome.result.unwrap_err();
+    assert_eq!(error.kind(), RunErrorKind::InvalidResult, "{error}");
+    assert_eq!(error.class(), RunErrorClass::Script);
+    let run = store.load("unparsable").await.unwrap().unwrap();
+    assert_eq!(run.status(), RunStatus::Failed);
+    assert_eq!(
+        run.end.unwrap().outcome.result.unwrap_err().kind,
+        RunErrorKind::InvalidResult
+    );
+}

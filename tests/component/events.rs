@@ -214,6 +214,67 @@ async fn a_slow_consumer_gets_a_gap_and_never_stalls_the_run() {
 }
 
 #[tokio::test]
+async fn a_lossless_subscriber_gets_every_event_and_paces_the_script_not_its_leaves() {
+    let backend = Arc::new(CountingBackend::new(Duration::from_millis(1)));
+    let rt = flowbox::Runtime::builder()
+        .shared_backend(backend.clone())
+        .event_capacity(16)
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap();
+    let mut record = rt.subscribe_lossless();
+    let run = tokio::spawn({
+        let rt = rt.clone();
+        async move {
+            rt.run_request(
+                RunRequest::new(
+                    r#"
+n = len(await parallel([lambda i=i: agent(str(i)) for i in range(100)]))
+for i in range(1000):
+    log(str(i))
+return n
+"#,
+                )
+                .thread_id("lossless"),
+            )
+            .await
+        }
+    });
+    // Nobody reads: the record fills past its 16 events, and every leaf still runs to its end.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while backend.calls() < 100 || backend.in_flight() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the leaves finish while nobody reads the record");
+    // The script itself waits for the reader: it cannot have finished.
+    assert!(!run.is_finished(), "the script ran on past a full record");
+    let mut events = Vec::new();
+    while let Some(event) = record.recv().await {
+        let last = matches!(event.kind, EventKind::RunFinished { .. });
+        events.push(event);
+        if last {
+            break;
+        }
+    }
+    assert_eq!(run.await.unwrap().result.unwrap(), json!(100));
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    // 1 run_started + 100 leaf_started + 100 leaf_finished + 1000 logs + 1 run_finished.
+    assert_eq!(seqs, (1..=1202).collect::<Vec<_>>());
+    assert!(events.iter().all(|e| e.thread_id == "lossless"));
+    let logs: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Log { message } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(logs.len(), 1000);
+    assert_eq!((logs[0], logs[999]), ("0", "999"));
+}
+
+#[tokio::test]
 async fn budget_warnings_come_at_80_percent_and_when_spent() {
     let rt = flowbox_tests::scripted(
         r#"{"rules": [{"text": "ok", "tokens": {"input": 20, "output": 10}}]}"#,

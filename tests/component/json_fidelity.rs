@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use flowbox::backends::{AgentBackend, AgentConfig};
 use flowbox::chat::{ChatModel, ChatRequest, ChatResponse, Message};
-use flowbox::store::{CallRequest, CheckpointStore, EntryOutcome, SqliteStore};
+use flowbox::store::{
+    CallRequest, CheckpointStore, EntryOutcome, MemoryStore, RunStatus, SqliteStore,
+};
 use flowbox::tools::{Tool, ToolError, ToolSet, ToolSpec};
 use flowbox::{BackendError, Event, EventKind, LeafBackend, RunOutcome, RunRequest, Runtime};
 use flowbox_tests::{PanickingBackend, root};
@@ -204,6 +206,51 @@ async fn prompts_structured_replies_and_tool_calls_keep_their_numbers() {
         *echo.arguments.lock().unwrap(),
         vec![TOOL_ARGUMENTS.to_owned()]
     );
+}
+
+/// What a script may change of `json` for its own use: none of it may change what flowbox
+/// writes and reads for it.
+const RECONFIGURE_JSON: &str = r#"
+import json
+json.JSONEncoder.item_separator = " | "
+json.JSONEncoder.key_separator = " = "
+json.JSONEncoder.encode = lambda self, o: "not json"
+json.JSONEncoder.iterencode = lambda self, o, _one_shot=False: iter(["not json"])
+json.JSONDecoder.decode = lambda self, s, _w=None: "not decoded"
+json.JSONDecoder.raw_decode = lambda self, s, idx=0: ("not decoded", len(s))
+"#;
+
+#[tokio::test]
+async fn a_script_reconfiguring_json_changes_nothing_that_crosses() {
+    let store = Arc::new(MemoryStore::new());
+    let model = CannedModel::new(&[REPLY]);
+    let echo = Arc::new(Echo::default());
+    let rt = runtime(agent(model.clone()), echo.clone(), Some(store.clone()));
+    let request = RunRequest::new(format!("{RECONFIGURE_JSON}{}", script()))
+        .args(parse(ARGS))
+        .thread_id("reconfigured");
+    let outcome = rt.run_request(request).await;
+    assert_eq!(result_text(&outcome), expected_result());
+    let text = match model.requests()[0].messages.as_slice() {
+        [Message::User { text }] => parse(text).to_string(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(text, PROMPT);
+    assert_eq!(
+        *echo.arguments.lock().unwrap(),
+        vec![TOOL_ARGUMENTS.to_owned()]
+    );
+    let run = store.load("reconfigured").await.unwrap().unwrap();
+    assert_eq!(run.status(), RunStatus::Succeeded);
+
+    // The issue's own case: a list comes back as the list it is.
+    let outcome = rt
+        .run(
+            "import json\njson.JSONEncoder.item_separator = ' | '\nreturn ['a', 'b']\n",
+            json!({}),
+        )
+        .await;
+    assert_eq!(result_text(&outcome), r#"["a","b"]"#);
 }
 
 #[tokio::test]

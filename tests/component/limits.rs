@@ -90,6 +90,71 @@ async fn memory_limit_violated_is_a_catchable_memory_error() {
     assert_eq!(error.class(), RunErrorClass::Limit);
 }
 
+/// Every way of running out of memory, each with the line where it happens: growing
+/// containers, strings and bytes built up, one allocation too large, in both script forms.
+/// (Today a `str` grown in place surfaced as a `TypeError` about a half-freed object.)
+const EXHAUSTING: &[(&str, u32)] = &[
+    (
+        "x = []\nwhile True:\n    x.append([0] * 100)\nreturn 1\n",
+        3,
+    ),
+    (
+        "d = {}\ni = 0\nwhile True:\n    d[i] = str(i)\n    i += 1\nreturn 1\n",
+        4,
+    ),
+    (
+        "s = set()\ni = 0\nwhile True:\n    s.add(i)\n    i += 1\nreturn 1\n",
+        4,
+    ),
+    (
+        "b = bytearray()\nwhile True:\n    b += b'x' * 1000000\nreturn 1\n",
+        3,
+    ),
+    ("s = ''\nwhile True:\n    s += 'x' * 1000000\nreturn 1\n", 3),
+    (
+        "s = ''\nchunk = 'x' * 1000000\nwhile True:\n    t = s + chunk\n    s = t\nreturn 1\n",
+        4,
+    ),
+    (
+        "parts = []\nwhile True:\n    parts.append('ab' * 500000)\nreturn ''.join(parts)\n",
+        3,
+    ),
+    (
+        "import collections\nd = collections.deque()\nwhile True:\n    d.append('x' * 1000)\nreturn 1\n",
+        4,
+    ),
+    ("x = 1\nb = bytearray(100 * 2**20)\nreturn 1\n", 2),
+    ("x = 1\nl = [None] * (30 * 2**20)\nreturn 1\n", 2),
+    (
+        "async def main():\n    s = ''\n    while True:\n        s += 'x' * 1000000\n    return 1\n",
+        4,
+    ),
+    (
+        "async def main():\n    x = []\n    while True:\n        x.append({'k': [1, 2, 3]})\n",
+        4,
+    ),
+];
+
+#[tokio::test]
+async fn memory_limit_violated_in_every_way_is_out_of_memory() {
+    let rt = runtime();
+    let limits = Limits::default().with_memory_bytes(32 << 20);
+    for &(script, line) in EXHAUSTING {
+        let error = run_with(&rt, script, limits.clone()).await.unwrap_err();
+        // The line is given when the interpreter could still record where it was: a
+        // traceback entry needs memory too.
+        assert!(
+            matches!(error, RunError::OutOfMemory { limit_bytes, line: at }
+                if limit_bytes == 32 << 20 && at.is_none_or(|at| at == line)),
+            "{script}: {error:?}"
+        );
+        assert_eq!(error.kind().as_str(), "out_of_memory");
+    }
+    // The runtime is fine afterwards, and a script that catches running out still may.
+    let caught = "x = []\ntry:\n    while True:\n        x.append([0] * 100)\nexcept MemoryError:\n    n = len(x)\n    x = None\n    return n > 0\n";
+    assert_eq!(run_with(&rt, caught, limits).await.unwrap(), json!(true));
+}
+
 #[tokio::test]
 async fn time_limit_obeyed() {
     let rt = runtime();

@@ -2,6 +2,7 @@
 //! component is loaded once per process.
 
 mod builtins;
+mod clocks;
 mod durable;
 mod events;
 mod faults;
@@ -10,5 +11,6 @@ mod limits;
 mod orchestrator;
 mod patterns;
 mod plan;
+mod pool;
 mod primitives;
 mod tools;

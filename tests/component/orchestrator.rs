@@ -4,11 +4,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use flowbox::backends::{AgentBackend, AgentConfig, FakeBackend};
+use flowbox::backends::{
+    AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, FakeBackend, ModelProfile,
+};
 use flowbox::chat::{ChatModel, ChatRequest, ChatResponse, Message, ToolCall};
 use flowbox::orchestrator::{Guidance, Orchestrator, RUN_WORKFLOW, WorkflowTool};
 use flowbox::store::{CheckpointStore, MemoryStore, WorkflowTotals};
-use flowbox::tools::Tool;
+use flowbox::tools::{ReadRoots, Tool};
 use flowbox::{BackendError, Limits, Runtime};
 use flowbox_tests::root;
 use serde_json::{Value, json};
@@ -230,9 +232,128 @@ async fn guidance_can_be_replaced_or_turned_off() {
     let requests = model.requests();
     assert_eq!(requests[0].system, "Base.\n\nUse workflows wisely.");
     assert_eq!(requests[1].system, "Base.");
-    let short = Guidance::without_patterns(&Limits::default());
-    assert!(short.text().len() * 2 < Guidance::new(&Limits::default()).text().len());
-    assert!(short.text().contains("1000 leaf agents at most"));
+    let runtime = fake_leaves();
+    let short = Guidance::without_patterns(&runtime);
+    assert!(short.text().len() * 2 < Guidance::new(&runtime).text().len());
+    assert!(
+        short
+            .text()
+            .contains("1000 leaf agents and 1000 tool calls in all")
+    );
+}
+
+/// A runtime over offline leaves held to two profiles, a template and the read tools of
+/// `granted`, which scripts may call too.
+fn equipped(granted: &std::path::Path) -> Runtime {
+    let tools = ReadRoots::open(&[granted.to_owned()]).unwrap().tools();
+    let mut config = AgentConfig::default();
+    config.profiles.insert(
+        "fast".into(),
+        ModelProfile::new("small-model").with_description("cheap, for sweeps"),
+    );
+    config.profiles.insert(
+        "deep".into(),
+        ModelProfile::new("large-model").with_description("slow, for judgement"),
+    );
+    config.templates.insert(
+        "critic".into(),
+        AgentTemplate {
+            description: Some("finds the weak points of a draft".into()),
+            base_prompt: "You criticise.".into(),
+            model: Some("deep".into()),
+            tools: Some(vec![]),
+        },
+    );
+    let leaves = CheckedBackend::new(Arc::new(FakeBackend::new()), config, tools.clone());
+    Runtime::builder()
+        .backend(leaves)
+        .code_tools(tools)
+        .limits(
+            Limits::default()
+                .with_budget_tokens(Some(20_000))
+                .with_max_agents(300),
+        )
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_guidance_names_exactly_what_each_host_has() {
+    let base = tempfile::tempdir().unwrap();
+    let docs = base.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    let bare = Guidance::new(&fake_leaves());
+    let equipped_runtime = equipped(&docs);
+    let equipped = Guidance::new(&equipped_runtime);
+    let (bare, equipped) = (bare.text(), equipped.text());
+
+    let nothing = [
+        "Model profiles: none, so leave `model=` out",
+        "Leaf templates: none, so leave `agent_type=` out.",
+        "Host tools: none",
+        "no token budget",
+    ];
+    let what_it_has = [
+        "- `deep`: slow, for judgement\n- `fast`: cheap, for sweeps\n",
+        "- `critic`: finds the weak points of a draft (profile `deep`; no tools)",
+        "- `list_dir(path: string)` [leaves, call_tool]: List a directory.",
+        "- `read_file(path: string)` [leaves, call_tool]: Read a UTF-8 text file. `path` \
+         starts with a granted directory's name (docs)",
+        "Returns {\"path\", \"content\"",
+        "300 leaf agents",
+        "a budget of 20000 tokens",
+        "call_tool(\"read_file\"",
+    ];
+    for line in nothing {
+        assert!(bare.contains(line), "{line}");
+        assert!(!equipped.contains(line), "{line}");
+    }
+    for part in what_it_has {
+        assert!(equipped.contains(part), "{part}\n---\n{equipped}");
+        assert!(!bare.contains(part), "{part}");
+    }
+    // The orchestrator's default guidance is its runtime's.
+    let orchestrator =
+        Orchestrator::builder(equipped_runtime, RootModel::new(vec![]), "root-model").build();
+    assert!(orchestrator.system_prompt().ends_with(equipped));
+}
+
+#[tokio::test]
+async fn the_tool_reports_failed_branches_and_warnings() {
+    let tool = WorkflowTool::new(fake_leaves());
+    let script = r#"
+meta = {"name": "n", "description": "d", "phases": [{"title": "work"}]}
+async def main():
+    phase("wrok")
+    results = await parallel([lambda i=i: 1 / (i % 2) for i in range(24)])
+    return len([r for r in results if r is None])
+"#;
+    let output = tool.call(json!({"script": script})).await.unwrap();
+    assert_eq!(output["result"], 12);
+    let summary = &output["summary"];
+    let failed = summary["failed_branches"].as_array().unwrap();
+    assert_eq!(failed.len(), 10);
+    assert_eq!(
+        failed[0],
+        json!({"group": "parallel", "index": 0, "stage": null,
+               "exception": "ZeroDivisionError", "message": "division by zero", "line": 5})
+    );
+    assert_eq!(summary["failed_branch_count"], 12);
+    assert_eq!(
+        summary["warnings"],
+        json!(["phase(\"wrok\") is not one of the phases meta declares (\"work\")"])
+    );
+    // A clean run has empty lists and no count.
+    let clean = tool.call(json!({"script": "return 1"})).await.unwrap();
+    assert_eq!(
+        (
+            &clean["summary"]["failed_branches"],
+            &clean["summary"]["warnings"]
+        ),
+        (&json!([]), &json!([]))
+    );
+    assert!(clean["summary"].get("failed_branch_count").is_none());
 }
 
 #[tokio::test]

@@ -80,6 +80,7 @@ fn checked(inner: Arc<dyn LeafBackend>) -> CheckedBackend {
     config.templates.insert(
         "critic".into(),
         AgentTemplate {
+            description: None,
             base_prompt: "You criticise.".into(),
             model: Some("big".into()),
             tools: None,

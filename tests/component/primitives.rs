@@ -228,6 +228,162 @@ async def main():
     assert_eq!(summary.phases, vec!["one", "two"]);
     assert_eq!(summary.logs, vec!["hello", "a-1"]);
     assert!(summary.ok && summary.fuel_used > 0);
+    // "two" is not among meta's phases: allowed, with a warning.
+    assert_eq!(
+        summary.warnings,
+        ["phase(\"two\") is not one of the phases meta declares (\"one\")"]
+    );
+}
+
+#[tokio::test]
+async fn a_phase_meta_does_not_declare_is_warned_about_once() {
+    let rt = runtime();
+    let declared = r#"
+meta = {"name": "n", "description": "d", "phases": [{"title": "read"}, {"title": "write"}]}
+async def main():
+    for title in ["read", "reading", "write", "reading", "wrte"]:
+        phase(title)
+    return 1
+"#;
+    let summary = run(&rt, declared, json!({})).await.summary;
+    assert_eq!(
+        summary.phases,
+        ["read", "reading", "write", "reading", "wrte"]
+    );
+    assert_eq!(
+        summary.warnings,
+        [
+            "phase(\"reading\") is not one of the phases meta declares (\"read\", \"write\")",
+            "phase(\"wrte\") is not one of the phases meta declares (\"read\", \"write\")",
+        ]
+    );
+    // Without declared phases, any title is fine.
+    for script in [
+        "phase(\"anything\")\nreturn 1",
+        "meta = {\"name\": \"n\", \"description\": \"d\"}\nasync def main():\n    phase(\"x\")\n    return 1",
+    ] {
+        let outcome = run(&rt, script, json!({})).await;
+        assert!(
+            outcome.result.is_ok() && outcome.summary.warnings.is_empty(),
+            "{script}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_branch_that_became_none_is_in_the_summary() {
+    let rt = scripted(
+        r#"{"rules": [
+            {"prompt": "^bad$", "error": "provider down"},
+            {"text": "ok {prompt}"}
+        ]}"#,
+        Limits::default(),
+    );
+    let outcome = run(
+        &rt,
+        r#"
+def shout(text):
+    return text.upper()
+
+def count(text):
+    return text + 1
+
+reviews = await parallel([
+    lambda: agent("good"),
+    lambda: agent("bad"),
+    lambda: agent(len("x") + "y"),
+])
+flow = await pipeline(["a", "bad"], lambda x: agent(x), shout, count)
+return {"reviews": reviews, "flow": flow}
+"#,
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        outcome.result.as_ref().unwrap(),
+        &json!({"reviews": ["ok good", null, null], "flow": [null, null]})
+    );
+    let json = outcome.to_json();
+    let failed = &json["summary"]["failed_branches"];
+    assert_eq!(
+        failed[0],
+        json!({"group": "parallel", "index": 2, "stage": null, "exception": "TypeError",
+               "message": "unsupported operand type(s) for +: 'int' and 'str'", "line": 11})
+    );
+    assert_eq!(
+        failed[1],
+        json!({"group": "parallel", "index": 1, "stage": null, "exception": "AgentError",
+               "message": "provider down", "line": 10})
+    );
+    let pipeline: Vec<_> = failed.as_array().unwrap()[2..].to_vec();
+    assert!(
+        pipeline.contains(&json!({"group": "pipeline", "index": 0, "stage": 3,
+            "exception": "TypeError", "message": "can only concatenate str (not \"int\") to str",
+            "line": 6})),
+        "{failed}"
+    );
+    assert!(
+        pipeline.contains(&json!({"group": "pipeline", "index": 1, "stage": 1,
+            "exception": "AgentError", "message": "provider down", "line": 13})),
+        "{failed}"
+    );
+    assert_eq!(json["summary"]["failed_branch_count"], 4);
+    assert!(outcome.summary.warnings.is_empty());
+}
+
+#[tokio::test]
+async fn past_the_kept_failures_the_rest_are_counted() {
+    let rt = runtime();
+    let outcome = run(
+        &rt,
+        "return len([r for r in await parallel([lambda: 1 / 0] * 150) if r is None])",
+        json!({}),
+    )
+    .await;
+    assert_eq!(outcome.result.unwrap(), json!(150));
+    let summary = outcome.summary;
+    assert_eq!(
+        summary.failed_branches.len(),
+        flowbox::Summary::MAX_FAILED_BRANCHES
+    );
+    assert_eq!(summary.failed_branch_count, 150);
+    assert_eq!(summary.failed_branches[99].index, 99);
+}
+
+#[tokio::test]
+async fn leaves_in_flight_count_against_the_budget_only_once_they_finish() {
+    // Every leaf costs 100 tokens; "slow" takes long enough for the script to look meanwhile.
+    let rt = scripted(
+        r#"{"rules": [
+            {"prompt": "^slow", "text": "slow", "latency_ms": 200, "tokens": {"input": 60, "output": 40}},
+            {"text": "fast", "tokens": {"input": 60, "output": 40}}
+        ]}"#,
+        Limits::default().with_budget_tokens(Some(250)),
+    );
+    let value = result_of(
+        &rt,
+        r#"
+seen = {}
+async def watch():
+    await agent("fast")
+    seen["while slow runs"] = budget.remaining()
+results = await parallel([lambda: agent("slow 1"), watch])
+seen["after both"] = budget.remaining()
+# 50 tokens remain, so leaves may still start; together they overshoot the ceiling.
+more = await parallel([lambda: agent("fast"), lambda: agent("fast")])
+seen["spent"] = budget.spent()
+try:
+    await agent("one more")
+except BudgetExceeded:
+    seen["then"] = "BudgetExceeded"
+return seen
+"#,
+    )
+    .await;
+    assert_eq!(
+        value,
+        json!({"while slow runs": 150, "after both": 50, "spent": 400, "then": "BudgetExceeded"})
+    );
 }
 
 #[tokio::test]
@@ -294,8 +450,9 @@ async fn rejected_scripts_report_the_scripts_own_lines() {
 #[tokio::test]
 async fn results_must_be_json_with_the_path_named() {
     let rt = runtime();
-    let error = error_of(&rt, "return {'a': [1, {'b': float('nan')}]}").await;
+    let error = error_of(&rt, "x = 1\nreturn {'a': [1, {'b': float('nan')}]}").await;
     assert_eq!(error["kind"], "invalid_result");
+    assert_eq!(error["line"], 2, "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(
         message.contains(r#"["a"][1]["b"]"#) && message.contains("NaN"),

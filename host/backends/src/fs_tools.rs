@@ -114,6 +114,11 @@ impl ReadRoots {
         Ok((dir, components.as_path()))
     }
 
+    /// A granted directory's name for the tools' examples.
+    fn example_root(&self) -> &str {
+        self.roots.first().map_or("docs", |(name, _)| name.as_str())
+    }
+
     fn root_names(&self) -> String {
         let names: Vec<&str> = self.roots.iter().map(|(name, _)| name.as_str()).collect();
         if names.is_empty() {
@@ -147,9 +152,12 @@ impl Tool for ReadFile {
         ToolSpec {
             name: "read_file".into(),
             description: format!(
-                "Read a UTF-8 text file. `path` starts with a granted directory's name ({}). \
-                 Returns at most {} bytes; `truncated` says whether there was more.",
+                "Read a UTF-8 text file. `path` starts with a granted directory's name ({}), \
+                 such as \"{}/notes.md\"; never an absolute path. Returns {{\"path\", \
+                 \"content\" (at most the first {} bytes), \"bytes\" (the file's size), \
+                 \"truncated\" (whether content is cut short)}}.",
                 self.0.root_names(),
+                self.0.example_root(),
                 self.0.max_file_bytes
             ),
             parameters: json!({
@@ -214,9 +222,12 @@ impl Tool for ListDir {
             name: "list_dir".into(),
             description: format!(
                 "List a directory. `path` is \".\" for the granted directories ({}), or starts \
-                 with one of their names. Returns up to {MAX_DIR_ENTRIES} entries with their \
-                 kind and size.",
-                self.0.root_names()
+                 with one of their names, such as \"{}\". Returns {{\"path\", \"entries\": \
+                 [{{\"name\", \"kind\" (\"file\", \"dir\", \"symlink\" or \"unknown\"), \"bytes\" (files \
+                 only)}}], \"truncated\"}}: the first {MAX_DIR_ENTRIES} entries by name; an \
+                 entry's path is path/name.",
+                self.0.root_names(),
+                self.0.example_root()
             ),
             parameters: json!({
                 "type": "object",
@@ -306,6 +317,42 @@ mod tests {
         let roots = ReadRoots::open(&[]).unwrap();
         assert!(roots.is_empty());
         assert!(roots.tools().is_empty());
+    }
+
+    /// A model (a leaf's, or a root model writing `call_tool` calls) learns the path rule and
+    /// the shape of each result from the descriptions alone.
+    #[test]
+    fn the_descriptions_give_the_path_rule_and_the_result_shapes() {
+        let (_base, tools) = setup();
+        let specs = tools.specs();
+        let described = |name: &str| {
+            specs
+                .iter()
+                .find(|spec| spec.name == name)
+                .map(|spec| spec.description.clone())
+                .unwrap()
+        };
+        let read = described("read_file");
+        for part in [
+            "(docs)",
+            "\"docs/notes.md\"",
+            "never an absolute path",
+            "\"content\" (at most the first 40 bytes)",
+            "\"bytes\"",
+            "\"truncated\"",
+        ] {
+            assert!(read.contains(part), "{part} in {read}");
+        }
+        let list = described("list_dir");
+        for part in [
+            "\".\"",
+            "\"entries\": [{\"name\", \"kind\"",
+            "\"bytes\" (files only)",
+            "\"truncated\"",
+            "path/name",
+        ] {
+            assert!(list.contains(part), "{part} in {list}");
+        }
     }
 
     async fn read(tools: &ToolSet, path: &str) -> Result<Value, ToolError> {

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod agent;
+mod catalog;
 mod chat;
 mod error;
 mod estimate;
@@ -28,8 +29,9 @@ use serde_json::Value;
 
 pub use agent::{
     AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, Conversation, DEFAULT_BASE_PROMPT,
-    LEAF_ADDENDUM, render_prompt,
+    LEAF_ADDENDUM, ModelProfile, render_prompt,
 };
+pub use catalog::LeafCatalog;
 pub use chat::{
     ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, ToolSpec,
 };
@@ -177,6 +179,14 @@ pub trait LeafBackend: Send + Sync + fmt::Debug {
     /// price it. The default knows nothing of models: [`LeafEstimate::generic`].
     fn estimate(&self, request: &LeafRequest) -> LeafEstimate {
         LeafEstimate::generic(request)
+    }
+
+    /// The profiles, templates and tools an `agent(...)` call may choose among, which the
+    /// root model's guidance lists. The default offers none — right for a backend that
+    /// ignores those options; one that honours them should list them here, or the guidance
+    /// tells the root model there are none.
+    fn catalog(&self) -> LeafCatalog {
+        LeafCatalog::default()
     }
 
     /// Tells the backend that a resumed run received `reply` for `request` from its journal,

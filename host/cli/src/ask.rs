@@ -27,7 +27,8 @@ pub(crate) struct AskArgs {
     /// Print one JSON object: {"answer", "conversation_id", "workflows", "usage", "turns"}.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Write every event of the workflows as JSON Lines to FILE, or to stdout with `-`.
+    /// Write every event of the workflows as JSON Lines to FILE, or to stdout with `-`. None
+    /// is lost: a slow reader makes the scripts' `log` calls wait (never their leaves).
     #[arg(long, value_name = "FILE|-")]
     events: Option<PathBuf>,
     /// Do not journal the workflows.
@@ -59,8 +60,12 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
         .unwrap_or_else(flowbox::RunRequest::new_thread_id);
     let log = match &args.events {
         Some(target) => Some(
-            events::spawn(target, orchestrator.runtime().subscribe(), args.json)
-                .map_err(Failure::input)?,
+            events::spawn(
+                target,
+                orchestrator.runtime().subscribe_lossless(),
+                args.json,
+            )
+            .map_err(Failure::input)?,
         ),
         None => None,
     };

@@ -20,6 +20,7 @@ macro_rules! err {
 mod ask;
 mod check;
 mod events;
+mod guidance;
 mod options;
 mod plan;
 mod progress;
@@ -80,6 +81,9 @@ enum Command {
     Plan(plan::PlanArgs),
     /// List the workflow runs root agents started, per conversation or in total.
     Workflows(workflows::WorkflowsArgs),
+    /// Print the guidance a root model gets on this host (what `ask` gives its root agent):
+    /// the script contract, the profiles, templates, tools and limits the flags configure.
+    Guidance(guidance::GuidanceArgs),
 }
 
 impl Command {
@@ -90,7 +94,11 @@ impl Command {
             Self::Resume(args) => args.json,
             Self::Ask(args) => args.json,
             Self::Plan(args) => args.json,
-            Self::Threads(_) | Self::Show(_) | Self::Check(_) | Self::Workflows(_) => false,
+            Self::Threads(_)
+            | Self::Show(_)
+            | Self::Check(_)
+            | Self::Workflows(_)
+            | Self::Guidance(_) => false,
         }
     }
 }
@@ -193,6 +201,7 @@ fn main() -> ExitCode {
             Command::Check(args) => check::check(args).await,
             Command::Plan(args) => plan::plan(args).await,
             Command::Workflows(args) => workflows::workflows(args).await,
+            Command::Guidance(args) => guidance::guidance(args).await,
         }
     });
     // A tool call stuck in a blocking read must not keep the finished command from exiting.

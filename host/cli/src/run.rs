@@ -37,7 +37,8 @@ pub(crate) struct RunArgs {
     /// Print exactly one JSON object: {"ok", "result", "error", "summary"}.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Write every event of the run as JSON Lines to FILE, or to stdout with `-`.
+    /// Write every event of the run as JSON Lines to FILE, or to stdout with `-`. None is
+    /// lost: a slow reader makes the script's `log` calls wait (never its leaves).
     #[arg(long, value_name = "FILE|-")]
     events: Option<PathBuf>,
     #[command(flatten)]
@@ -72,9 +73,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         request = request.reuse_leaves_from(from);
     }
     let log = match &args.events {
-        Some(target) => {
-            Some(events::spawn(target, runtime.subscribe(), args.json).map_err(Failure::input)?)
-        }
+        Some(target) => Some(
+            events::spawn(target, runtime.subscribe_lossless(), args.json)
+                .map_err(Failure::input)?,
+        ),
         None => None,
     };
     let outcome = with_progress(&runtime, runtime.run_request(request)).await;

@@ -1489,6 +1489,121 @@ fn run_writes_events_to_stdout_before_the_result() {
     assert_eq!(lines[5], "\"[fake leaf] x\"");
 }
 
+/// A script that logs `lines` lines: `0`, `1`, ...
+fn long_log(dir: &tempfile::TempDir, lines: u64) -> String {
+    script(
+        dir,
+        "long.py",
+        &format!("for i in range({lines}):\n    log(str(i))\nreturn 1\n"),
+    )
+}
+
+/// Waits for `child`, which must succeed without a panic.
+fn succeeded(child: std::process::Child) {
+    let output = no_panic(child.wait_with_output().unwrap());
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Checks that `text` is the record of one run of [`long_log`]: every event, in order, with
+/// consecutive sequence numbers and no gap marker.
+fn assert_every_log_event(text: &str, lines: u64) {
+    let events: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every line is one JSON event"))
+        .collect();
+    let gaps = events.iter().filter(|e| e["type"] == "gap").count();
+    assert_eq!(gaps, 0, "{gaps} gap markers in the record");
+    assert_eq!(events.len() as u64, lines + 2, "events recorded");
+    for (at, event) in events.iter().enumerate() {
+        assert_eq!(event["seq"], at as u64 + 1, "{event}");
+    }
+    assert_eq!(events[0]["type"], "run_started");
+    for (i, event) in events[1..=lines as usize].iter().enumerate() {
+        assert_eq!(event["type"], "log");
+        assert_eq!(event["message"], i.to_string());
+    }
+    assert_eq!(events[lines as usize + 1]["type"], "run_finished");
+}
+
+#[test]
+fn events_to_a_file_record_every_one_of_200_000_log_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = long_log(&dir, 200_000);
+    let record = dir.path().join("events.jsonl");
+    let output = flowbox(&[
+        "run",
+        &path,
+        "--no-journal",
+        // 200 000 lines are more than the default 1 MiB of log output.
+        "--max-output-bytes",
+        "2000000",
+        "--events",
+        record.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_every_log_event(&std::fs::read_to_string(&record).unwrap(), 200_000);
+}
+
+/// A regular file keeps up with the run on an idle machine; a named pipe read late is the same
+/// `--events FILE`, falling behind for certain.
+#[cfg(unix)]
+#[test]
+fn an_events_file_read_late_still_gets_every_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = long_log(&dir, 100_000);
+    let fifo = dir.path().join("events.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let child = command(&["run", &path, "--no-journal", "--events"])
+        .arg(&fifo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opening the pipe waits for the command to open it too; then read nothing for a while.
+    let (opened, open) = std::sync::mpsc::channel();
+    std::thread::spawn(move || opened.send(std::fs::File::open(&fifo)));
+    let mut reader = open
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the command opens the events file")
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut text).unwrap();
+    succeeded(child);
+    assert_every_log_event(&text, 100_000);
+}
+
+#[test]
+fn a_reader_of_events_on_stdout_that_pauses_still_gets_every_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = long_log(&dir, 100_000);
+    let mut child = command(&["run", &path, "--no-journal", "--events", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // Read nothing for a while (the pipe fills and the command must wait), then everything.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut text).unwrap();
+    succeeded(child);
+    let (events, result) = text.trim_end().rsplit_once('\n').unwrap();
+    assert_eq!(result, "1");
+    assert_every_log_event(events, 100_000);
+}
+
 #[test]
 fn a_reader_that_stops_reading_ends_the_command_quietly_with_its_own_exit_code() {
     let dir = tempfile::tempdir().unwrap();
@@ -2069,4 +2184,76 @@ fn bad_price_tables_and_dollar_flags_without_one_are_clear_errors() {
         let text = refused["error"]["message"].as_str().unwrap();
         assert!(text.contains(message), "{flags:?}: {text}");
     }
+}
+
+#[test]
+fn guidance_names_the_profiles_templates_tools_and_limits_the_flags_configure() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    let profiles = script(
+        &dir,
+        "profiles.json",
+        r#"{"deep": {"model": "large-model", "description": "slow, for judgement"},
+            "local": "llama3:8b", "fast": "replaced by the flag"}"#,
+    );
+    let types = script(
+        &dir,
+        "types.json",
+        r#"{"critic": {"description": "finds the weak points of a draft",
+                       "base_prompt": "You criticise.", "model": "deep", "tools": []}}"#,
+    );
+    let equipped = flowbox(&[
+        "guidance",
+        "--profiles",
+        &profiles,
+        "--profile",
+        "fast=small-model:cheap, for sweeps",
+        "--agent-types",
+        &types,
+        "--allow-read",
+        &docs.to_string_lossy(),
+        "--budget",
+        "5000",
+    ]);
+    assert!(
+        equipped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&equipped.stderr)
+    );
+    let text = String::from_utf8(equipped.stdout).unwrap();
+    for part in [
+        "- `deep`: slow, for judgement\n- `fast`: cheap, for sweeps\n- `local`: the model llama3:8b\n",
+        "- `critic`: finds the weak points of a draft (profile `deep`; no tools)",
+        "- `read_file(path: string)` [leaves, call_tool]: Read a UTF-8 text file. `path` starts \
+         with a granted directory's name (docs)",
+        "a budget of 5000 tokens",
+        "## Patterns",
+        "call_tool(\"read_file\"",
+    ] {
+        assert!(text.contains(part), "{part}\n---\n{text}");
+    }
+
+    let bare = flowbox(&["guidance", "--no-patterns"]);
+    assert!(bare.status.success());
+    let text = String::from_utf8(bare.stdout).unwrap();
+    for part in [
+        "Model profiles: none",
+        "Leaf templates: none",
+        "Host tools: none",
+        "no token budget",
+    ] {
+        assert!(text.contains(part), "{part}");
+    }
+    assert!(!text.contains("## Patterns"));
+
+    // A profiles file that is not one is refused up front.
+    let broken = script(&dir, "broken.json", r#"{"fast": 5}"#);
+    let output = flowbox(&["guidance", "--profiles", &broken]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("is not valid"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

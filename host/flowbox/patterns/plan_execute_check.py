@@ -1,5 +1,4 @@
-# Plan, then run the steps in order with earlier results as context; a checker gates each step
-# and a failed check retries the step with the checker's feedback.
+# Plan, run the steps in order on earlier results, retry a step with its checker's feedback.
 meta = {
     "name": "plan-execute-check",
     "description": "Plan steps, run them in order, and retry a step its checker rejects",

@@ -1,8 +1,9 @@
 //! The generated bindings for this crate's `wit/flowbox.wit`, and nothing else. The WIT lives
 //! inside the crate so its package carries it.
 //!
-//! Only `await-next` (it waits for leaves and the journal) and `started` (it records the
-//! thread's name) are async on the host; every other import returns at once.
+//! `await-next` (it waits for leaves and the journal), `started` (it records the thread's
+//! name), and `log` and `phase` (they wait while a lossless event subscriber is full) are async
+//! on the host; every other import returns at once.
 //! All imports are trappable so a breached limit can end the run with a typed error.
 
 wasmtime::component::bindgen!({
@@ -11,6 +12,8 @@ wasmtime::component::bindgen!({
     imports: {
         "flowbox:workflow/host.await-next": async | trappable,
         "flowbox:workflow/host.started": async | trappable,
+        "flowbox:workflow/host.log": async | trappable,
+        "flowbox:workflow/host.phase": async | trappable,
         default: trappable,
     },
     exports: { default: async },

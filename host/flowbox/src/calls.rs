@@ -795,7 +795,6 @@ mod tests {
     use flowbox_backends::{FakeBackend, ScriptedBackend};
     use flowbox_store::{CheckpointStore, MemoryStore};
     use serde_json::json;
-    use tokio::sync::broadcast;
 
     use super::*;
     use crate::journal::JournalWriter;
@@ -810,7 +809,6 @@ mod tests {
         settings: impl FnOnce(&mut CallSettings),
         checkpoints: Checkpoints,
     ) -> Calls {
-        let (sender, _) = broadcast::channel(16);
         let mut s = CallSettings {
             thread_id: "t".into(),
             max_agents: 1000,
@@ -827,7 +825,10 @@ mod tests {
         Calls::new(
             backend,
             ToolSet::new(),
-            Arc::new(RunEvents::new("t".into(), sender)),
+            Arc::new(RunEvents::new(
+                "t".into(),
+                Arc::new(crate::events::EventHub::new(16)),
+            )),
             s,
             checkpoints,
         )

@@ -3,8 +3,8 @@
 //!
 //! A script may read the time and draw random numbers and still replay exactly: both clocks
 //! start from the run's recorded start and advance by a fixed step per reading plus whatever
-//! the script "slept" (`time.sleep` is virtual), and the random bytes come from a generator
-//! seeded from the thread id.
+//! the script "slept" (`time.sleep` and clock subscriptions are virtual, see
+//! `monotonic_clock`), and the random bytes come from a generator seeded from the thread id.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,22 +15,61 @@ use sha2::{Digest, Sha256};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
 
 /// How far the virtual clocks move on every reading, so consecutive readings differ.
-const TICK_NANOS: u64 = 1_000;
+pub(crate) const TICK_NANOS: u64 = 1_000;
 
-/// Nanoseconds since the run started, shared by both clocks and `sleep`.
-#[derive(Debug, Clone, Default)]
+/// The last instant the guest can tell, in nanoseconds since the Unix epoch: Python holds a
+/// time as signed 64-bit nanoseconds (`time.time()` raises `OverflowError` past it), which
+/// ends in the year 2262.
+const LAST_UNIX_NANOS: u64 = i64::MAX.unsigned_abs();
+
+/// Nanoseconds since the run started, shared by both clocks, `sleep` and clock subscriptions.
+/// It only moves forward, and stops where the wall clock would pass [`LAST_UNIX_NANOS`]: time
+/// stands still there rather than wrap around.
+#[derive(Debug, Clone)]
 pub(crate) struct VirtualTime {
     elapsed: Arc<AtomicU64>,
+    end: u64,
 }
 
 impl VirtualTime {
-    /// Moves time forward by `nanos` (the script's `time.sleep`).
-    pub(crate) fn advance(&self, nanos: u64) {
-        self.elapsed.fetch_add(nanos, Ordering::Relaxed);
+    /// Time for a run whose wall clock starts at `start_unix_nanos`.
+    pub(crate) fn new(start_unix_nanos: u64) -> Self {
+        Self {
+            elapsed: Arc::default(),
+            end: LAST_UNIX_NANOS.saturating_sub(start_unix_nanos),
+        }
     }
 
-    fn tick(&self) -> u64 {
-        self.elapsed.fetch_add(TICK_NANOS, Ordering::Relaxed) + TICK_NANOS
+    /// Nanoseconds since the run started, without a tick.
+    pub(crate) fn elapsed(&self) -> u64 {
+        self.elapsed.load(Ordering::Relaxed)
+    }
+
+    /// Moves time forward by `nanos` (the script's `time.sleep`).
+    pub(crate) fn advance(&self, nanos: u64) -> u64 {
+        self.update(|elapsed| elapsed.saturating_add(nanos))
+    }
+
+    /// Moves time forward to `elapsed`, if it is not there yet (a clock subscription that
+    /// was waited for).
+    pub(crate) fn advance_to(&self, elapsed: u64) {
+        self.update(|now| now.max(elapsed));
+    }
+
+    /// A reading: time moves one tick and the new time is read.
+    pub(crate) fn tick(&self) -> u64 {
+        self.advance(TICK_NANOS)
+    }
+
+    /// Sets the time to `to(now)`, kept between now and the end; returns the new time.
+    fn update(&self, to: impl Fn(u64) -> u64) -> u64 {
+        let step = |now: u64| to(now).min(self.end).max(now);
+        match self
+            .elapsed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| Some(step(now)))
+        {
+            Ok(previous) | Err(previous) => step(previous),
+        }
     }
 }
 
@@ -50,7 +89,9 @@ impl HostWallClock for WallClock {
     }
 }
 
-/// The guest's monotonic clock: virtual time since the run started.
+/// The guest's monotonic clock: virtual time since the run started. The guest reads it
+/// through `monotonic_clock`, which is linked in place of wasmtime-wasi's interface; the WASI
+/// context gets it too, so nothing of wasmtime-wasi ever reads real time.
 pub(crate) struct MonotonicClock {
     pub(crate) time: VirtualTime,
 }
@@ -155,7 +196,7 @@ mod tests {
 
     #[test]
     fn clocks_advance_by_ticks_and_sleeps_only() {
-        let time = VirtualTime::default();
+        let time = VirtualTime::new(1_000_000_000);
         let wall = WallClock {
             start_unix_nanos: 1_000_000_000,
             time: time.clone(),
@@ -168,6 +209,33 @@ mod tests {
         );
         time.advance(5_000_000_000);
         assert_eq!(mono.now(), 5_000_000_000 + 3 * TICK_NANOS);
+    }
+
+    #[test]
+    fn time_stops_at_the_last_instant_and_never_runs_backwards() {
+        let start = 1_800_000_000_000_000_000;
+        let time = VirtualTime::new(start);
+        let wall = WallClock {
+            start_unix_nanos: start,
+            time: time.clone(),
+        };
+        let mono = MonotonicClock { time: time.clone() };
+        time.advance(7_000_000_000_000_000_000);
+        let before = (mono.now(), wall.now());
+        // 1.16e19 more would wrap a u64 around; it stops at the end instead.
+        time.advance(11_600_000_000_000_000_000);
+        time.advance_to(u64::MAX);
+        let end = LAST_UNIX_NANOS - start;
+        assert_eq!(mono.now(), end);
+        assert_eq!(mono.now(), end);
+        assert_eq!(wall.now(), Duration::from_nanos(LAST_UNIX_NANOS));
+        assert!(before.0 < end && before.1 < wall.now());
+        time.advance_to(5);
+        assert_eq!(time.elapsed(), end);
+        // A start past the end leaves the clocks where they start.
+        let late = VirtualTime::new(u64::MAX);
+        late.advance(10);
+        assert_eq!(late.elapsed(), 0);
     }
 
     #[test]

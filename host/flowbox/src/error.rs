@@ -252,7 +252,7 @@ impl ScriptErrorKind {
 /// The longest script error message kept; the rest is cut with a marker.
 const MAX_ERROR_MESSAGE_BYTES: usize = 16 << 10;
 /// The longest exception class name kept.
-const MAX_EXCEPTION_NAME_BYTES: usize = 200;
+pub(crate) const MAX_EXCEPTION_NAME_BYTES: usize = 200;
 
 /// A run error as data: what the CLI's `--json` prints, events carry and the journal records.
 impl From<&crate::RunError> for ErrorInfo {
@@ -278,22 +278,30 @@ impl From<&crate::RunError> for ErrorInfo {
     }
 }
 
-/// Turns the guest's script error into a run error.
-pub(crate) fn from_guest(error: bindings::ScriptError, memory_limit: u64) -> RunError {
+/// Turns the guest's script error into a run error. `memory_denied` says whether the memory
+/// cap refused a growth during the run: once memory has run out, the interpreter's own
+/// reports are not to be trusted (an allocation that failed deep in CPython can surface as a
+/// `SystemError`, or as a `TypeError` about a half-freed object), so any uncaught error is
+/// reported as running out of memory, at the line the guest gave.
+pub(crate) fn from_guest(
+    error: bindings::ScriptError,
+    memory_limit: u64,
+    memory_denied: bool,
+) -> RunError {
     use bindings::ScriptErrorKind as K;
+    let out_of_memory = RunError::OutOfMemory {
+        limit_bytes: memory_limit,
+        line: error.line,
+    };
     let kind = match error.kind {
         K::Syntax => ScriptErrorKind::Syntax,
         K::InvalidMeta => ScriptErrorKind::InvalidMeta,
         K::Forbidden => ScriptErrorKind::Forbidden,
         K::NoEntryPoint => ScriptErrorKind::NoEntryPoint,
+        K::Uncaught if memory_denied => return out_of_memory,
         K::Uncaught => ScriptErrorKind::Uncaught,
         K::InvalidResult => ScriptErrorKind::InvalidResult,
-        K::OutOfMemory => {
-            return RunError::OutOfMemory {
-                limit_bytes: memory_limit,
-                line: error.line,
-            };
-        }
+        K::OutOfMemory => return out_of_memory,
     };
     // A script chooses its exceptions' text: keep what reaches logs, events, the journal and
     // a root model's context to a readable size.
@@ -392,6 +400,34 @@ mod tests {
         assert!(rejected.kind().ends_thread());
         assert!(!RunErrorKind::MemoryCapTooSmall.ends_thread());
         assert!(!RunErrorKind::Divergence.ends_thread());
+    }
+
+    #[test]
+    fn an_uncaught_error_after_memory_ran_out_is_out_of_memory() {
+        let guest_error = |kind| bindings::ScriptError {
+            kind,
+            message: "unsupported operand type(s) for +=: '' and 'str'".into(),
+            line: Some(4),
+            exception: Some("TypeError".into()),
+        };
+        let uncaught = || guest_error(bindings::ScriptErrorKind::Uncaught);
+        assert_eq!(
+            from_guest(uncaught(), 20, true),
+            RunError::OutOfMemory {
+                limit_bytes: 20,
+                line: Some(4)
+            }
+        );
+        assert_eq!(
+            from_guest(uncaught(), 20, false).kind(),
+            RunErrorKind::Uncaught
+        );
+        // A result that is not JSON is the script's, whatever happened to memory.
+        let invalid = guest_error(bindings::ScriptErrorKind::InvalidResult);
+        assert_eq!(
+            from_guest(invalid, 20, true).kind(),
+            RunErrorKind::InvalidResult
+        );
     }
 
     fn context() -> TrapContext {

@@ -1,15 +1,23 @@
-//! The typed, live event stream of every run.
+//! The typed event stream of every run.
 //!
-//! Runs publish [`Event`]s to a broadcast channel owned by the [`crate::Runtime`]; subscribers
-//! get an [`EventStream`]. Publishing never waits: a subscriber that falls behind loses the
-//! oldest events and receives one [`EventKind::Gap`] saying how many, so a slow consumer never
-//! stalls a leaf. The CLI's progress display and `--events` output are such subscribers.
+//! Runs publish [`Event`]s to the `EventHub` their [`crate::Runtime`] owns; subscribers get
+//! an [`EventStream`] of one of two kinds:
+//!
+//! - **live** ([`crate::Runtime::subscribe`]), a broadcast channel: publishing never waits, and
+//!   a subscriber that falls behind loses the oldest events and receives one
+//!   [`EventKind::Gap`] saying how many. The CLI's progress display is one.
+//! - **lossless** ([`crate::Runtime::subscribe_lossless`]), a queue of its own
+//!   (`event_queue`): every event arrives. When it holds the runtime's event capacity, the
+//!   script's own writers — its `log` and `phase` calls, and `await`ing its calls — wait for the
+//!   reader; leaves and the end of a run never wait, so they may go past the capacity by the
+//!   few events each of them publishes. The CLI's `--events` output is one.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use crate::event_queue::EventQueue;
 use crate::{ErrorInfo, Summary};
 
 /// One thing that happened in a run.
@@ -162,33 +170,55 @@ pub enum EventKind {
     },
 }
 
-/// A subscription to the events of every run of a [`crate::Runtime`].
+/// A subscription to the events of every run of a [`crate::Runtime`], live
+/// ([`Runtime::subscribe`](crate::Runtime::subscribe): may miss events, never slows a run) or
+/// lossless ([`Runtime::subscribe_lossless`](crate::Runtime::subscribe_lossless): gets every
+/// one, makes scripts wait when it falls behind).
 #[derive(Debug)]
 pub struct EventStream {
-    receiver: broadcast::Receiver<Event>,
+    source: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    Live(broadcast::Receiver<Event>),
+    Lossless(LosslessReader),
+}
+
+/// The reading end of a lossless queue; dropping it releases the writers waiting on it.
+#[derive(Debug)]
+struct LosslessReader(Arc<EventQueue>);
+
+impl Drop for LosslessReader {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
 }
 
 impl EventStream {
-    pub(crate) fn new(receiver: broadcast::Receiver<Event>) -> Self {
-        Self { receiver }
-    }
-
-    /// The next event; `None` once the runtime is gone. Missed events arrive as one
-    /// [`EventKind::Gap`] (with the thread id and sequence number left empty).
+    /// The next event; `None` once the runtime is gone. A live stream delivers the events it
+    /// missed as one [`EventKind::Gap`] (with the thread id and sequence number left empty); a
+    /// lossless one misses none.
     pub async fn recv(&mut self) -> Option<Event> {
-        match self.receiver.recv().await {
-            Ok(event) => Some(event),
-            Err(broadcast::error::RecvError::Lagged(missed)) => Some(gap(missed)),
-            Err(broadcast::error::RecvError::Closed) => None,
+        match &mut self.source {
+            Source::Live(receiver) => match receiver.recv().await {
+                Ok(event) => Some(event),
+                Err(broadcast::error::RecvError::Lagged(missed)) => Some(gap(missed)),
+                Err(broadcast::error::RecvError::Closed) => None,
+            },
+            Source::Lossless(reader) => reader.0.pop().await,
         }
     }
 
     /// The next event if one is waiting, without waiting (for draining a stream).
     pub fn try_recv(&mut self) -> Option<Event> {
-        match self.receiver.try_recv() {
-            Ok(event) => Some(event),
-            Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(gap(missed)),
-            Err(_) => None,
+        match &mut self.source {
+            Source::Live(receiver) => match receiver.try_recv() {
+                Ok(event) => Some(event),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(gap(missed)),
+                Err(_) => None,
+            },
+            Source::Lossless(reader) => reader.0.try_pop(),
         }
     }
 }
@@ -201,37 +231,139 @@ fn gap(missed: u64) -> Event {
     }
 }
 
+/// Where every run of a runtime publishes: the live broadcast and the lossless queues.
+#[derive(Debug)]
+pub(crate) struct EventHub {
+    live: broadcast::Sender<Event>,
+    lossless: Mutex<Vec<Arc<EventQueue>>>,
+    /// How far a live subscriber may fall behind before a gap, and how many events a lossless
+    /// queue holds before the scripts' writers wait.
+    capacity: usize,
+}
+
+impl EventHub {
+    pub(crate) fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            live: broadcast::channel(capacity).0,
+            lossless: Mutex::new(Vec::new()),
+            capacity,
+        }
+    }
+
+    fn lossless(&self) -> MutexGuard<'_, Vec<Arc<EventQueue>>> {
+        self.lossless.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A live stream of the events published from now on.
+    pub(crate) fn subscribe(&self) -> EventStream {
+        EventStream {
+            source: Source::Live(self.live.subscribe()),
+        }
+    }
+
+    /// A lossless stream of the events published from now on.
+    pub(crate) fn subscribe_lossless(&self) -> EventStream {
+        let queue = Arc::new(EventQueue::new(self.capacity));
+        self.lossless().push(Arc::clone(&queue));
+        EventStream {
+            source: Source::Lossless(LosslessReader(queue)),
+        }
+    }
+
+    /// Publishes the event `make` builds to every subscriber, without waiting; unless nobody
+    /// listens (then it is not even built).
+    fn publish(&self, make: impl FnOnce() -> Event) {
+        let mut queues = self.lossless();
+        queues.retain(|queue| !queue.is_abandoned());
+        let live = self.live.receiver_count() > 0;
+        if queues.is_empty() && !live {
+            return;
+        }
+        let event = make();
+        // Every subscriber but the last gets a copy.
+        match queues.split_last() {
+            Some((last, others)) => {
+                for queue in others {
+                    queue.push(event.clone());
+                }
+                if live {
+                    let _ = self.live.send(event.clone());
+                }
+                last.push(event);
+            }
+            None => {
+                let _ = self.live.send(event);
+            }
+        }
+    }
+
+    /// Waits until every lossless queue has room (at once when none is full).
+    async fn room(&self) {
+        loop {
+            // Checked without allocating; a full queue is waited on outside the lock.
+            let full = self.lossless().iter().find(|q| q.is_full()).cloned();
+            match full {
+                Some(queue) => queue.room().await,
+                None => return,
+            }
+        }
+    }
+}
+
+impl Drop for EventHub {
+    fn drop(&mut self) {
+        // The runtime and its last run are gone: lossless readers drain what is left and end.
+        for queue in self.lossless().iter() {
+            queue.close();
+        }
+    }
+}
+
 /// Publishes one run's events with its thread id and a gap-free sequence.
 #[derive(Debug)]
 pub(crate) struct RunEvents {
     thread_id: String,
-    sender: broadcast::Sender<Event>,
+    hub: Arc<EventHub>,
     seq: Mutex<u64>,
 }
 
 impl RunEvents {
-    pub(crate) fn new(thread_id: String, sender: broadcast::Sender<Event>) -> Self {
+    pub(crate) fn new(thread_id: String, hub: Arc<EventHub>) -> Self {
         Self {
             thread_id,
-            sender,
+            hub,
             seq: Mutex::new(0),
         }
     }
 
-    /// Publishes the event `make` builds, unless nobody listens (then it is not even built).
+    /// Publishes the event `make` builds, without waiting, unless nobody listens (then it is
+    /// not even built). For leaves and the host's own bookkeeping: they never wait on a reader.
     pub(crate) fn emit(&self, make: impl FnOnce() -> EventKind) {
-        if self.sender.receiver_count() == 0 {
-            return;
-        }
-        // Holding the lock while sending keeps sequence order equal to delivery order when
+        // Holding the lock while publishing keeps sequence order equal to delivery order when
         // leaf tasks publish concurrently.
         let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-        *seq += 1;
-        let _ = self.sender.send(Event {
-            thread_id: self.thread_id.clone(),
-            seq: *seq,
-            kind: make(),
+        self.hub.publish(|| {
+            *seq += 1;
+            Event {
+                thread_id: self.thread_id.clone(),
+                seq: *seq,
+                kind: make(),
+            }
         });
+    }
+
+    /// Publishes like [`Self::emit`] once every lossless subscriber has room: for the script's
+    /// own writes (`log`, `phase`), so a slow reader slows the script down instead of losing
+    /// events. The wait counts against the run's deadline like any other.
+    pub(crate) async fn emit_paced(&self, make: impl FnOnce() -> EventKind) {
+        self.room().await;
+        self.emit(make);
+    }
+
+    /// Waits until every lossless subscriber has room.
+    pub(crate) async fn room(&self) {
+        self.hub.room().await;
     }
 }
 
@@ -239,20 +371,94 @@ impl RunEvents {
 mod tests {
     use super::*;
 
+    fn log(events: &RunEvents, n: usize) {
+        events.emit(|| EventKind::Log {
+            message: n.to_string(),
+        });
+    }
+
     #[tokio::test]
     async fn a_slow_subscriber_gets_a_counted_gap() {
-        let (sender, _) = broadcast::channel(4);
-        let mut stream = EventStream::new(sender.subscribe());
-        let events = RunEvents::new("t1".into(), sender);
+        let hub = Arc::new(EventHub::new(4));
+        let mut stream = hub.subscribe();
+        let events = RunEvents::new("t1".into(), hub);
         for n in 0..10 {
-            events.emit(|| EventKind::Log {
-                message: n.to_string(),
-            });
+            log(&events, n);
         }
         let first = stream.recv().await.unwrap();
         assert_eq!(first.kind, EventKind::Gap { missed: 6 });
         let next = stream.recv().await.unwrap();
         assert_eq!((next.seq, next.thread_id.as_str()), (7, "t1"));
+    }
+
+    #[tokio::test]
+    async fn a_lossless_subscriber_gets_every_event_past_its_capacity() {
+        let hub = Arc::new(EventHub::new(4));
+        let mut live = hub.subscribe();
+        let mut lossless = hub.subscribe_lossless();
+        let events = RunEvents::new("t1".into(), Arc::clone(&hub));
+        // Writers that never wait (leaves) go past the capacity; nothing is dropped.
+        for n in 0..10 {
+            log(&events, n);
+        }
+        let seqs: Vec<u64> = std::iter::from_fn(|| lossless.try_recv())
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
+        assert_eq!(
+            live.try_recv().unwrap().kind,
+            EventKind::Gap { missed: 6 },
+            "a live subscriber of the same hub still gets a gap"
+        );
+        drop((events, hub));
+        assert!(
+            lossless.recv().await.is_none(),
+            "the end once the hub is gone"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_lossless_queue_paces_the_writer_until_the_reader_drains_half() {
+        let hub = Arc::new(EventHub::new(4));
+        let mut stream = hub.subscribe_lossless();
+        let events = Arc::new(RunEvents::new("t1".into(), Arc::clone(&hub)));
+        for n in 0..4 {
+            log(&events, n);
+        }
+        let writer = tokio::spawn({
+            let events = Arc::clone(&events);
+            async move {
+                events
+                    .emit_paced(|| EventKind::Log {
+                        message: "paced".into(),
+                    })
+                    .await;
+            }
+        });
+        tokio::task::yield_now().await;
+        assert!(!writer.is_finished(), "a full queue makes the writer wait");
+        // Down to three, then two (half the capacity): the writer goes on.
+        assert_eq!(stream.recv().await.unwrap().seq, 1);
+        assert_eq!(stream.recv().await.unwrap().seq, 2);
+        writer.await.unwrap();
+        let seqs: Vec<u64> = std::iter::from_fn(|| stream.try_recv())
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, [3, 4, 5]);
+    }
+
+    #[tokio::test]
+    async fn dropping_a_lossless_stream_releases_its_writers() {
+        let hub = Arc::new(EventHub::new(1));
+        let stream = hub.subscribe_lossless();
+        let events = RunEvents::new("t1".into(), Arc::clone(&hub));
+        log(&events, 0);
+        let paced = events.emit_paced(|| EventKind::Log {
+            message: "paced".into(),
+        });
+        drop(stream);
+        paced.await;
+        assert!(hub.lossless().is_empty(), "an abandoned queue is forgotten");
     }
 
     #[test]

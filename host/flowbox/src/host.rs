@@ -4,15 +4,22 @@
 //! are checked in `request`, calls are run by `calls`. Breaching an output limit ends the run
 //! (a trap carrying a [`RunError`]); a bad request is an error value the script sees.
 
-use flowbox_store::CallErrorKind;
+use flowbox_store::{BranchFailure, CallErrorKind, GroupKind, Summary};
 use serde_json::Value;
 
 use crate::RunError;
 use crate::bindings::host::{self, BudgetState, CallError, Completion, RunSettings};
 use crate::call_request::{self, CallFailure};
+use crate::error::MAX_EXCEPTION_NAME_BYTES;
 use crate::events::{EventKind, MetaPhase};
 use crate::journal::journal_error;
 use crate::run_ctx::RunCtx;
+
+/// The longest message of a failed branch a summary keeps: enough to act on, while a
+/// hundred of them still fit a root model's context.
+const MAX_BRANCH_MESSAGE_BYTES: usize = 1 << 10;
+/// The most warnings a summary keeps (see [`Summary::warnings`]).
+const MAX_WARNINGS: usize = 20;
 
 impl host::Host for RunCtx {
     fn settings(&mut self) -> wasmtime::Result<RunSettings> {
@@ -39,6 +46,9 @@ impl host::Host for RunCtx {
                 .map_err(|e| wasmtime::Error::new(journal_error(e)))?;
         }
         self.record.name.clone_from(&name);
+        if meta.get("phases").is_some() {
+            self.record.declared_phases = Some(phases.iter().map(|p| p.title.clone()).collect());
+        }
         self.events.emit(|| EventKind::RunStarted { name, phases });
         Ok(())
     }
@@ -80,6 +90,9 @@ impl host::Host for RunCtx {
     }
 
     async fn await_next(&mut self) -> wasmtime::Result<Result<Vec<Completion>, CallError>> {
+        // A script that only starts and awaits calls is paced too: it waits here, before its
+        // next batch, while a lossless subscriber is full.
+        self.events.room().await;
         let batch = self
             .calls
             .await_next()
@@ -94,20 +107,41 @@ impl host::Host for RunCtx {
         }))
     }
 
-    fn phase(&mut self, title: String) -> wasmtime::Result<()> {
+    // `phase` and `log` are the script's own writes: a lossless subscriber that falls behind
+    // makes them wait (the guest's fiber is suspended; leaves go on).
+    async fn phase(&mut self, title: String) -> wasmtime::Result<()> {
         let title = self.clip(title);
         self.count_output(title.len())?;
+        self.warn_if_undeclared(&title);
         self.record.phases.push(title.clone());
         self.calls.set_phase(&title);
-        self.events.emit(|| EventKind::Phase { title });
+        self.events.emit_paced(|| EventKind::Phase { title }).await;
         Ok(())
     }
 
-    fn log(&mut self, message: String) -> wasmtime::Result<()> {
+    async fn log(&mut self, message: String) -> wasmtime::Result<()> {
         let message = self.clip(message);
         self.count_output(message.len())?;
         self.record.logs.push(message.clone());
-        self.events.emit(|| EventKind::Log { message });
+        self.events.emit_paced(|| EventKind::Log { message }).await;
+        Ok(())
+    }
+
+    fn branch_failed(&mut self, failure: host::BranchFailure) -> wasmtime::Result<()> {
+        self.record.failed_branch_count = self.record.failed_branch_count.saturating_add(1);
+        if self.record.failed_branches.len() < Summary::MAX_FAILED_BRANCHES {
+            self.record.failed_branches.push(BranchFailure {
+                group: match failure.group {
+                    host::GroupKind::Parallel => GroupKind::Parallel,
+                    host::GroupKind::Pipeline => GroupKind::Pipeline,
+                },
+                index: failure.index,
+                stage: failure.stage,
+                exception: crate::text::clip(failure.exception, MAX_EXCEPTION_NAME_BYTES),
+                message: crate::text::clip(failure.message, MAX_BRANCH_MESSAGE_BYTES),
+                line: failure.line,
+            });
+        }
         Ok(())
     }
 
@@ -128,6 +162,27 @@ impl host::Host for RunCtx {
 }
 
 impl RunCtx {
+    /// Warns, once per title, about a phase that `meta` declares phases without.
+    fn warn_if_undeclared(&mut self, title: &str) {
+        let Some(declared) = &self.record.declared_phases else {
+            return;
+        };
+        if declared.iter().any(|d| d == title) || self.record.phases.iter().any(|p| p == title) {
+            return;
+        }
+        let warnings = &mut self.record.warnings;
+        if warnings.len() < MAX_WARNINGS {
+            let declared = declared
+                .iter()
+                .map(|d| format!("{d:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            warnings.push(format!(
+                "phase({title:?}) is not one of the phases meta declares ({declared})"
+            ));
+        }
+    }
+
     /// A log line or phase title within the message limit.
     fn clip(&self, text: String) -> String {
         crate::text::clip(text, self.limits.max_message_bytes)

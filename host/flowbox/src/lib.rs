@@ -32,13 +32,16 @@ mod calls;
 mod clock;
 mod entry;
 mod error;
+mod event_queue;
 mod events;
 mod host;
 mod journal;
 mod limits;
+mod monotonic_clock;
 pub mod orchestrator;
 mod outcome;
 pub mod plan;
+mod pool;
 mod run;
 mod run_ctx;
 mod run_request;
@@ -57,6 +60,7 @@ pub use flowbox_backends::{
 pub use flowbox_store::Summary;
 pub use limits::{InvalidLimit, Limits};
 pub use outcome::RunOutcome;
+pub use pool::WarmPoolStats;
 pub use run_request::RunRequest;
 pub use runtime::{Runtime, RuntimeBuilder, SetupError};
 
@@ -70,8 +74,9 @@ pub mod backends {
     pub use flowbox_backends::schema::SchemaError;
     pub use flowbox_backends::{
         APPROXIMATE_BYTES_PER_TOKEN, AgentBackend, AgentConfig, AgentTemplate, CheckedBackend,
-        DEFAULT_BASE_PROMPT, DEFAULT_OUTPUT_LIMIT, FakeBackend, LEAF_ADDENDUM, LeafEstimate,
-        ScriptedBackend, ScriptedConfigError, Tokenizer, TransportCause,
+        DEFAULT_BASE_PROMPT, DEFAULT_OUTPUT_LIMIT, FakeBackend, LEAF_ADDENDUM, LeafCatalog,
+        LeafEstimate, ModelProfile, ScriptedBackend, ScriptedConfigError, Tokenizer,
+        TransportCause,
     };
 }
 
@@ -91,13 +96,14 @@ pub mod tools {
 }
 
 /// The checkpoint journal: the [`CheckpointStore`](store::CheckpointStore) contract, its
-/// records, and the two stores (in memory, in SQLite).
+/// records (with the parts of a [`Summary`], such as its
+/// [`BranchFailure`](store::BranchFailure)s), and the two stores (in memory, in SQLite).
 pub mod store {
     pub use flowbox_store::{
-        AgentRequest, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim, Durability,
-        Entry, EntryOutcome, JournalRecord, Listing, MemoryStore, RecordedOutcome, RunEnd,
-        RunHeader, RunListing, RunStatus, SCHEMA_VERSION, SqliteStore, StoreError, StoredRun,
-        ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
+        AgentRequest, BranchFailure, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim,
+        Durability, Entry, EntryOutcome, GroupKind, JournalRecord, Listing, MemoryStore,
+        RecordedOutcome, RunEnd, RunHeader, RunListing, RunStatus, SCHEMA_VERSION, SqliteStore,
+        StoreError, StoredRun, ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
     };
 }
 

@@ -1,6 +1,7 @@
 //! One run, start to end: past the pre-launch gate, admitted, the guest's `run` export called
-//! in a fresh store, the outcome journaled and published; and a plan's projection, the same
-//! guest run against placeholder leaves.
+//! in a fresh store (or in one from the warm pool, instantiated ahead but never run), the
+//! outcome journaled and published; and a plan's projection, the same guest run against
+//! placeholder leaves.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,15 +12,19 @@ use wasmtime::Store;
 use flowbox_store::RunEnd;
 
 use crate::admission::{Prepared, check_input, prepare};
+use crate::bindings::Workflow;
 use crate::calls::Checkpoints;
 use crate::clock::{millis, unix_millis, unix_nanos};
 use crate::error;
 use crate::events::{EventKind, RunEvents};
 use crate::journal::journal_error;
 use crate::plan::{self, GateRefusal};
+use crate::pool::WarmPool;
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store};
 use crate::shared::Shared;
-use crate::{ErrorInfo, Limits, RunError, RunOutcome, RunRequest, Summary};
+use crate::{
+    ErrorInfo, Limits, RunError, RunOutcome, RunRequest, ScriptError, ScriptErrorKind, Summary,
+};
 
 /// Runs one request to its outcome. Never panics on guest behaviour.
 pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome {
@@ -29,7 +34,10 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         None => (crate::thread::new_thread_id(), true),
     };
     let mut summary = Summary::new(thread_id.clone());
-    let events = Arc::new(RunEvents::new(thread_id.clone(), shared.events.clone()));
+    let events = Arc::new(RunEvents::new(
+        thread_id.clone(),
+        Arc::clone(&shared.events),
+    ));
 
     let prepared = match crate::thread::check_thread_id(&thread_id) {
         Ok(()) => match gate(shared, &request, &thread_id).await {
@@ -65,11 +73,20 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         backend: shared.backend.as_ref(),
         thread_id: &summary.thread_id.clone(),
     };
-    let mut result = match fresh_store(shared, plan, false) {
+    // The warm pool refills between runs rather than next to them.
+    let _running = shared.pool.as_ref().map(WarmPool::run_started);
+    let mut result = match start(shared, plan) {
         Err(error) => Err(error),
-        Ok(mut store) => {
-            let mut result =
-                call_run(shared, &mut store, &request.script, &args_text, &limits).await;
+        Ok((mut store, instance)) => {
+            let mut result = call_run(
+                shared,
+                &mut store,
+                instance,
+                &request.script,
+                &args_text,
+                &limits,
+            )
+            .await;
             let unreplayed = store.data().calls.unreplayed();
             if result.is_ok() && unreplayed > 0 {
                 result = Err(RunError::Divergence(format!(
@@ -136,7 +153,10 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
     check_input(script, &Value::Null, &limits, shared.prices.is_some())?;
     let thread_id = crate::thread::new_thread_id();
     let plan = Plan {
-        events: Arc::new(RunEvents::new(thread_id.clone(), shared.events.clone())),
+        events: Arc::new(RunEvents::new(
+            thread_id.clone(),
+            Arc::clone(&shared.events),
+        )),
         thread_id,
         limits: limits.clone(),
         guard: true,
@@ -155,16 +175,21 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
     Ok((!meta.is_null()).then_some(meta))
 }
 
+/// Calls the guest's `run` export in `instance`, or in a fresh one instantiated in `store`.
 async fn call_run(
     shared: &Shared,
     store: &mut Store<RunCtx>,
+    instance: Option<Workflow>,
     script: &str,
     args: &str,
     limits: &Limits,
 ) -> Result<Value, RunError> {
     // The epoch callback stops a busy guest; this timeout stops a guest waiting on leaves.
     let outcome = tokio::time::timeout(limits.timeout, async {
-        let instance = shared.pre.instantiate_async(&mut *store).await?;
+        let instance = match instance {
+            Some(instance) => instance,
+            None => shared.pre.instantiate_async(&mut *store).await?,
+        };
         instance.call_run(&mut *store, script, args).await
     })
     .await;
@@ -175,7 +200,17 @@ async fn call_run(
             limit: limits.max_result_bytes,
         });
     }
-    serde_json::from_str(&text).map_err(|e| RunError::Guest(format!("the result is not JSON: {e}")))
+    // The guest checks and writes the result itself; text that still does not parse (a script
+    // that reached into the guest's own machinery) is the script's invalid result all the same,
+    // which ends its thread like any other.
+    serde_json::from_str(&text).map_err(|e| {
+        RunError::Script(ScriptError {
+            kind: ScriptErrorKind::InvalidResult,
+            message: format!("the result is not valid JSON: {e}"),
+            line: None,
+            exception: None,
+        })
+    })
 }
 
 /// What a call of one of the guest's exports ended with, as a run error when it did not
@@ -193,7 +228,11 @@ fn guest_result<T>(
             after: limits.timeout,
         }),
         Ok(Err(trap)) => Err(error::classify(trap, &store.data().trap_context())),
-        Ok(Ok(Err(script_error))) => Err(error::from_guest(script_error, limits.memory_bytes)),
+        Ok(Ok(Err(script_error))) => Err(error::from_guest(
+            script_error,
+            limits.memory_bytes,
+            store.data().memory.denied,
+        )),
         Ok(Ok(Ok(value))) => Ok(value),
     }
 }
@@ -205,6 +244,9 @@ fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limit
     summary.name = ctx.record.name.take();
     summary.phases = std::mem::take(&mut ctx.record.phases);
     summary.logs = std::mem::take(&mut ctx.record.logs);
+    summary.failed_branches = std::mem::take(&mut ctx.record.failed_branches);
+    summary.failed_branch_count = ctx.record.failed_branch_count;
+    summary.warnings = std::mem::take(&mut ctx.record.warnings);
     summary.agents_spawned = ctx.calls.agents_started();
     summary.tools_called = ctx.calls.tools_called();
     summary.input_tokens = spent.input_tokens;
@@ -222,28 +264,43 @@ fn publish_end(events: &RunEvents, summary: &Summary, result: &Result<Value, Run
     });
 }
 
-/// A fresh store for a run of `plan` on the runtime's backend, tools, journal and prices; a
-/// `projection` answers its calls with placeholders.
+/// The store for a run of `plan`, with the instance it runs in when the warm pool had one
+/// ready (else the run instantiates the guest within its deadline, as [`call_run`] does).
+fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>), RunError> {
+    let ctx = run_ctx(shared, plan, false);
+    match shared.pool.as_ref().and_then(|pool| pool.take(&ctx.limits)) {
+        Some(warm) => warm
+            .start(ctx)
+            .map(|(store, instance)| (store, Some(instance))),
+        None => Ok((new_store(&shared.engine, ctx)?, None)),
+    }
+}
+
+/// A fresh store for a run of `plan`; a `projection` answers its calls with placeholders.
 fn fresh_store(shared: &Shared, plan: Plan, projection: bool) -> Result<Store<RunCtx>, RunError> {
+    new_store(&shared.engine, run_ctx(shared, plan, projection))
+}
+
+/// The state of a run of `plan` on the runtime's backend, tools, journal and prices; a
+/// `projection` answers its calls with placeholders and journals nothing, not even its name.
+fn run_ctx(shared: &Shared, plan: Plan, projection: bool) -> RunCtx {
     let pricing = Pricing {
         prices: shared.prices.clone(),
         fanout: shared.fanout.clone(),
         projection,
     };
-    // A projection journals nothing, not even its name.
     let store = if projection {
         None
     } else {
         shared.store.clone()
     };
-    let ctx = RunCtx::new(
+    RunCtx::new(
         Arc::clone(&shared.backend),
         shared.tools.clone(),
         store,
         plan,
         pricing,
-    );
-    new_store(&shared.engine, ctx)
+    )
 }
 
 /// Refuses a new run whose plan passes the gate of its limits, before anything is journaled
@@ -316,9 +373,11 @@ pub(crate) async fn plan(
     )?;
     let thread_id = thread_id.map_or_else(crate::thread::new_thread_id, str::to_owned);
     // A plan is not a run: its events go nowhere.
-    let (events, _) = tokio::sync::broadcast::channel(1);
     let start = Plan {
-        events: Arc::new(RunEvents::new(thread_id.clone(), events)),
+        events: Arc::new(RunEvents::new(
+            thread_id.clone(),
+            Arc::new(crate::events::EventHub::new(1)),
+        )),
         thread_id,
         limits: limits.clone(),
         guard: request.guard,

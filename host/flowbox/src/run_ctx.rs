@@ -6,7 +6,7 @@
 //! cancels any leaf still running).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
@@ -14,7 +14,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use flowbox_backends::{LeafBackend, ToolSet};
-use flowbox_store::CheckpointStore;
+use flowbox_store::{BranchFailure, CheckpointStore};
 
 use crate::calls::{CallSettings, Calls, Checkpoints};
 use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
@@ -33,7 +33,7 @@ const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 /// The state of one run, owned by its `Store`.
 pub(crate) struct RunCtx {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
     pub(crate) memory: MemoryLimiter,
     pub(crate) calls: Calls,
     pub(crate) limits: Limits,
@@ -52,8 +52,13 @@ pub(crate) struct RunCtx {
 #[derive(Debug, Default)]
 pub(crate) struct Record {
     pub name: Option<String>,
+    /// The phase titles `meta` declares, when it declares any.
+    pub declared_phases: Option<Vec<String>>,
     pub phases: Vec<String>,
     pub logs: Vec<String>,
+    pub failed_branches: Vec<BranchFailure>,
+    pub failed_branch_count: u32,
+    pub warnings: Vec<String>,
     pub output_bytes: usize,
 }
 
@@ -66,13 +71,17 @@ impl WasiView for RunCtx {
     }
 }
 
-/// Caps linear memory and remembers whether a growth was refused, so a trap that follows
-/// (an interpreter abort) is reported as running out of memory.
+/// Caps linear memory and remembers whether a growth was refused, so an uncaught error or a
+/// trap that follows (an interpreter abort) is reported as running out of memory.
 pub(crate) struct MemoryLimiter {
     limit: u64,
     pub(crate) denied: bool,
     /// The initial size the guest's memory was refused, when the cap is below it.
     refused_at_start: Option<usize>,
+    /// The largest any linear memory has grown to, in bytes.
+    pub(crate) largest: u64,
+    /// All the linear memory the guest holds, in bytes.
+    pub(crate) total: u64,
 }
 
 impl ResourceLimiter for MemoryLimiter {
@@ -86,6 +95,10 @@ impl ResourceLimiter for MemoryLimiter {
         // script may catch.
         let allowed = desired as u64 <= self.limit;
         self.denied |= !allowed;
+        if allowed {
+            self.largest = self.largest.max(desired as u64);
+            self.total += (desired - current) as u64;
+        }
         if !allowed && current == 0 {
             // The memory is being created: the cap is below the guest's initial size.
             self.refused_at_start = Some(desired);
@@ -141,7 +154,7 @@ impl RunCtx {
             checkpoints,
         } = plan;
         let thread_id = thread_id.as_str();
-        let time = VirtualTime::default();
+        let time = VirtualTime::new(start_unix_nanos);
         let stdout = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
         let stderr = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
         let seed = SeededRandom::new(thread_id, "seed");
@@ -185,6 +198,8 @@ impl RunCtx {
                 limit: limits.memory_bytes,
                 denied: false,
                 refused_at_start: None,
+                largest: 0,
+                total: 0,
             },
             calls,
             limits,
@@ -221,9 +236,15 @@ pub(crate) fn new_store(engine: &Engine, ctx: RunCtx) -> Result<Store<RunCtx>, R
     store
         .set_fuel(limits.fuel)
         .map_err(|e| RunError::Host(format!("cannot set fuel: {e}")))?;
+    set_deadline(&mut store, limits.timeout);
+    Ok(store)
+}
+
+/// Starts a run's deadline: `timeout` from now.
+pub(crate) fn set_deadline(store: &mut Store<RunCtx>, timeout: Duration) {
     // Each epoch tick (see `engine::EpochTicker`) lets other runs on this thread progress and
     // checks the deadline, so a CPU-bound script is stopped on time.
-    let deadline = Instant::now() + limits.timeout;
+    let deadline = Instant::now() + timeout;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         Ok(if Instant::now() >= deadline {
@@ -232,5 +253,4 @@ pub(crate) fn new_store(engine: &Engine, ctx: RunCtx) -> Result<Store<RunCtx>, R
             UpdateDeadline::Yield(1)
         })
     });
-    Ok(store)
 }

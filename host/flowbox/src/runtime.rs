@@ -7,18 +7,18 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use flowbox_backends::{LeafBackend, ToolSet};
+use flowbox_backends::{LeafBackend, LeafCatalog, ToolSet};
 use flowbox_store::CheckpointStore;
 use serde_json::Value;
-use tokio::sync::broadcast;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use crate::RunRequest;
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::error::JournalError;
-use crate::events::EventStream;
+use crate::events::{EventHub, EventStream};
 use crate::plan::{FanoutProfile, Plan, PriceTable};
+use crate::pool::{WarmPool, WarmPoolStats};
 use crate::run::{self};
 use crate::run_ctx::RunCtx;
 use crate::shared::{EpochTicker, Shared};
@@ -31,7 +31,8 @@ const MAX_WASM_STACK: usize = 4 << 20;
 /// The fiber stack a run executes on: the wasm stack plus room for host calls.
 const ASYNC_STACK: usize = MAX_WASM_STACK + (2 << 20);
 
-/// Events a subscriber may fall behind by before it sees a gap.
+/// Events a live subscriber may fall behind by before it sees a gap, and a lossless one may
+/// hold before the scripts wait for it.
 const DEFAULT_EVENT_CAPACITY: usize = 4096;
 
 /// The guest component, embedded at build time (see `build.rs`); empty in a build made before
@@ -69,6 +70,9 @@ pub enum SetupError {
          (or set FLOWBOX_GUEST_COMPONENT at build time)"
     )]
     GuestMissing,
+    /// The warm pool's refill thread could not be started.
+    #[error("cannot start the warm pool")]
+    WarmPool(#[source] std::io::Error),
     /// The runtime's limits are outside their ranges ([`Limits::check`]).
     #[error("invalid limits: {0}")]
     Limits(#[from] crate::InvalidLimit),
@@ -92,6 +96,7 @@ pub struct RuntimeBuilder {
     event_capacity: usize,
     prices: Option<PriceTable>,
     fanout: Option<FanoutProfile>,
+    warm_pool: usize,
 }
 
 #[derive(Debug)]
@@ -169,9 +174,23 @@ impl RuntimeBuilder {
         self
     }
 
-    /// How many events a subscriber may fall behind by before it sees a gap (default 4096).
+    /// How many events a [live](Runtime::subscribe) subscriber may fall behind by before it
+    /// sees a gap, and how many a [lossless](Runtime::subscribe_lossless) one holds before the
+    /// scripts wait for it (default 4096, at least 1).
     pub fn event_capacity(mut self, capacity: usize) -> Self {
         self.event_capacity = capacity.max(1);
+        self
+    }
+
+    /// Keeps up to `instances` guests instantiated ahead of demand (default 0: no pool), so a
+    /// run skips instantiation. Each pooled guest serves exactly one run and is then dropped,
+    /// so runs stay as isolated and as deterministic as with a fresh instance each (same
+    /// result, same fuel). One background thread refills the pool, one instance at a time, and
+    /// sleeps while it is full; each ready instance holds the guest's linear memory
+    /// (copy-on-write; see [`Runtime::warm_pool`] for the figures). A run finding the pool
+    /// empty instantiates a fresh guest itself, as it does without a pool.
+    pub fn warm_pool(mut self, instances: usize) -> Self {
+        self.warm_pool = instances;
         self
     }
 
@@ -210,13 +229,21 @@ impl RuntimeBuilder {
 
         let mut linker = Linker::<RunCtx>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
+        // Clock subscriptions wait in virtual time, not on a real timer.
+        crate::monotonic_clock::add_to_linker(&mut linker).map_err(wasmtime_error)?;
         Workflow::add_to_linker::<_, HasSelf<_>>(&mut linker, |ctx| ctx).map_err(wasmtime_error)?;
         let pre = linker
             .instantiate_pre(&component)
             .and_then(WorkflowPre::new)
             .map_err(wasmtime_error)?;
 
-        let (events, _) = broadcast::channel(self.event_capacity);
+        let pool = match self.warm_pool {
+            0 => None,
+            instances => Some(
+                WarmPool::start(instances, engine.clone(), pre.clone(), Arc::clone(&backend))
+                    .map_err(SetupError::WarmPool)?,
+            ),
+        };
         Ok(Runtime {
             shared: Arc::new(Shared {
                 _ticker: EpochTicker::start(engine.clone()),
@@ -225,10 +252,11 @@ impl RuntimeBuilder {
                 backend,
                 tools: self.tools,
                 limits: self.limits,
-                events,
+                events: Arc::new(EventHub::new(self.event_capacity)),
                 store: self.store,
                 prices: self.prices.map(Arc::new),
                 fanout: self.fanout,
+                pool,
             }),
         })
     }
@@ -247,6 +275,7 @@ impl Runtime {
             event_capacity: DEFAULT_EVENT_CAPACITY,
             prices: None,
             fanout: None,
+            warm_pool: 0,
         }
     }
 
@@ -309,14 +338,48 @@ impl Runtime {
         run::check(&self.shared, script).await
     }
 
-    /// Subscribes to the events of every run started from now on.
+    /// Subscribes to the events of every run started from now on, live: publishing never
+    /// waits for this stream, so a subscriber that falls behind by more than the
+    /// [event capacity](RuntimeBuilder::event_capacity) loses the oldest events and gets one
+    /// [`EventKind::Gap`](crate::EventKind::Gap) instead. For a display.
     pub fn subscribe(&self) -> EventStream {
-        EventStream::new(self.shared.events.subscribe())
+        self.shared.events.subscribe()
+    }
+
+    /// Subscribes to every event of every run published from now on, without loss: for a
+    /// record (a file, a pipe, a database). The stream's queue holds up to the
+    /// [event capacity](RuntimeBuilder::event_capacity); when it is full, the scripts' own
+    /// writers — `log`, `phase`, and `await`ing a call — wait until the reader has drained it to
+    /// half, so a slow reader slows the scripts down (a wait that counts against each run's
+    /// `timeout`). Leaves, and the start and end of each run, never wait: their events go past
+    /// the capacity, a few per leaf or tool call (started, finished, the tools a leaf calls in
+    /// its own loop), so memory stays bounded by the capacity plus what the runs' `max_agents`
+    /// and `max_tool_calls` allow. Read the stream steadily from another task than the one
+    /// awaiting the run (a run awaited before its stream is read stops at the first full
+    /// queue until its timeout), or drop it: dropping it releases every waiting writer.
+    pub fn subscribe_lossless(&self) -> EventStream {
+        self.shared.events.subscribe_lossless()
+    }
+
+    /// What the warm pool holds now (`None` without one): its capacity, the instances ready,
+    /// the linear memory they hold, and how many runs found an instance ready.
+    pub fn warm_pool(&self) -> Option<WarmPoolStats> {
+        self.shared.pool.as_ref().map(WarmPool::stats)
     }
 
     /// The limits runs get by default.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
+    }
+
+    /// What the backend offers scripts' `agent(...)` calls, for the guidance.
+    pub(crate) fn leaf_catalog(&self) -> LeafCatalog {
+        self.shared.backend.catalog()
+    }
+
+    /// The tools scripts may call with `call_tool`.
+    pub(crate) fn code_tools(&self) -> &ToolSet {
+        &self.shared.tools
     }
 }
 

@@ -1,6 +1,6 @@
 //! What every run of a [`Runtime`](crate::Runtime) shares: the engine and its epoch ticker,
 //! the pre-linked guest, the backend, the code-callable tools, the default limits, the event
-//! channel, the journal, the price table and the fan-out profile. Runs borrow it; nothing in it changes after the runtime is built.
+//! channel, the journal, the warm pool, the price table and the fan-out profile. Runs borrow it; nothing in it changes after the runtime is built.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use flowbox_backends::{LeafBackend, ToolSet};
 use flowbox_store::CheckpointStore;
-use tokio::sync::broadcast;
 use wasmtime::Engine;
 
 use crate::Limits;
 use crate::bindings::WorkflowPre;
-use crate::events::Event;
+use crate::events::EventHub;
 use crate::plan::{FanoutProfile, PriceTable};
+use crate::pool::WarmPool;
 use crate::run_ctx::RunCtx;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding
@@ -28,12 +28,14 @@ pub(crate) struct Shared {
     pub(crate) backend: Arc<dyn LeafBackend>,
     pub(crate) tools: ToolSet,
     pub(crate) limits: Limits,
-    pub(crate) events: broadcast::Sender<Event>,
+    pub(crate) events: Arc<EventHub>,
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
     /// The prices of leaves, for plans and dollar budgets.
     pub(crate) prices: Option<Arc<PriceTable>>,
     /// The default profile of leaves in wide fan-outs.
     pub(crate) fanout: Option<FanoutProfile>,
+    /// Guests instantiated ahead of demand, when the runtime keeps a warm pool.
+    pub(crate) pool: Option<WarmPool>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.
     pub(crate) _ticker: EpochTicker,
 }
@@ -45,6 +47,7 @@ impl std::fmt::Debug for Shared {
             .field("tools", &self.tools)
             .field("limits", &self.limits)
             .field("store", &self.store)
+            .field("pool", &self.pool.as_ref().map(WarmPool::stats))
             .finish_non_exhaustive()
     }
 }

@@ -33,7 +33,9 @@ pub use call::{
     unrepresentable_number,
 };
 pub use memory::MemoryStore;
-pub use outcome::{ErrorInfo, RecordedOutcome, RunErrorClass, RunErrorKind, Summary};
+pub use outcome::{
+    BranchFailure, ErrorInfo, GroupKind, RecordedOutcome, RunErrorClass, RunErrorKind, Summary,
+};
 pub use sqlite::{Durability, SqliteStore};
 pub use time::UtcTime;
 

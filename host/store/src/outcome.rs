@@ -204,6 +204,19 @@ pub struct Summary {
     pub phases: Vec<String>,
     /// The script's `log`/`print` lines, in order.
     pub logs: Vec<String>,
+    /// The `parallel` branches and `pipeline` items that raised and so became `None`, in the
+    /// order they failed: the first [`Summary::MAX_FAILED_BRANCHES`] of them. Like the two
+    /// fields below, written only when there is something to say, so a record from before
+    /// they existed reads and writes back as it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_branches: Vec<BranchFailure>,
+    /// How many branches and items failed in all, those past the kept ones included.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_branch_count: u32,
+    /// What the run did that is allowed but probably a mistake, such as entering a phase
+    /// that `meta` does not declare (the first 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Fuel the run consumed; the same script with the same leaf results always uses the same.
     pub fuel_used: u64,
     /// Wall-clock duration in milliseconds.
@@ -212,7 +225,43 @@ pub struct Summary {
     pub ok: bool,
 }
 
+fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
+
+/// A `parallel` branch or `pipeline` item that raised, which its group turned into `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchFailure {
+    /// The primitive whose branch it was.
+    pub group: GroupKind,
+    /// The branch's (or item's) index in the group's input, from 0.
+    pub index: u32,
+    /// For a pipeline item, the stage that raised, from 1.
+    pub stage: Option<u32>,
+    /// The Python exception type, such as `AgentError` or `TypeError`.
+    pub exception: String,
+    /// The exception's message.
+    pub message: String,
+    /// The script line it was raised at; else the line of the branch's function, or of the
+    /// `parallel`/`pipeline` call.
+    pub line: Option<u32>,
+}
+
+/// The primitive a [`BranchFailure`] happened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupKind {
+    /// `parallel(items)`.
+    Parallel,
+    /// `pipeline(items, *stages)`.
+    Pipeline,
+}
+
 impl Summary {
+    /// The most [`BranchFailure`]s a summary keeps; [`Summary::failed_branch_count`] counts
+    /// the rest.
+    pub const MAX_FAILED_BRANCHES: usize = 100;
+
     /// The summary of a run of `thread_id` that has done nothing yet.
     pub fn new(thread_id: impl Into<String>) -> Self {
         Self {
@@ -300,6 +349,37 @@ mod tests {
             assert_eq!(serde_json::from_str::<RunErrorKind>(&text).unwrap(), kind);
         }
         assert!(serde_json::from_str::<RunErrorKind>("\"no_such_kind\"").is_err());
+    }
+
+    #[test]
+    fn a_summary_keeps_its_failed_branches_and_warnings_and_reads_older_ones() {
+        let mut summary = Summary::new("t");
+        summary.failed_branches.push(BranchFailure {
+            group: GroupKind::Pipeline,
+            index: 2,
+            stage: Some(1),
+            exception: "TypeError".into(),
+            message: "unsupported operand".into(),
+            line: Some(7),
+        });
+        summary.failed_branch_count = 1;
+        summary.warnings.push("phase \"x\" is not in meta".into());
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(
+            json["failed_branches"],
+            serde_json::json!([{"group": "pipeline", "index": 2, "stage": 1,
+                "exception": "TypeError", "message": "unsupported operand", "line": 7}])
+        );
+        assert_eq!(serde_json::from_value::<Summary>(json).unwrap(), summary);
+        // A summary with none of them leaves them out, as one journaled before they existed.
+        let plain = serde_json::to_value(Summary::new("t")).unwrap();
+        for field in ["failed_branches", "failed_branch_count", "warnings"] {
+            assert!(plain.get(field).is_none(), "{field}");
+        }
+        assert_eq!(
+            serde_json::from_value::<Summary>(plain).unwrap(),
+            Summary::new("t")
+        );
     }
 
     #[test]

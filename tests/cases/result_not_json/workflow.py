@@ -1,1 +1,3 @@
-return {"ok": [1, 2, float("inf")]}
+"""A result that is not JSON: the error names the path and the line of the return."""
+values = [1, 2, float("inf")]
+return {"ok": values}

@@ -11,7 +11,9 @@ use super::config::{AgentConfig, AgentTemplate, Resolved, estimate, resolve, sys
 use super::conversation::Conversation;
 use crate::chat::{ChatModel, ChatRequest, Message};
 use crate::tool::ToolSet;
-use crate::{BackendError, LeafBackend, LeafEstimate, LeafObserver, LeafReply, LeafRequest};
+use crate::{
+    BackendError, LeafBackend, LeafCatalog, LeafEstimate, LeafObserver, LeafReply, LeafRequest,
+};
 
 type History = Arc<tokio::sync::Mutex<Vec<Message>>>;
 
@@ -157,6 +159,10 @@ impl LeafBackend for CheckedBackend {
         estimate(&self.config, &self.tools, request)
     }
 
+    fn catalog(&self) -> LeafCatalog {
+        LeafCatalog::of(&self.config, &self.tools)
+    }
+
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
         self.inner.call(request).await
     }
@@ -186,6 +192,10 @@ impl LeafBackend for AgentBackend {
 
     fn estimate(&self, request: &LeafRequest) -> LeafEstimate {
         estimate(&self.config, &self.tools, request)
+    }
+
+    fn catalog(&self) -> LeafCatalog {
+        LeafCatalog::of(&self.config, &self.tools)
     }
 
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {

@@ -3,8 +3,10 @@
 //! model id and tools, or a typed refusal naming what is unknown.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{self, MapAccess, value::MapAccessDeserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::tool::ToolSet;
 use crate::{BackendError, BackendErrorKind, LeafEstimate, LeafRequest};
@@ -17,10 +19,92 @@ of further help.";
 /// The base prompt of leaves without a template.
 pub const DEFAULT_BASE_PROMPT: &str = "You are a careful, capable assistant.";
 
+/// A model profile a script names with `model=`: the provider model id it stands for, and
+/// what the operator says it is for, which the root model's guidance shows.
+///
+/// In JSON (a profiles file, an [`AgentConfig`]) a profile is either the model id alone,
+/// `"gpt-4o-mini"`, or `{"model": "gpt-4o-mini", "description": "cheap, for sweeps"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelProfile {
+    /// The provider model id.
+    pub model: String,
+    /// What the profile is for, in a line (`cheap, for sweeps`); `None` when the operator
+    /// gave none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+impl ModelProfile {
+    /// A profile for the provider model `model`, without a description.
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            model: model.into(),
+            description: None,
+        }
+    }
+
+    /// This profile, described as `description`.
+    pub fn with_description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+}
+
+impl From<&str> for ModelProfile {
+    fn from(model: &str) -> Self {
+        Self::new(model)
+    }
+}
+
+impl From<String> for ModelProfile {
+    fn from(model: String) -> Self {
+        Self::new(model)
+    }
+}
+
+/// A profile's object form.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFields {
+    model: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for ModelProfile {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Form;
+        impl<'de> de::Visitor<'de> for Form {
+            type Value = ModelProfile;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a provider model id, or {"model", "description"?}"#)
+            }
+
+            fn visit_str<E: de::Error>(self, model: &str) -> Result<ModelProfile, E> {
+                Ok(ModelProfile::new(model))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ModelProfile, A::Error> {
+                let fields = ProfileFields::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(ModelProfile {
+                    model: fields.model,
+                    description: fields.description,
+                })
+            }
+        }
+        deserializer.deserialize_any(Form)
+    }
+}
+
 /// A named leaf template a script selects with `agent_type=`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentTemplate {
+    /// What the template is for, in a line, for the root model's guidance; without one, the
+    /// guidance quotes the start of the base prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Its base prompt (instead of the default one).
     pub base_prompt: String,
     /// Its model: a profile name or a provider model id; `None` for the default model.
@@ -37,9 +121,9 @@ pub struct AgentTemplate {
 pub struct AgentConfig {
     /// The provider model id leaves use when neither the call nor its template names one.
     pub model: String,
-    /// Model profiles scripts may name with `model=`: profile name → provider model id. Only
-    /// these names are accepted; a script cannot name a provider model directly.
-    pub profiles: BTreeMap<String, String>,
+    /// Model profiles scripts may name with `model=`, by name. Only these names are accepted;
+    /// a script cannot name a provider model directly.
+    pub profiles: BTreeMap<String, ModelProfile>,
     /// Leaf templates by `agent_type`.
     pub templates: BTreeMap<String, AgentTemplate>,
     /// The base prompt of leaves without a template.
@@ -91,18 +175,19 @@ pub(super) fn resolve<'a>(
             None => None,
         };
     let model = match (&request.model, template.and_then(|t| t.model.as_ref())) {
-        (Some(profile), _) => config.profiles.get(profile).cloned().ok_or_else(|| {
-            BackendErrorKind::UnknownProfile {
+        (Some(profile), _) => config
+            .profiles
+            .get(profile)
+            .map(|p| p.model.clone())
+            .ok_or_else(|| BackendErrorKind::UnknownProfile {
                 name: profile.clone(),
                 profiles: config.profiles.keys().cloned().collect(),
-            }
-        })?,
+            })?,
         // A template is the host's own configuration, so it may name a model id directly.
         (None, Some(model)) => config
             .profiles
             .get(model)
-            .cloned()
-            .unwrap_or_else(|| model.clone()),
+            .map_or_else(|| model.clone(), |p| p.model.clone()),
         (None, None) => config.model.clone(),
     };
     let names = request

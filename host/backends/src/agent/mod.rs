@@ -19,7 +19,7 @@ mod conversation;
 mod tool_loop;
 
 pub use backend::{AgentBackend, CheckedBackend, render_prompt};
-pub use config::{AgentConfig, AgentTemplate, DEFAULT_BASE_PROMPT, LEAF_ADDENDUM};
+pub use config::{AgentConfig, AgentTemplate, DEFAULT_BASE_PROMPT, LEAF_ADDENDUM, ModelProfile};
 pub use conversation::Conversation;
 
 #[cfg(test)]

@@ -128,6 +128,7 @@ fn config() -> AgentConfig {
     config.templates.insert(
         "critic".into(),
         AgentTemplate {
+            description: None,
             base_prompt: "You criticise.".into(),
             model: Some("fast".into()),
             tools: Some(vec![]),
@@ -661,5 +662,70 @@ fn an_estimate_counts_what_the_agent_would_send_on_the_model_it_would_use() {
     assert_eq!(
         (critic.max_output_tokens, critic.output_bounded_by_schema),
         (6, true)
+    );
+}
+
+#[test]
+fn a_profile_is_a_model_id_or_a_described_model() {
+    let config: AgentConfig = serde_json::from_value(json!({
+        "profiles": {
+            "fast": {"model": "small-model", "description": "cheap, for sweeps"},
+            "deep": "large-model"
+        }
+    }))
+    .unwrap();
+    assert_eq!(
+        config.profiles["fast"],
+        ModelProfile::new("small-model").with_description("cheap, for sweeps")
+    );
+    assert_eq!(config.profiles["deep"], ModelProfile::new("large-model"));
+    // Written back, each is an object; read again, the same.
+    let text = serde_json::to_string(&config).unwrap();
+    assert!(text.contains(r#""deep":{"model":"large-model"}"#), "{text}");
+    assert_eq!(serde_json::from_str::<AgentConfig>(&text).unwrap(), config);
+    for wrong in [
+        json!({"profiles": {"fast": {"model": "m", "descripton": "typo"}}}),
+        json!({"profiles": {"fast": {"description": "no model"}}}),
+        json!({"profiles": {"fast": 5}}),
+    ] {
+        assert!(
+            serde_json::from_value::<AgentConfig>(wrong.clone()).is_err(),
+            "{wrong}"
+        );
+    }
+}
+
+#[test]
+fn the_catalog_is_the_configuration_a_request_is_checked_against() {
+    let mut config = config();
+    config.profiles.insert(
+        "deep".into(),
+        ModelProfile::new("large-model").with_description("slow, for hard calls"),
+    );
+    let agent = AgentBackend::new(MockChat::replying(vec![]), config.clone(), tools());
+    let catalog = agent.catalog();
+    assert_eq!(
+        catalog.profiles.keys().collect::<Vec<_>>(),
+        ["deep", "fast"]
+    );
+    assert_eq!(
+        catalog.profiles["deep"].description.as_deref(),
+        Some("slow, for hard calls")
+    );
+    assert_eq!(catalog.templates.keys().collect::<Vec<_>>(), ["critic"]);
+    assert_eq!(
+        catalog
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["upper"]
+    );
+    // An offline backend held to the same configuration offers the same; a bare one nothing.
+    let checked = CheckedBackend::new(Arc::new(crate::FakeBackend::new()), config, tools());
+    assert_eq!(checked.catalog(), catalog);
+    assert_eq!(
+        crate::FakeBackend::new().catalog(),
+        crate::LeafCatalog::default()
     );
 }

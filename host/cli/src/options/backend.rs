@@ -11,7 +11,8 @@ use anyhow::Context;
 use clap::Args;
 use flowbox::LeafBackend;
 use flowbox::backends::{
-    AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, FakeBackend, ScriptedBackend,
+    AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, FakeBackend, ModelProfile,
+    ScriptedBackend,
 };
 use flowbox::chat::{ChatModel, FakeChat};
 use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
@@ -49,26 +50,36 @@ impl FromStr for BackendChoice {
     }
 }
 
-/// A `--profile NAME=MODEL` flag.
+/// A `--profile NAME=MODEL[:DESCRIPTION]` flag.
 #[derive(Debug, Clone)]
 pub(crate) struct Profile {
     name: String,
-    model: String,
+    profile: ModelProfile,
 }
 
 impl FromStr for Profile {
     type Err = String;
 
     fn from_str(value: &str) -> Result<Self, String> {
-        match value.split_once('=') {
-            Some((name, model)) if !name.is_empty() && !model.is_empty() => Ok(Self {
-                name: name.to_owned(),
-                model: model.to_owned(),
-            }),
-            _ => Err(format!(
-                "expected NAME=MODEL, such as fast=gpt-4o-mini, not {value:?}"
-            )),
+        let (name, rest) = value.split_once('=').unwrap_or((value, ""));
+        let (model, description) = match rest.split_once(':') {
+            Some((model, description)) => (model, Some(description.trim())),
+            None => (rest, None),
+        };
+        if name.is_empty() || model.is_empty() {
+            return Err(format!(
+                "expected NAME=MODEL or NAME=MODEL:DESCRIPTION, such as \
+                 fast=gpt-4o-mini:\"cheap, for sweeps\", not {value:?}"
+            ));
         }
+        let mut profile = ModelProfile::new(model);
+        if let Some(description) = description.filter(|d| !d.is_empty()) {
+            profile = profile.with_description(description);
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            profile,
+        })
     }
 }
 
@@ -106,12 +117,19 @@ pub(crate) struct BackendOptions {
     /// offline backends: default].
     #[arg(long, value_name = "MODEL", env = "FLOWBOX_MODEL")]
     pub model: Option<String>,
-    /// A model profile scripts may name with `model=NAME` (repeatable). Scripts can only name
-    /// profiles, never provider models directly.
-    #[arg(long = "profile", value_name = "NAME=MODEL")]
+    /// A model profile scripts may name with `model=NAME` (repeatable), with what it is for
+    /// after a colon: `fast=gpt-4o-mini:"cheap, for sweeps"`. The root model's guidance lists
+    /// the profiles and their descriptions; scripts can only name profiles, never provider
+    /// models directly. A model id with a colon in it goes in a --profiles file.
+    #[arg(long = "profile", value_name = "NAME=MODEL[:DESCRIPTION]")]
     pub profiles: Vec<Profile>,
+    /// Model profiles from a JSON file mapping each NAME to a provider model id or to
+    /// {"model", "description"?}; a --profile of the same name replaces the file's.
+    #[arg(long = "profiles", value_name = "FILE")]
+    pub profiles_file: Option<PathBuf>,
     /// Leaf templates scripts select with `agent_type=NAME`: a JSON file mapping each NAME to
-    /// {"base_prompt", "model"? (a profile or a provider model), "tools"? (granted tools)}.
+    /// {"base_prompt", "description"? (what it is for, shown in the root model's guidance),
+    /// "model"? (a profile or a provider model), "tools"? (granted tools)}.
     #[arg(long, value_name = "FILE")]
     pub agent_types: Option<PathBuf>,
     /// Grant read access to a directory (repeatable): `read_file` and `list_dir` then work for
@@ -186,22 +204,22 @@ impl BackendOptions {
             ..AgentConfig::default()
         };
         let mut models = vec![(config.model, "the default model (--model)".to_owned())];
-        let profiles = self.profile_map();
-        for (name, model) in &profiles {
-            models.push((model.clone(), format!("--profile {name}")));
+        let profiles = self.profile_map()?;
+        for (name, profile) in &profiles {
+            models.push((profile.model.clone(), format!("--profile {name}")));
         }
         for (name, template) in self.templates_unchecked()? {
             if let Some(model) = template.model {
-                let model = profiles.get(&model).cloned().unwrap_or(model);
+                let model = profiles.get(&model).map_or(model, |p| p.model.clone());
                 models.push((model, format!("agent type {name}")));
             }
         }
         Ok(models)
     }
 
-    /// Whether `--profile NAME=...` was given.
-    pub(crate) fn names_profile(&self, name: &str) -> bool {
-        self.profiles.iter().any(|profile| profile.name == name)
+    /// Whether `--profile NAME=...` or the `--profiles` file names a profile `name`.
+    pub(crate) fn names_profile(&self, name: &str) -> anyhow::Result<bool> {
+        Ok(self.profile_map()?.contains_key(name))
     }
 
     /// The default model: `--model`, else (offline backends only) `default`.
@@ -221,7 +239,7 @@ impl BackendOptions {
         let defaults = AgentConfig::default();
         let config = AgentConfig {
             model: self.default_model(),
-            profiles: self.profile_map(),
+            profiles: self.profile_map()?,
             templates: self.templates(tools)?,
             max_turns: self.max_turns.unwrap_or(defaults.max_turns),
             max_tokens: self.max_output_tokens.unwrap_or(defaults.max_tokens),
@@ -259,12 +277,21 @@ impl BackendOptions {
             .with_context(|| format!("--agent-types {} is not valid", path.display()))
     }
 
-    /// The `--profile` flags as profile name → provider model id.
-    fn profile_map(&self) -> BTreeMap<String, String> {
-        self.profiles
-            .iter()
-            .map(|profile| (profile.name.clone(), profile.model.clone()))
-            .collect()
+    /// The `--profiles` file's profiles, then the `--profile` flags', by name.
+    fn profile_map(&self) -> anyhow::Result<BTreeMap<String, ModelProfile>> {
+        let mut profiles = match &self.profiles_file {
+            None => BTreeMap::new(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read --profiles {}", path.display()))?;
+                serde_json::from_str(&text)
+                    .with_context(|| format!("--profiles {} is not valid", path.display()))?
+            }
+        };
+        for profile in &self.profiles {
+            profiles.insert(profile.name.clone(), profile.profile.clone());
+        }
+        Ok(profiles)
     }
 
     /// The provider's chat model, from the environment.
@@ -298,11 +325,45 @@ impl BackendOptions {
         let defaults = AgentConfig::default();
         Ok(AgentConfig {
             model,
-            profiles: self.profile_map(),
+            profiles: self.profile_map()?,
             templates: self.templates(tools)?,
             max_turns: self.max_turns.unwrap_or(defaults.max_turns),
             max_tokens: self.max_output_tokens.unwrap_or(defaults.max_tokens),
             ..defaults
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(flag: &str) -> Result<(String, ModelProfile), String> {
+        flag.parse::<Profile>().map(|p| (p.name, p.profile))
+    }
+
+    #[test]
+    fn a_profile_flag_names_a_model_and_may_say_what_it_is_for() {
+        assert_eq!(
+            profile("fast=gpt-4o-mini").unwrap(),
+            ("fast".into(), ModelProfile::new("gpt-4o-mini"))
+        );
+        assert_eq!(
+            profile("fast=gpt-4o-mini:cheap, for sweeps").unwrap(),
+            (
+                "fast".into(),
+                ModelProfile::new("gpt-4o-mini").with_description("cheap, for sweeps")
+            )
+        );
+        // The description starts at the first colon and may hold more.
+        assert_eq!(
+            profile("deep=o3: slow: for hard calls").unwrap().1,
+            ModelProfile::new("o3").with_description("slow: for hard calls")
+        );
+        assert_eq!(profile("fast=m:").unwrap().1, ModelProfile::new("m"));
+        for wrong in ["fast", "=m", "fast=", "fast=:cheap"] {
+            let error = profile(wrong).unwrap_err();
+            assert!(error.contains("NAME=MODEL:DESCRIPTION"), "{error}");
+        }
     }
 }

@@ -56,10 +56,11 @@ impl RunOptions {
         }
         let fanout = self.cost.fanout();
         if let Some(fanout) = &fanout
-            && !self.backend.names_profile(&fanout.profile)
+            && !self.backend.names_profile(&fanout.profile)?
         {
             anyhow::bail!(
-                "--fanout-profile {0} is not a profile: give it with --profile {0}=MODEL",
+                "--fanout-profile {0} is not a profile: give it with --profile {0}=MODEL or in \
+                 --profiles",
                 fanout.profile
             );
         }

@@ -96,7 +96,8 @@ pub struct OrchestratorBuilder {
 
 impl Orchestrator {
     /// A root agent over `model` (the provider's model id `model_id`) whose workflows run on
-    /// `runtime`. The guidance (with patterns, for the runtime's limits) is on by default.
+    /// `runtime`. The guidance for that runtime ([`Guidance::new`]: its limits, profiles,
+    /// templates and tools, with patterns) is on by default.
     pub fn builder(
         runtime: Runtime,
         model: Arc<dyn ChatModel>,
@@ -217,7 +218,7 @@ impl OrchestratorBuilder {
     pub fn build(self) -> Orchestrator {
         let mut config = self.config;
         if self.guidance_default {
-            config.guidance = Some(Guidance::new(self.runtime.limits()));
+            config.guidance = Some(Guidance::new(&self.runtime));
         }
         Orchestrator {
             model: self.model,

@@ -24,6 +24,10 @@ agents; answer simple questions directly. The script's contract is in your instr
 /// with a marker, because they go back into the model's context.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 32 << 10;
 
+/// The most failed branches the root model is shown; `failed_branch_count` then says how many
+/// there were.
+const MAX_FAILED_SHOWN: usize = 10;
+
 /// The input of `run_workflow`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -117,6 +121,7 @@ impl WorkflowTool {
             ok: outcome.result.is_ok(),
             recorded_unix_ms: unix_millis(),
         };
+        let shown = &summary.failed_branches[..summary.failed_branches.len().min(MAX_FAILED_SHOWN)];
         let mut output = json!({
             "ok": outcome.result.is_ok(),
             "summary": {
@@ -126,8 +131,13 @@ impl WorkflowTool {
                 "tokens": summary.tokens_spent,
                 "phases": summary.phases,
                 "duration_ms": summary.duration_ms,
+                "failed_branches": shown,
+                "warnings": summary.warnings,
             },
         });
+        if summary.failed_branch_count as usize > shown.len() {
+            output["summary"]["failed_branch_count"] = json!(summary.failed_branch_count);
+        }
         match &outcome.result {
             Ok(result) => output["result"] = self.truncated(result),
             Err(error) => output["error"] = error_json(error),
@@ -187,7 +197,7 @@ fn error_json(error: &crate::RunError) -> Value {
         "message": info.message,
         "line": info.line,
         "exception": info.exception,
-        "hint": hint(&info),
+        "hint": hint(info.kind, info.exception.as_deref()),
     });
     if let crate::RunError::GateRefused(refusal) = error {
         output["plan"] = serde_json::to_value(&refusal.plan).expect("plans serialise");
@@ -195,10 +205,11 @@ fn error_json(error: &crate::RunError) -> Value {
     output
 }
 
-/// What to do about an error, for a model that is about to retry.
-fn hint(error: &ErrorInfo) -> Option<&'static str> {
+/// What to do about an error of `kind` (an uncaught `exception`), for a model that is about
+/// to retry: every kind has one.
+fn hint(kind: RunErrorKind, exception: Option<&str>) -> &'static str {
     use RunErrorKind as K;
-    Some(match error.kind {
+    match kind {
         K::Forbidden => {
             "rewrite the flagged line without that construct and keep scripts as glue; imports \
              are not available except the listed pure modules, and the injected primitives \
@@ -215,11 +226,11 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
         K::InvalidResult => {
             "return only JSON values: dicts with string keys, lists, strings, numbers, booleans, None"
         }
-        K::Uncaught => match error.exception.as_deref() {
+        K::Uncaught => match exception {
             Some("AgentError") => {
                 "a leaf failed; catch AgentError around that call (e.retryable says whether \
                  calling again may succeed), or use parallel(), which turns failed branches into \
-                 None"
+                 None and lists them in summary.failed_branches"
             }
             Some("BudgetExceeded") => {
                 "the token budget is spent; do less work or report what you have"
@@ -232,7 +243,17 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
                  with tools to do the reading"
             }
             Some("ToolError") => {
-                "a tool call failed; check the tool name and arguments, or catch ToolError"
+                "a tool call failed; check the tool name and arguments against the host's tools \
+                 in your instructions, or catch ToolError"
+            }
+            Some("ValueError") => {
+                "if agent() or call_tool() raised it, the host refused the request: name only \
+                 the model profiles, leaf templates and tools your instructions list for this \
+                 host, and keep prompts and schemas within its limits; else fix the given line"
+            }
+            Some("TypeError") => {
+                "a value of the wrong type at the given line; for a primitive's argument, check \
+                 its signature in your instructions"
             }
             Some("NameError") => {
                 "that name is not defined: the injected primitives, Python's builtins and the \
@@ -269,12 +290,22 @@ fn hint(error: &ErrorInfo) -> Option<&'static str> {
              what it would do: narrow the fan-out (fewer items, or batch several per leaf), use \
              a cheaper profile with model=, or ask the user to approve the cost"
         }
-        K::UnknownThread
-        | K::MemoryCapTooSmall
-        | K::JournalFailure
-        | K::GuestFailure
-        | K::HostFailure => return None,
-    })
+        K::UnknownThread => {
+            "there is no run with that thread_id; leave thread_id out to start a new one"
+        }
+        K::MemoryCapTooSmall => {
+            "the host's memory cap is too small for any script to start; no script can fix \
+             this: tell the user the host needs a larger memory cap"
+        }
+        K::JournalFailure => {
+            "the host's journal failed, not the script; call again with the same thread_id to \
+             resume once it works, or tell the user"
+        }
+        K::GuestFailure | K::HostFailure => {
+            "flowbox itself failed, not the script; call again once, and if it fails the same \
+             way, tell the user"
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -304,5 +335,99 @@ impl Tool for WorkflowTool {
                 message: e.to_string(),
             })?;
         Ok(self.execute(input).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind, the match making a new kind a compile error here until it is listed.
+    fn every_kind() -> Vec<RunErrorKind> {
+        use RunErrorKind as K;
+        let kinds = vec![
+            K::ScriptTooLarge,
+            K::InvalidArgs,
+            K::InvalidLimits,
+            K::InvalidThreadId,
+            K::Syntax,
+            K::InvalidMeta,
+            K::Forbidden,
+            K::NoEntryPoint,
+            K::Uncaught,
+            K::InvalidResult,
+            K::OutOfFuel,
+            K::OutOfMemory,
+            K::MemoryCapTooSmall,
+            K::Timeout,
+            K::StackOverflow,
+            K::OutputTooLarge,
+            K::ResultTooLarge,
+            K::Divergence,
+            K::JournalFailure,
+            K::UnknownThread,
+            K::ThreadInUse,
+            K::GuestFailure,
+            K::HostFailure,
+            K::GateRefused,
+        ];
+        for kind in &kinds {
+            match kind {
+                K::ScriptTooLarge
+                | K::InvalidArgs
+                | K::InvalidLimits
+                | K::InvalidThreadId
+                | K::Syntax
+                | K::InvalidMeta
+                | K::Forbidden
+                | K::NoEntryPoint
+                | K::Uncaught
+                | K::InvalidResult
+                | K::OutOfFuel
+                | K::OutOfMemory
+                | K::MemoryCapTooSmall
+                | K::Timeout
+                | K::StackOverflow
+                | K::OutputTooLarge
+                | K::ResultTooLarge
+                | K::Divergence
+                | K::JournalFailure
+                | K::UnknownThread
+                | K::ThreadInUse
+                | K::GuestFailure
+                | K::HostFailure
+                | K::GateRefused => {}
+            }
+        }
+        kinds
+    }
+
+    #[test]
+    fn every_error_kind_has_a_hint() {
+        let kinds = every_kind();
+        assert_eq!(kinds.len(), 24);
+        for kind in kinds {
+            let hint = hint(kind, None);
+            assert!(hint.len() > 20, "{kind}: {hint}");
+        }
+        // The exceptions a script commonly leaves uncaught get their own.
+        let generic = hint(RunErrorKind::Uncaught, None);
+        for exception in [
+            "AgentError",
+            "BudgetExceeded",
+            "AgentCapExceeded",
+            "ToolError",
+            "ToolCapExceeded",
+            "ValueError",
+            "TypeError",
+            "NameError",
+        ] {
+            assert_ne!(
+                hint(RunErrorKind::Uncaught, Some(exception)),
+                generic,
+                "{exception}"
+            );
+        }
+        assert!(hint(RunErrorKind::Uncaught, Some("ValueError")).contains("model profiles"));
     }
 }

@@ -1,0 +1,304 @@
+//! The warm pool: guests instantiated ahead of demand, each handed to exactly one run.
+//!
+//! Instantiating the guest (a `Store` and componentize-py's linked core modules) is the part of
+//! a run's start that does not depend on the request, so one background thread does it before
+//! a request arrives. At hand-over the run's own state replaces the placeholder in the store
+//! (WASI context, clocks, random seed, calls, limits), fuel is set to what a fresh instance
+//! would have left after instantiating, and the run's deadline starts: the guest sees exactly
+//! what it would have seen in a fresh instance. Every instance is dropped after its run.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use flowbox_backends::{LeafBackend, ToolSet};
+use wasmtime::{Engine, Store};
+
+use crate::bindings::{Workflow, WorkflowPre};
+use crate::calls::Checkpoints;
+use crate::events::{EventHub, RunEvents};
+use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
+use crate::{Limits, RunError};
+
+/// How long the refill thread holds off while runs are in flight. Instantiating maps and
+/// protects memory, which takes the process's memory-map lock that a run's page faults need
+/// too: refilling next to a run slowed the run down by more than the pool saved it. Under
+/// steady load the pool still gains an instance at least this often.
+const MAX_DEFER: Duration = Duration::from_millis(50);
+
+/// The fuel a pooled instance instantiates with: far more than instantiation takes, so what
+/// it took can be subtracted from a run's own fuel at hand-over.
+const INSTANTIATION_FUEL: u64 = u64::MAX / 2;
+
+/// What a warm pool holds now, from [`Runtime::warm_pool`](crate::Runtime::warm_pool).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WarmPoolStats {
+    /// The most instances the pool holds ready.
+    pub capacity: usize,
+    /// Instances ready now.
+    pub ready: usize,
+    /// The linear memory the ready instances hold between them, in bytes: the most they can
+    /// keep resident (copy-on-write, so what is really resident is much less until a run
+    /// writes to it).
+    pub memory_bytes: u64,
+    /// Runs that started from a pooled instance.
+    pub hits: u64,
+    /// Runs that found the pool empty (or needed limits a pooled instance cannot give them)
+    /// and instantiated a fresh guest on the request path.
+    pub misses: u64,
+}
+
+/// A pooled instance: instantiated, never run.
+pub(crate) struct Warm {
+    store: Store<RunCtx>,
+    instance: Workflow,
+    /// The fuel instantiation took, the same for every instance.
+    fuel_spent: u64,
+    /// The largest linear memory instantiation created, in bytes.
+    largest_memory: u64,
+    /// All the linear memory instantiation created, in bytes.
+    memory_bytes: u64,
+}
+
+/// The pool, shared between the runtime and its refill thread.
+struct Inner {
+    capacity: usize,
+    ready: Mutex<Ready>,
+    /// Wakes the refill thread when an instance is taken or the runtime is dropped.
+    wanted: Condvar,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+struct Ready {
+    instances: VecDeque<Warm>,
+    /// Runs of the runtime in flight, pooled or not.
+    running: usize,
+    stopped: bool,
+}
+
+impl Inner {
+    fn ready(&self) -> MutexGuard<'_, Ready> {
+        self.ready.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Pre-instantiated guests for a runtime, refilled by one background thread; dropping it
+/// stops the thread and drops the instances.
+pub(crate) struct WarmPool {
+    inner: Arc<Inner>,
+}
+
+impl WarmPool {
+    /// Starts a refill thread that keeps `capacity` instances of `pre` ready. The thread
+    /// instantiates one instance at a time, sleeps while the pool is full and holds off
+    /// while runs are in flight (up to [`MAX_DEFER`]), so refilling never takes more than one
+    /// core, and rarely any time, from the runs in flight.
+    pub(crate) fn start(
+        capacity: usize,
+        engine: Engine,
+        pre: WorkflowPre<RunCtx>,
+        backend: Arc<dyn LeafBackend>,
+    ) -> std::io::Result<Self> {
+        let inner = Arc::new(Inner {
+            capacity,
+            ready: Mutex::new(Ready {
+                instances: VecDeque::with_capacity(capacity),
+                running: 0,
+                stopped: false,
+            }),
+            wanted: Condvar::new(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        });
+        let pool = Arc::clone(&inner);
+        // Instantiation never waits on a host call, so a current-thread runtime polls it.
+        let executor = tokio::runtime::Builder::new_current_thread().build()?;
+        std::thread::Builder::new()
+            .name("flowbox-warm-pool".into())
+            .spawn(move || refill(&pool, &executor, &engine, &pre, &backend))?;
+        Ok(Self { inner })
+    }
+
+    /// A pooled instance for a run under `limits`, or `None` (a miss: the run instantiates a
+    /// fresh guest) when the pool is empty or the limits are below what instantiating already
+    /// took, so that a fresh instance reports that limit exactly as it does without a pool.
+    pub(crate) fn take(&self, limits: &Limits) -> Option<Warm> {
+        let warm = {
+            let mut ready = self.inner.ready();
+            let fits = ready.instances.front().is_some_and(|warm| {
+                warm.fuel_spent <= limits.fuel && warm.largest_memory <= limits.memory_bytes
+            });
+            if fits {
+                ready.instances.pop_front()
+            } else {
+                None
+            }
+        };
+        let counter = if warm.is_some() {
+            self.inner.wanted.notify_one();
+            &self.inner.hits
+        } else {
+            &self.inner.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        warm
+    }
+
+    /// Marks a run in flight until the returned guard is dropped.
+    pub(crate) fn run_started(&self) -> Running<'_> {
+        self.inner.ready().running += 1;
+        Running(&self.inner)
+    }
+
+    pub(crate) fn stats(&self) -> WarmPoolStats {
+        let ready = self.inner.ready();
+        WarmPoolStats {
+            capacity: self.inner.capacity,
+            ready: ready.instances.len(),
+            memory_bytes: ready.instances.iter().map(|w| w.memory_bytes).sum(),
+            hits: self.inner.hits.load(Ordering::Relaxed),
+            misses: self.inner.misses.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A run in flight, for the refill thread to hold off.
+pub(crate) struct Running<'a>(&'a Inner);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.ready().running -= 1;
+        self.0.wanted.notify_one();
+    }
+}
+
+impl Drop for WarmPool {
+    fn drop(&mut self) {
+        self.inner.ready().stopped = true;
+        self.inner.wanted.notify_one();
+    }
+}
+
+impl Warm {
+    /// Hands the instance to the run whose state is `ctx`: the placeholder state goes, the
+    /// run's own (with its memory cap) takes its place, fuel is what a fresh instance would
+    /// have left after instantiating under the run's limit, and the run's deadline starts now.
+    pub(crate) fn start(self, ctx: RunCtx) -> Result<(Store<RunCtx>, Workflow), RunError> {
+        let Self {
+            mut store,
+            instance,
+            fuel_spent,
+            largest_memory,
+            memory_bytes,
+        } = self;
+        let mut ctx = ctx;
+        let fuel = ctx.limits.fuel - fuel_spent;
+        let timeout = ctx.limits.timeout;
+        ctx.memory.largest = largest_memory;
+        ctx.memory.total = memory_bytes;
+        *store.data_mut() = ctx;
+        store
+            .set_fuel(fuel)
+            .map_err(|e| RunError::Host(format!("cannot set fuel: {e}")))?;
+        set_deadline(&mut store, timeout);
+        Ok((store, instance))
+    }
+}
+
+/// Keeps the pool full until it is stopped.
+fn refill(
+    pool: &Inner,
+    executor: &tokio::runtime::Runtime,
+    engine: &Engine,
+    pre: &WorkflowPre<RunCtx>,
+    backend: &Arc<dyn LeafBackend>,
+) {
+    loop {
+        {
+            let mut ready = pool.ready();
+            let mut deferred_since: Option<Instant> = None;
+            loop {
+                if ready.stopped {
+                    return;
+                }
+                if ready.instances.len() >= pool.capacity {
+                    deferred_since = None;
+                    ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
+                    continue;
+                }
+                let since = *deferred_since.get_or_insert_with(Instant::now);
+                let left = MAX_DEFER.saturating_sub(since.elapsed());
+                if ready.running == 0 || left.is_zero() {
+                    break;
+                }
+                ready = pool
+                    .wanted
+                    .wait_timeout(ready, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+        let Some(warm) = executor.block_on(instantiate(engine, pre, backend)) else {
+            // The guest does not instantiate outside a run either: runs go on without a pool
+            // and report why themselves.
+            return;
+        };
+        let mut ready = pool.ready();
+        if ready.stopped {
+            return;
+        }
+        ready.instances.push_back(warm);
+        drop(ready);
+        // Let a run that is waiting for a core have it before the next instantiation.
+        std::thread::yield_now();
+    }
+}
+
+/// One instance of `pre` in a store holding placeholder state, which no guest code sees: the
+/// guest runs nothing but its instantiation until a run's state replaces it.
+async fn instantiate(
+    engine: &Engine,
+    pre: &WorkflowPre<RunCtx>,
+    backend: &Arc<dyn LeafBackend>,
+) -> Option<Warm> {
+    let limits = Limits {
+        fuel: INSTANTIATION_FUEL,
+        memory_bytes: u64::MAX,
+        ..Limits::default()
+    };
+    let thread_id = "warm-pool".to_owned();
+    let plan = Plan {
+        // Nothing listens to the placeholder's events.
+        events: Arc::new(RunEvents::new(
+            thread_id.clone(),
+            Arc::new(EventHub::new(1)),
+        )),
+        thread_id,
+        limits: limits.clone(),
+        guard: true,
+        start_unix_nanos: 0,
+        checkpoints: Checkpoints::default(),
+    };
+    // The run's own state, pricing included, replaces this placeholder at hand-over.
+    let pricing = Pricing {
+        prices: None,
+        fanout: None,
+        projection: false,
+    };
+    let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, plan, pricing);
+    let mut store = new_store(engine, ctx).ok()?;
+    let instance = pre.instantiate_async(&mut store).await.ok()?;
+    let fuel_spent = INSTANTIATION_FUEL - store.get_fuel().ok()?;
+    let memory = &store.data().memory;
+    let (largest_memory, memory_bytes) = (memory.largest, memory.total);
+    Some(Warm {
+        store,
+        instance,
+        fuel_spent,
+        largest_memory,
+        memory_bytes,
+    })
+}

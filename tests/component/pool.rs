@@ -1,0 +1,188 @@
+//! The warm pool: every pooled instance serves one run, runs from it are isolated from each
+//! other and use exactly the fuel a fresh instance does, and the pool stays within its bound.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowbox::backends::FakeBackend;
+use flowbox::store::{CheckpointStore, MemoryStore};
+use flowbox::{LeafBackend, Limits, RunError, RunRequest, Runtime, WarmPoolStats};
+use flowbox_tests::{PanickingBackend, root};
+use serde_json::json;
+
+fn pooled(instances: usize, backend: Arc<dyn LeafBackend>) -> Runtime {
+    let mut builder = Runtime::builder()
+        .shared_backend(backend)
+        .cache_dir(root().join("target").join("flowbox-cache"));
+    if instances > 0 {
+        builder = builder.warm_pool(instances);
+    }
+    builder.build().expect("the guest loads")
+}
+
+fn journaled(instances: usize, backend: Arc<dyn LeafBackend>, store: Arc<MemoryStore>) -> Runtime {
+    let mut builder = Runtime::builder()
+        .shared_backend(backend)
+        .shared_store(store)
+        .cache_dir(root().join("target").join("flowbox-cache"));
+    if instances > 0 {
+        builder = builder.warm_pool(instances);
+    }
+    builder.build().expect("the guest loads")
+}
+
+/// Waits until the pool holds `ready` instances; a liveness bound only, never a timing claim.
+async fn filled(runtime: &Runtime, ready: usize) -> WarmPoolStats {
+    for _ in 0..12_000 {
+        let stats = runtime.warm_pool().expect("a pooled runtime");
+        assert!(stats.ready <= stats.capacity, "{stats:?}");
+        if stats.ready >= ready {
+            return stats;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the pool never held {ready} instances");
+}
+
+#[tokio::test]
+async fn a_runtime_has_no_pool_unless_asked() {
+    let rt = pooled(0, Arc::new(FakeBackend::new()));
+    assert_eq!(rt.warm_pool(), None);
+}
+
+#[tokio::test]
+async fn pooled_runs_do_not_see_each_others_state() {
+    let rt = pooled(2, Arc::new(FakeBackend::new()));
+    // Without the guard a script may write the interpreter's own globals: the next run, from
+    // another pooled instance, must not see them.
+    let leak = "import builtins, sys\nbuiltins.leaked = 1\nsys.modules['leaked'] = 2\nreturn 1\n";
+    let look =
+        "import builtins, sys\nreturn [hasattr(builtins, 'leaked'), 'leaked' in sys.modules]\n";
+    let unguarded = |script| RunRequest::new(script).guard(false);
+    filled(&rt, 2).await;
+    let first = rt.run_request(unguarded(leak)).await;
+    assert_eq!(first.result.unwrap(), json!(1));
+    filled(&rt, 2).await;
+    let second = rt.run_request(unguarded(look)).await;
+    assert_eq!(second.result.unwrap(), json!([false, false]));
+    let stats = rt.warm_pool().unwrap();
+    assert_eq!((stats.hits, stats.misses), (2, 0), "{stats:?}");
+}
+
+#[tokio::test]
+async fn the_pool_holds_at_most_its_capacity_and_reports_its_memory() {
+    let rt = pooled(3, Arc::new(FakeBackend::new()));
+    let full = filled(&rt, 3).await;
+    assert_eq!(full.capacity, 3);
+    // Each instance holds the guest's linear memory (~12 MiB after instantiation).
+    assert!(full.memory_bytes >= 3 * (8 << 20), "{full:?}");
+    for round in 0..5 {
+        let result = rt.run(&format!("return {round}"), json!({})).await.result;
+        assert_eq!(result.unwrap(), json!(round));
+        assert!(rt.warm_pool().unwrap().ready <= 3);
+    }
+    let refilled = filled(&rt, 3).await;
+    assert_eq!(refilled.ready, 3);
+    assert_eq!(refilled.memory_bytes, full.memory_bytes);
+    assert_eq!(refilled.hits + refilled.misses, 5, "{refilled:?}");
+}
+
+#[tokio::test]
+async fn a_pooled_run_that_breaks_a_limit_does_not_poison_the_next() {
+    let rt = pooled(1, Arc::new(FakeBackend::new()));
+    let hostile = [
+        (
+            "while True:\n    pass\nreturn 1\n",
+            Limits::default().with_fuel(100_000_000),
+        ),
+        (
+            "x = []\nwhile True:\n    x.append('a' * 10000)\nreturn 1\n",
+            Limits::default().with_memory_bytes(48 << 20),
+        ),
+    ];
+    for (script, limits) in hostile {
+        filled(&rt, 1).await;
+        let outcome = rt.run_request(RunRequest::new(script).limits(limits)).await;
+        assert!(
+            matches!(
+                outcome.result,
+                Err(RunError::OutOfFuel { .. } | RunError::OutOfMemory { .. })
+            ),
+            "{:?}",
+            outcome.result
+        );
+        filled(&rt, 1).await;
+        let good = rt.run("return await agent('after')", json!({})).await;
+        assert!(good.result.is_ok(), "{:?}", good.result);
+    }
+    let stats = rt.warm_pool().unwrap();
+    assert_eq!((stats.hits, stats.misses), (4, 0), "{stats:?}");
+}
+
+#[tokio::test]
+async fn limits_below_what_instantiation_takes_are_reported_as_without_a_pool() {
+    let pooled_rt = pooled(1, Arc::new(FakeBackend::new()));
+    let fresh_rt = pooled(0, Arc::new(FakeBackend::new()));
+    filled(&pooled_rt, 1).await;
+    for limits in [
+        Limits::default().with_fuel(1),
+        Limits::default().with_memory_bytes(1 << 20),
+    ] {
+        let request = RunRequest::new("return 1").limits(limits);
+        let with_pool = pooled_rt.run_request(request.clone()).await;
+        let without = fresh_rt.run_request(request).await;
+        assert_eq!(
+            format!("{:?}", with_pool.result),
+            format!("{:?}", without.result)
+        );
+        assert_eq!(with_pool.summary.fuel_used, without.summary.fuel_used);
+    }
+    assert_eq!(pooled_rt.warm_pool().unwrap().hits, 0);
+}
+
+/// Sequential leaves, time and randomness: two live runs of one thread see the same
+/// completions in the same batches, so fuel compares across runtimes too.
+const SEQUENTIAL: &str = r#"
+import random, time
+xs = [random.random() for _ in range(3)]
+t0 = time.monotonic()
+time.sleep(5)
+reviews = [await agent(f"r{i}") for i in range(5)]
+return {"xs": xs, "slept": time.monotonic() - t0, "reviews": reviews}
+"#;
+
+#[tokio::test]
+async fn a_pooled_run_and_its_replay_use_exactly_the_fuel_of_a_fresh_run() {
+    let recorded = Arc::new(MemoryStore::new());
+    let live = journaled(1, Arc::new(FakeBackend::new()), recorded.clone());
+    filled(&live, 1).await;
+    let first = live
+        .run_request(RunRequest::new(SEQUENTIAL).thread_id("pooled"))
+        .await;
+    assert_eq!(live.warm_pool().unwrap().hits, 1);
+    let first_result = first.result.clone().unwrap();
+
+    let fresh = journaled(
+        0,
+        Arc::new(FakeBackend::new()),
+        Arc::new(MemoryStore::new()),
+    );
+    let unpooled = fresh
+        .run_request(RunRequest::new(SEQUENTIAL).thread_id("pooled"))
+        .await;
+    assert_eq!(unpooled.result.unwrap(), first_result);
+    assert_eq!(unpooled.summary.fuel_used, first.summary.fuel_used);
+
+    // The journal without its end: a run cut off just before it returned, replayed from a
+    // pooled instance against a backend that must not be called.
+    let run = recorded.load("pooled").await.unwrap().unwrap();
+    let copy = Arc::new(MemoryStore::new());
+    copy.begin(&run.header).await.unwrap();
+    copy.append("pooled", &run.entries).await.unwrap();
+    let replay = journaled(1, Arc::new(PanickingBackend::always()), copy);
+    filled(&replay, 1).await;
+    let again = replay.resume("pooled", None).await;
+    assert_eq!(replay.warm_pool().unwrap().hits, 1);
+    assert_eq!(again.result.unwrap(), first_result);
+    assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
+}
