@@ -115,7 +115,7 @@ class WitHost:
 
     def budget(self) -> BudgetState:
         state = wit.budget()
-        return BudgetState(state.total, state.spent)
+        return BudgetState(state.total, state.spent, state.total_usd, state.spent_usd)
 
     def sleep(self, nanoseconds):
         wit.sleep(nanoseconds)
@@ -157,6 +157,12 @@ class WitWorld(wit_world.WitWorld):
     def check(self, script: str) -> str:
         try:
             return _printable(flowbox_sdk.check(HOST, script))
+        except ScriptFailure as failure:
+            raise _script_error(failure) from None
+
+    def plan_notes(self, script: str) -> str:
+        try:
+            return flowbox_sdk.plan_notes(HOST, script)
         except ScriptFailure as failure:
             raise _script_error(failure) from None
 

@@ -7,8 +7,8 @@ in `errors`.
 
 from typing import NamedTuple, Protocol
 
-# One step of the script tree: (group, index), outermost group first.
-Path = list[tuple[int, int]]
+# One step of the script tree: (group, index, size), outermost group first.
+Path = list[tuple[int, int, int]]
 
 
 class Settings(NamedTuple):
@@ -19,6 +19,8 @@ class Settings(NamedTuple):
 class BudgetState(NamedTuple):
     total: int | None
     spent: int
+    total_usd: float | None = None
+    spent_usd: float | None = None
 
 
 class Completion(NamedTuple):

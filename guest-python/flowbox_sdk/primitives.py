@@ -220,7 +220,8 @@ class Parallel(_Group):
 
     def _tasks(self, gather, path, number):
         return [
-            _Branch(gather, index, item, is_callable, path + [(number, index)])
+            _Branch(gather, index, item, is_callable, path + [(number, index, size)])
+            for size in (len(self._items),)
             for index, (is_callable, item) in enumerate(self._items)
         ]
 
@@ -239,7 +240,8 @@ class Pipeline(_Group):
     def _tasks(self, gather, path, number):
         return [
             _Flow(gather, index, _run_flow(item, index, self._stages, self),
-                  path + [(number, index)])
+                  path + [(number, index, size)])
+            for size in (len(self._items),)
             for index, item in enumerate(self._items)
         ]  # fmt: skip
 
@@ -404,7 +406,8 @@ def _a(value) -> str:
 
 
 class Budget:
-    """The script's `budget`: the run's token budget, read from the host on every use."""
+    """The script's `budget`: the run's token and dollar budgets, read from the host on every
+    use."""
 
     __slots__ = ("_host",)
 
@@ -427,9 +430,30 @@ class Budget:
             return None
         return max(state.total - state.spent, 0)
 
+    @property
+    def total_usd(self) -> float | None:
+        """The ceiling in dollars, or None when the run has none."""
+        return self._host.budget().total_usd
+
+    def spent_usd(self) -> float | None:
+        """Dollars spent by the leaves whose replies the script has received, at the host's
+        prices; None when the host prices no leaves."""
+        return self._host.budget().spent_usd
+
+    def remaining_usd(self) -> float | None:
+        """Dollars left (never negative), or None without a dollar ceiling."""
+        state = self._host.budget()
+        if state.total_usd is None:
+            return None
+        # Host dollars are exact to the pico-dollar; so is the difference, once rounded.
+        return max(round(state.total_usd - (state.spent_usd or 0.0), 12), 0.0)
+
     def __repr__(self) -> str:
         state = self._host.budget()
-        return f"<budget total={state.total} spent={state.spent}>"
+        return (
+            f"<budget total={state.total} spent={state.spent} total_usd={state.total_usd} "
+            f"spent_usd={state.spent_usd}>"
+        )
 
 
 # --- the primitives -------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The entry points behind the WIT exports: `check` parses and checks a script; `run` also runs
-it against a host and returns its result as JSON text. Every way a script can fail leaves here
+it against a host and returns its result as JSON text; `plan_notes` lists what of it a plan's
+placeholder replies decide. Every way a script can fail leaves here
 as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the script's line.
 """
 
@@ -15,6 +16,7 @@ from .errors import (
     ScriptFailure,
     exception_message,
 )
+from .dependence import reply_dependence
 from .guard import check_script
 from .host import Host
 from .jsonvalue import NotJson, from_json, to_json
@@ -61,6 +63,17 @@ def check(host: Host, source: str) -> str:
     """The script's meta as JSON text (`null` when it has none), after every static check."""
     prepared = _prepare(source, host.settings().guard)
     return to_json(prepared.meta, "meta")
+
+
+def plan_notes(host: Host, source: str) -> str:
+    """The constructs whose path depends on a reply, as JSON text (see `dependence`). Only
+    parsing is checked: a plan runs the script next, which checks the rest."""
+    try:
+        tree = parse(source)
+    except (RecursionError, MemoryError):
+        # Nesting too deep to parse: the run that follows says so with its line.
+        return "[]"
+    return to_json(reply_dependence(tree), "plan notes")
 
 
 def run(host: Host, source: str, args_json: str) -> str:

@@ -74,6 +74,8 @@ class FakeHost:
         self.batches = []  # the handles each await_next returned
         self.budget_total: int | None = None
         self.spent = 0
+        self.budget_usd: float | None = None
+        self.spent_usd: float | None = None
         self.tokens_per_leaf = 0
         self.await_error: CallFailed | None = None
 
@@ -122,7 +124,7 @@ class FakeHost:
 
     def budget(self) -> BudgetState:
         self.calls.append(("budget", ()))
-        return BudgetState(self.budget_total, self.spent)
+        return BudgetState(self.budget_total, self.spent, self.budget_usd, self.spent_usd)
 
     def sleep(self, nanoseconds):
         self.calls.append(("sleep", (nanoseconds,)))

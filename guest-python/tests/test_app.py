@@ -86,7 +86,12 @@ class WitFake:
 
         def budget():
             state = host.budget()
-            return wit.BudgetState(total=state.total, spent=state.spent)
+            return wit.BudgetState(
+                total=state.total,
+                spent=state.spent,
+                total_usd=state.total_usd,
+                spent_usd=state.spent_usd,
+            )
 
         functions = {
             "settings": settings,
@@ -133,10 +138,10 @@ def test_run_returns_json_text_and_converts_paths(guest, host):
     }
     assert host.named("started") == [('{"name": "n", "description": "d"}',)]
     prompt, options, path = fake.agent_requests[0]
-    assert prompt == '"a"' and path == [(1, 0)]
+    assert prompt == '"a"' and path == [(1, 0, 2)]
     assert isinstance(options, fake.wit.AgentOptions)
     assert options.tools == ["t"] and options.schema is None
-    assert host.named("start_tool") == [("t", '{"q": 1}', [(1, 1)])]
+    assert host.named("start_tool") == [("t", '{"q": 1}', [(1, 1, 2)])]
 
 
 def test_a_call_without_options_sends_none(guest):
@@ -241,6 +246,18 @@ def test_check_returns_meta_or_a_wit_error(guest, host):
     assert host.named("started") == []
 
 
+def test_plan_notes_list_reply_dependent_constructs_or_a_wit_error(guest, host):
+    app, _, types = guest
+    script = "r = await agent('x')\nif r:\n    pass\nreturn 1\n"
+    notes = json.loads(app.WitWorld().plan_notes(script))
+    assert notes == [{"line": 2, "construct": "if", "loop_trip_count": False}]
+    with pytest.raises(types.Err):
+        app.WitWorld().plan_notes("x = (\n")
+    # The guard is the run's to apply.
+    assert app.WitWorld().plan_notes("import os\nreturn 1\n") == "[]"
+    assert host.named("started") == []
+
+
 @pytest.mark.parametrize(
     "kind, exception",
     [
@@ -287,8 +304,13 @@ def test_await_next_error_is_reported(guest, host):
 def test_budget_settings_log_and_phase_pass_through(guest, host):
     app, _, _ = guest
     host.budget_total, host.spent = 10, 4
-    script = "phase('P')\nprint('hi')\nreturn [budget.total, budget.remaining()]\n"
-    assert json.loads(app.WitWorld().run(script, "{}")) == [10, 6]
+    host.budget_usd, host.spent_usd = 2.5, 0.75
+    script = (
+        "phase('P')\nprint('hi')\n"
+        "return [budget.total, budget.remaining(), budget.total_usd, budget.spent_usd(),"
+        " budget.remaining_usd()]\n"
+    )
+    assert json.loads(app.WitWorld().run(script, "{}")) == [10, 6, 2.5, 0.75, 1.75]
     assert host.named("phase") == [("P",)] and host.logs == ["hi"]
 
 

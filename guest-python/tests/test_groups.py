@@ -238,12 +238,12 @@ def test_group_numbers_and_paths_nest(host):
     paths = {request.prompt: request.path for request in host.agent_requests}
     assert paths == {
         '"top"': [],
-        '"solo"': [(1, 1)],
-        '"0-a"': [(1, 0), (2, 0)],
-        '"0-b"': [(1, 0), (2, 1)],
-        '"1-a"': [(1, 2), (3, 0)],
-        '"1-b"': [(1, 2), (3, 1)],
-        '"p"': [(4, 0)],
+        '"solo"': [(1, 1, 3)],
+        '"0-a"': [(1, 0, 3), (2, 0, 2)],
+        '"0-b"': [(1, 0, 3), (2, 1, 2)],
+        '"1-a"': [(1, 2, 3), (3, 0, 2)],
+        '"1-b"': [(1, 2, 3), (3, 1, 2)],
+        '"p"': [(4, 0, 1)],
     }
 
 
@@ -259,19 +259,19 @@ def test_group_number_is_taken_when_first_awaited(host):
     )
     host.run(script)
     assert [(r.prompt, r.path) for r in host.agent_requests] == [
-        ('"sooner"', [(1, 0)]),
-        ('"later"', [(2, 0)]),
+        ('"sooner"', [(1, 0, 1)]),
+        ('"later"', [(2, 0, 1)]),
     ]
 
 
 def test_an_agent_call_takes_the_path_of_the_task_that_awaits_it(host):
     host.run("call = agent('x')\nreturn await parallel([call])\n")
-    assert host.agent_requests[0].path == [(1, 0)]
+    assert host.agent_requests[0].path == [(1, 0, 1)]
 
 
 def test_tool_calls_carry_the_path(host):
     host.run("return await parallel([lambda: call_tool('t'), lambda: call_tool('u')])\n")
-    assert [path for _, _, path in host.named("start_tool")] == [[(1, 0)], [(1, 1)]]
+    assert [path for _, _, path in host.named("start_tool")] == [[(1, 0, 2)], [(1, 1, 2)]]
 
 
 # --- pipeline ------------------------------------------------------------------------------

@@ -357,7 +357,21 @@ def test_budget_is_read_from_the_host_each_time(host):
 
 def test_budget_repr(host):
     host.budget_total = 5
-    assert host.run("return repr(budget)\n") == "<budget total=5 spent=0>"
+    assert (
+        host.run("return repr(budget)\n")
+        == "<budget total=5 spent=0 total_usd=None spent_usd=None>"
+    )
+
+
+def test_dollar_budget(host):
+    host.budget_usd, host.spent_usd = 1.0, 1.25
+    script = "return [budget.total_usd, budget.spent_usd(), budget.remaining_usd()]\n"
+    assert host.run(script) == [1.0, 1.25, 0.0]
+    host.budget_usd, host.spent_usd = None, 0.5
+    assert host.run(script) == [None, 0.5, None]
+    # Priced leaves with no spending known yet count as none spent.
+    host.budget_usd, host.spent_usd = 2.0, None
+    assert host.run(script) == [2.0, None, 2.0]
 
 
 # --- frameless objects ---------------------------------------------------------------------

@@ -148,14 +148,14 @@ return await pipeline(["a", "b"], lambda prev, item, index: inner(index))
         })
         .collect();
     paths.sort_by(|a, b| a.0.cmp(&b.0));
-    let p = |group, index| Position { group, index };
+    let p = |group, index, size| Position { group, index, size };
     assert_eq!(
         paths,
         vec![
-            ("0.0".into(), vec![p(1, 0), p(2, 0)]),
-            ("0.1".into(), vec![p(1, 0), p(2, 1)]),
-            ("1.0".into(), vec![p(1, 1), p(3, 0)]),
-            ("1.1".into(), vec![p(1, 1), p(3, 1)]),
+            ("0.0".into(), vec![p(1, 0, 2), p(2, 0, 2)]),
+            ("0.1".into(), vec![p(1, 0, 2), p(2, 1, 2)]),
+            ("1.0".into(), vec![p(1, 1, 2), p(3, 0, 2)]),
+            ("1.1".into(), vec![p(1, 1, 2), p(3, 1, 2)]),
             ("top".into(), vec![]),
         ]
     );

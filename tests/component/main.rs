@@ -10,6 +10,7 @@ mod json_fidelity;
 mod limits;
 mod orchestrator;
 mod patterns;
+mod plan;
 mod pool;
 mod primitives;
 mod tools;

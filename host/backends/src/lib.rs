@@ -12,6 +12,7 @@ mod agent;
 mod catalog;
 mod chat;
 mod error;
+mod estimate;
 mod fake;
 mod fs_tools;
 #[cfg(feature = "http")]
@@ -35,6 +36,7 @@ pub use chat::{
     ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, ToolSpec,
 };
 pub use error::{BackendError, BackendErrorKind, TransportCause};
+pub use estimate::{APPROXIMATE_BYTES_PER_TOKEN, DEFAULT_OUTPUT_LIMIT, LeafEstimate, Tokenizer};
 pub use fake::{FakeBackend, FakeChat};
 pub use fs_tools::{DEFAULT_MAX_FILE_BYTES, MAX_DIR_ENTRIES, ReadRoots};
 pub use scripted::{ScriptedBackend, ScriptedChat, ScriptedConfigError};
@@ -170,6 +172,13 @@ pub trait LeafBackend: Send + Sync + fmt::Debug {
     fn check(&self, request: &LeafRequest) -> Result<(), BackendError> {
         let _ = request;
         Ok(())
+    }
+
+    /// What `request` will run on and may cost, before it starts: its profile and provider
+    /// model, its input tokens and its output ceiling. The runtime's plans and dollar budgets
+    /// price it. The default knows nothing of models: [`LeafEstimate::generic`].
+    fn estimate(&self, request: &LeafRequest) -> LeafEstimate {
+        LeafEstimate::generic(request)
     }
 
     /// The profiles, templates and tools an `agent(...)` call may choose among, which the

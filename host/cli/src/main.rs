@@ -22,6 +22,7 @@ mod check;
 mod events;
 mod guidance;
 mod options;
+mod plan;
 mod progress;
 mod resume;
 mod run;
@@ -46,7 +47,8 @@ Exit codes:
   2  the input was rejected before running (usage, a limit out of range, size, syntax, meta,
      forbidden construct, unknown thread, a thread another run is driving, a journal that
      cannot be used: missing, not a regular file, another application's, damaged, newer,
-     not writable)
+     not writable, a price table that is invalid or lacks a model, a run the pre-launch gate
+     refused: --gate-leaves, --gate-usd)
   3  a limit was breached (fuel, memory, time, stack, output or result size)";
 
 /// Run LLM-written workflow scripts in a bounded, isolated Python sandbox.
@@ -73,6 +75,10 @@ enum Command {
     Show(show::ShowArgs),
     /// Check a script (syntax, meta, guard) without running it, and print its meta.
     Check(check::CheckArgs),
+    /// Plan a script without running it: leaves, fan-outs, waves, tokens and dollars per phase
+    /// and per profile, from a run against instant placeholder leaves (nothing is called).
+    #[command(after_help = AFTER_HELP)]
+    Plan(plan::PlanArgs),
     /// List the workflow runs root agents started, per conversation or in total.
     Workflows(workflows::WorkflowsArgs),
     /// Print the guidance a root model gets on this host (what `ask` gives its root agent):
@@ -87,6 +93,7 @@ impl Command {
             Self::Run(args) => args.json,
             Self::Resume(args) => args.json,
             Self::Ask(args) => args.json,
+            Self::Plan(args) => args.json,
             Self::Threads(_)
             | Self::Show(_)
             | Self::Check(_)
@@ -192,6 +199,7 @@ fn main() -> ExitCode {
             Command::Threads(args) => threads::threads(args).await,
             Command::Show(args) => show::show(args).await,
             Command::Check(args) => check::check(args).await,
+            Command::Plan(args) => plan::plan(args).await,
             Command::Workflows(args) => workflows::workflows(args).await,
             Command::Guidance(args) => guidance::guidance(args).await,
         }

@@ -51,7 +51,8 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let script = std::fs::read_to_string(&args.script)
         .with_context(|| format!("cannot read {}", args.script.display()))
         .map_err(Failure::input)?;
-    let script_args = read_args(&args).map_err(Failure::input)?;
+    let script_args =
+        read_args(args.args.as_deref(), args.args_file.as_deref()).map_err(Failure::input)?;
     let journal = (!args.no_journal).then_some(&args.journal);
     let runtime = build_runtime(&args.options, journal.map(Journal::Create))?;
     let thread_id = args
@@ -92,6 +93,17 @@ pub(crate) fn build_runtime(
 ) -> Result<Runtime, Failure> {
     let limits = options.limits().map_err(Failure::input)?;
     let backends = options.backends().map_err(Failure::input)?;
+    if backends.prices.is_none() {
+        let dollar_flags = [
+            ("--budget-usd", limits.budget_usd),
+            ("--gate-usd", limits.gate_usd),
+        ];
+        if let Some((flag, _)) = dollar_flags.iter().find(|(_, usd)| usd.is_some()) {
+            return Err(Failure::input(anyhow::anyhow!(
+                "{flag} needs --prices FILE: dollars are counted at a price table's prices"
+            )));
+        }
+    }
     runtime_for(limits, &backends, journal)
 }
 
@@ -115,6 +127,12 @@ pub(crate) fn runtime_for(
         .shared_backend(Arc::clone(&backends.leaf))
         .code_tools(backends.tools.clone())
         .limits(limits);
+    if let Some(prices) = &backends.prices {
+        builder = builder.prices(prices.clone());
+    }
+    if let Some(fanout) = &backends.fanout {
+        builder = builder.fanout_profile(fanout.clone());
+    }
     match journal {
         Some(Journal::Create(journal)) => builder = builder.store(journal.create()?),
         Some(Journal::Existing(journal, thread)) => {
@@ -171,9 +189,13 @@ pub(crate) fn report(outcome: RunOutcome, json: bool) -> Result<u8, Failure> {
     }
 }
 
-fn read_args(args: &RunArgs) -> anyhow::Result<Value> {
-    let text = match (&args.args, &args.args_file) {
-        (Some(text), _) => text.clone(),
+/// The script's `args`: `text` (`--args`), else the JSON file (`--args-file`), else `{}`.
+pub(crate) fn read_args(
+    text: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Value> {
+    let text = match (text, file) {
+        (Some(text), _) => text.to_owned(),
         (None, Some(path)) => std::fs::read_to_string(path)
             .with_context(|| format!("cannot read args file {}", path.display()))?,
         (None, None) => return Ok(Value::Object(serde_json::Map::new())),

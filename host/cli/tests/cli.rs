@@ -329,6 +329,16 @@ fn every_limit_flag_out_of_range_is_refused_before_anything_runs() {
         ),
         ("--budget", "0", "--budget must be at least 1; it is 0"),
         (
+            "--budget-usd",
+            "0",
+            "--budget-usd must be more than 0 and at most 1000000000 (dollars); it is 0",
+        ),
+        (
+            "--gate-leaves",
+            "0",
+            "--gate-leaves must be from 1 to 4294967295; it is 0",
+        ),
+        (
             "--max-result-bytes",
             "0",
             "--max-result-bytes must be from 1 to 4294967296; it is 0",
@@ -1365,7 +1375,9 @@ fn ask_runs_the_offline_demo_with_events_as_json_lines() {
     assert_eq!(seqs, (1..=lines.len() as u64).collect::<Vec<_>>());
     let grouped = lines
         .iter()
-        .filter(|e| e["type"] == "leaf_started" && e["path"] == json!([{"group": 1, "index": 2}]))
+        .filter(|e| {
+            e["type"] == "leaf_started" && e["path"] == json!([{"group": 1, "index": 2, "size": 3}])
+        })
         .count();
     assert_eq!(grouped, 1);
     let listing = stdout_json(&flowbox(&[
@@ -2003,6 +2015,175 @@ fn a_journal_of_the_previous_format_resumes_and_shows() {
         "{}",
         String::from_utf8_lossy(&workflows.stdout)
     );
+}
+
+/// The README's plan command, on the example with the example price table.
+const PLAN: &[&str] = &[
+    "plan",
+    "examples/review.py",
+    "--model",
+    "claude-sonnet-4-5",
+    "--profile",
+    "fast=claude-haiku-4-5",
+    "--prices",
+    "examples/prices.json",
+];
+
+#[test]
+fn plan_shows_leaves_waves_tokens_and_dollars_per_phase_and_profile_without_running() {
+    let output = flowbox(PLAN);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.starts_with("plan of code-review: 5 leaves, 0 tool calls; widest fan-out 4"),
+        "{text}"
+    );
+    assert!(text.contains("(prices written 2025-11-30)"), "{text}");
+    assert!(
+        text.contains("default (claude-sonnet-4-5, approximate)"),
+        "{text}"
+    );
+    assert!(text.contains("Estimates: input tokens"), "{text}");
+
+    let mut args = PLAN.to_vec();
+    args.extend([
+        "--args",
+        r#"{"files": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]}"#,
+    ]);
+    args.extend(["--fanout-profile", "fast", "--fanout-width", "8", "--json"]);
+    let plan = stdout_json(&flowbox(&args));
+    assert_eq!(plan["ok"], true, "{plan}");
+    let plan = &plan["plan"];
+    assert_eq!(plan["leaves"], 11);
+    assert_eq!(plan["phases"][0]["name"], "review");
+    assert_eq!(plan["phases"][0]["leaves"], 10);
+    // The ten reviewers form a group wider than 8: they move to the fast profile.
+    let profiles: Vec<(String, u64)> = plan["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["leaves"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        profiles,
+        [("default".to_owned(), 1), ("fast".to_owned(), 10)]
+    );
+    assert_eq!(plan["profiles"][1]["model"], "claude-haiku-4-5");
+    assert!(plan["usd"].as_f64().unwrap() > 0.0, "{plan}");
+}
+
+#[test]
+fn a_gate_below_the_plan_refuses_the_run_before_any_leaf_with_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    // The scripted backend's call log would show any call that was made.
+    let log = dir.path().join("calls.jsonl");
+    let backend = script(
+        &dir,
+        "backend.json",
+        &format!(
+            r#"{{"fallback": "fake", "call_log": {:?}}}"#,
+            log.to_str().unwrap()
+        ),
+    );
+    let output = flowbox(&[
+        "run",
+        "examples/review.py",
+        "--backend",
+        &format!("scripted:{backend}"),
+        "--gate-leaves",
+        "4",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let refused = stdout_json(&output);
+    assert_eq!(refused["error"]["kind"], "gate_refused", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the plan starts 5 leaves and the gate admits at most 4"),
+        "{message}"
+    );
+    assert_eq!(refused["error"]["plan"]["leaves"], 5);
+    assert!(
+        std::fs::read_to_string(&log).unwrap_or_default().is_empty(),
+        "a leaf was called"
+    );
+
+    // The same run under a gate it passes.
+    let output = flowbox(&[
+        "run",
+        "examples/review.py",
+        "--gate-leaves",
+        "5",
+        "--model",
+        "gpt-4o",
+        "--prices",
+        "examples/prices.json",
+        "--gate-usd",
+        "1",
+        "--budget-usd",
+        "1",
+        "--no-journal",
+        "--json",
+    ]);
+    assert_eq!(stdout_json(&output)["ok"], true);
+}
+
+#[test]
+fn bad_price_tables_and_dollar_flags_without_one_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = script(&dir, "ok.py", "return 1\n");
+    let bad_json = script(&dir, "bad.json", "{\"written\": ");
+    let negative = script(
+        &dir,
+        "negative.json",
+        r#"{"written": "2025-11-30", "models": {"gpt-4o": {"input": -2.5, "output": 10}}}"#,
+    );
+    let cases: [(&[&str], &str); 5] = [
+        (&["--prices", &bad_json], "is invalid: not JSON"),
+        (
+            &["--prices", &negative, "--model", "gpt-4o"],
+            "is invalid: gpt-4o: input must not be negative; it is -2.5",
+        ),
+        (
+            &[
+                "--prices",
+                "examples/prices.json",
+                "--model",
+                "gpt-4o",
+                "--profile",
+                "fast=llama-3",
+            ],
+            "--profile fast runs on \"llama-3\": the price table examples/prices.json (written \
+             2025-11-30) has no price for model \"llama-3\"",
+        ),
+        (&["--budget-usd", "1"], "--budget-usd needs --prices FILE"),
+        (
+            &["--fanout-profile", "fast"],
+            "--fanout-profile fast is not a profile",
+        ),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["plan", ok.as_str(), "--json"];
+        args.extend_from_slice(flags);
+        let output = flowbox(&args);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}");
+        let refused = stdout_json(&output);
+        let text = refused["error"]["message"].as_str().unwrap();
+        assert!(text.contains(message), "{flags:?}: {text}");
+    }
 }
 
 #[test]

@@ -2,14 +2,16 @@
 //! printed as a table.
 //!
 //! Timings are medians over repeated runs in one process, on a zero-latency fake backend unless
-//! stated, so they measure flowbox's own overhead. Compare figures from one run with each other;
+//! stated, so they measure flowbox's own overhead. Planning a 1000-leaf fan-out is set against
+//! running it on the fake backend. Compare figures from one run with each other;
 //! absolute numbers move with the machine's load.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flowbox::backends::{AgentBackend, AgentConfig, FakeBackend, ScriptedBackend};
+use flowbox::backends::{AgentBackend, AgentConfig, CheckedBackend, FakeBackend, ScriptedBackend};
 use flowbox::http::{OpenAiChat, RetryPolicy};
+use flowbox::plan::PriceTable;
 use flowbox::store::{CheckpointStore, Durability, MemoryStore, SqliteStore};
 use flowbox::tools::ToolSet;
 use flowbox::{Limits, RunRequest, Runtime};
@@ -198,6 +200,38 @@ async fn measure_alternating(
         .collect()
 }
 
+/// Plans and runs `script` `iterations` times each, alternating (after a warm-up of both):
+/// the plan's timings, then the run's.
+async fn measure_plan_and_run(
+    runtime: &Runtime,
+    script: &str,
+    args: Value,
+    iterations: usize,
+) -> (Stats, Stats) {
+    let plan = || runtime.plan(RunRequest::new(script).args(args.clone()));
+    plan().await.expect("the benchmark script plans");
+    run_ok(runtime, script, args.clone()).await;
+    let (mut plans, mut runs) = (Vec::new(), Vec::new());
+    for _ in 0..iterations {
+        let start = Instant::now();
+        let planned = plan().await.expect("the benchmark script plans");
+        plans.push(start.elapsed());
+        assert_eq!(planned.leaves, 1000);
+        let start = Instant::now();
+        run_ok(runtime, script, args.clone()).await;
+        runs.push(start.elapsed());
+    }
+    let stats = |mut times: Vec<Duration>| {
+        times.sort();
+        Stats {
+            median: times[times.len() / 2],
+            p90: times[times.len() * 9 / 10],
+            iterations,
+        }
+    };
+    (stats(plans), stats(runs))
+}
+
 async fn run_ok(runtime: &Runtime, script: &str, args: Value) -> Value {
     let outcome = runtime
         .run_request(RunRequest::new(script).args(args))
@@ -354,6 +388,33 @@ async fn async_main() {
     let parallel_1000 = measure(&fake, PARALLEL, json!({"n": 1000}), 15).await;
     let pipeline_100 = measure(&fake, PIPELINE, json!({"n": 100}), 30).await;
 
+    // Planning a 1000-leaf fan-out against running it on the fake backend: with the fake's own
+    // estimates (the approximation), and as leaves on gpt-4o (its o200k_base tokenizer, the
+    // agent's system prompt counted, priced).
+    let (plan_1000, run_1000) = measure_plan_and_run(&fake, PARALLEL, json!({"n": 1000}), 15).await;
+    let priced = {
+        let config = AgentConfig {
+            model: "gpt-4o".into(),
+            ..AgentConfig::default()
+        };
+        let leaves = CheckedBackend::new(Arc::new(FakeBackend::new()), config, ToolSet::new());
+        let prices = PriceTable::load(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/prices.json"),
+        )
+        .expect("the example price table");
+        Runtime::builder()
+            .backend(leaves)
+            .prices(prices)
+            .cache_dir(cache_dir())
+            .build()
+            .expect("the guest loads")
+    };
+    let (plan_1000_o200k, run_1000_o200k) =
+        measure_plan_and_run(&priced, PARALLEL, json!({"n": 1000}), 15).await;
+    let plan_ratio = |plan: &Stats, run: &Stats| {
+        (plan.median.as_secs_f64() / run.median.as_secs_f64() * 1000.0).round() / 1000.0
+    };
+
     let per_leaf = |stats: &Stats, leaves: f64| {
         (stats.median.as_secs_f64() - trivial.median.as_secs_f64()) / leaves * 1e6
     };
@@ -504,6 +565,14 @@ async fn async_main() {
         "parallel_100": parallel_100.json(),
         "parallel_1000": parallel_1000.json(),
         "pipeline_3x100": pipeline_100.json(),
+        "plan_1000": {
+            "plan": plan_1000.json(),
+            "run_fake": run_1000.json(),
+            "ratio": plan_ratio(&plan_1000, &run_1000),
+            "plan_gpt_4o_o200k_priced": plan_1000_o200k.json(),
+            "run_fake_as_gpt_4o": run_1000_o200k.json(),
+            "ratio_gpt_4o": plan_ratio(&plan_1000_o200k, &run_1000_o200k),
+        },
         "journal": {
             "sequential_200_no_journal": plain_sequential.json(),
             "sequential_200_memory": memory_sequential.json(),
@@ -570,6 +639,7 @@ async fn async_main() {
             "concurrent_100_runs_peak_rss_mib": 1024,
             "journal_per_leaf_us": 50.0,
             "resume_1000_leaves_ms": 100.0,
+            "plan_1000_over_run_1000": 1.0,
         },
     });
 
@@ -616,6 +686,24 @@ async fn async_main() {
         "pipeline 3 stages × 100",
         format!("{:.2} ms", ms(pipeline_100.median)),
         "",
+    );
+    row(
+        "plan 1000 leaves / run them (fake)",
+        format!(
+            "{:.2} / {:.2} ms",
+            ms(plan_1000.median),
+            ms(run_1000.median)
+        ),
+        "plan ≤ run",
+    );
+    row(
+        "  … as gpt-4o leaves (o200k_base, priced)",
+        format!(
+            "{:.2} / {:.2} ms",
+            ms(plan_1000_o200k.median),
+            ms(run_1000_o200k.median)
+        ),
+        "plan ≤ run",
     );
     row(
         "overhead per leaf (parallel 1000)",

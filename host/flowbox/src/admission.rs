@@ -52,7 +52,7 @@ pub(crate) async fn prepare(
                 "reusing leaves",
             )));
         }
-        let args_text = check_input(&request.script, &request.args, &plan.limits)?;
+        let args_text = check_input(&request.script, &request.args, &plan.limits, priced(shared))?;
         return Ok(Prepared::Run(plan, args_text, None));
     };
     if let Some(from) = &request.reuse_leaves_from {
@@ -70,13 +70,14 @@ pub(crate) async fn prepare(
         existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
     }
     // A refused or finished thread is answered before it is claimed, so it leaves no lease.
-    if let Admission::Finished(outcome) = admit(&mut plan, request, existing.as_ref())? {
+    let priced = priced(shared);
+    if let Admission::Finished(outcome) = admit(&mut plan, request, existing.as_ref(), priced)? {
         return Ok(Prepared::Finished(*outcome));
     }
     let claim = store.claim(&plan.thread_id).await.map_err(journal_error)?;
     // Read again under the claim: another run may have moved the thread on meanwhile.
     let existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
-    let args_text = match admit(&mut plan, request, existing.as_ref())? {
+    let args_text = match admit(&mut plan, request, existing.as_ref(), priced)? {
         Admission::Finished(outcome) => return Ok(Prepared::Finished(*outcome)),
         Admission::Run(args_text) => args_text,
     };
@@ -128,9 +129,11 @@ fn admit(
     plan: &mut Plan,
     request: &RunRequest,
     existing: Option<&StoredRun>,
+    priced: bool,
 ) -> Result<Admission, RunError> {
     let Some(run) = existing else {
-        return check_input(&request.script, &request.args, &plan.limits).map(Admission::Run);
+        return check_input(&request.script, &request.args, &plan.limits, priced)
+            .map(Admission::Run);
     };
     let header = &run.header;
     if request.limits.is_none() {
@@ -142,7 +145,7 @@ fn admit(
         })?;
     }
     plan.guard = header.guard;
-    let args_text = check_input(&request.script, &request.args, &plan.limits)?;
+    let args_text = check_input(&request.script, &request.args, &plan.limits, priced)?;
     if header.script_sha256 != sha256_hex(request.script.as_bytes()) {
         return Err(RunError::Divergence(format!(
             "the script is not the one thread {} started with",
@@ -173,8 +176,32 @@ pub(crate) fn rejected(thread_id: &str, error: RunError) -> RunOutcome {
     }
 }
 
-pub(crate) fn check_input(script: &str, args: &Value, limits: &Limits) -> Result<String, RunError> {
+/// Whether the runtime prices leaves.
+fn priced(shared: &Shared) -> bool {
+    shared.prices.is_some()
+}
+
+/// Checks a run's limits (dollar ones need `priced`), script size and args; returns the args
+/// as JSON text.
+pub(crate) fn check_input(
+    script: &str,
+    args: &Value,
+    limits: &Limits,
+    priced: bool,
+) -> Result<String, RunError> {
     limits.check()?;
+    if let Some(field) = limits.needs_prices()
+        && !priced
+    {
+        return Err(RunError::InvalidLimits(crate::InvalidLimit {
+            field,
+            value: format!(
+                "{:?}",
+                limits.budget_usd.or(limits.gate_usd).unwrap_or_default()
+            ),
+            range: "given only to a runtime with a price table (RuntimeBuilder::prices)".into(),
+        }));
+    }
     if script.len() > limits.max_script_bytes {
         return Err(RunError::ScriptTooLarge {
             size: script.len(),

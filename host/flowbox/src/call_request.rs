@@ -85,7 +85,7 @@ const MAX_PATH_DEPTH: usize = 64;
 pub(crate) fn decode_agent(
     prompt: &str,
     options: Option<AgentOptions>,
-    path: Vec<(u32, u32)>,
+    path: Vec<(u32, u32, u32)>,
     limits: &Limits,
 ) -> Result<DecodedAgent, CallFailure> {
     let prompt = parse_json("prompt", prompt, limits.max_message_bytes)?;
@@ -150,7 +150,7 @@ pub(crate) fn decode_tool_arguments(
 }
 
 /// Converts a group path, bounding its depth.
-pub(crate) fn decode_path(path: Vec<(u32, u32)>) -> Result<Vec<Position>, CallFailure> {
+pub(crate) fn decode_path(path: Vec<(u32, u32, u32)>) -> Result<Vec<Position>, CallFailure> {
     if path.len() > MAX_PATH_DEPTH {
         return Err(CallFailure::invalid(format!(
             "groups are nested {} deep; at most {MAX_PATH_DEPTH} levels are accepted",
@@ -159,7 +159,7 @@ pub(crate) fn decode_path(path: Vec<(u32, u32)>) -> Result<Vec<Position>, CallFa
     }
     Ok(path
         .into_iter()
-        .map(|(group, index)| Position { group, index })
+        .map(|(group, index, size)| Position { group, index, size })
         .collect())
 }
 
@@ -207,7 +207,7 @@ mod tests {
     struct Request {
         prompt: String,
         options: AgentOptions,
-        path: Vec<(u32, u32)>,
+        path: Vec<(u32, u32, u32)>,
     }
 
     fn request(prompt: &str) -> Request {
@@ -247,11 +247,18 @@ mod tests {
         r.options.schema = Some(r#"{"type": "object", "required": ["a"]}"#.into());
         r.options.label = Some("rev".into());
         r.options.tools = Some(vec!["read_file".into()]);
-        r.path = vec![(1, 4)];
+        r.path = vec![(1, 4, 5)];
         let decoded = decode(r, &Limits::default()).unwrap();
         assert_eq!(decoded.leaf.prompt, serde_json::json!({"file": "ü.rs"}));
         assert_eq!(decoded.leaf.tools, Some(vec!["read_file".to_owned()]));
-        assert_eq!(decoded.path, vec![Position { group: 1, index: 4 }]);
+        assert_eq!(
+            decoded.path,
+            vec![Position {
+                group: 1,
+                index: 4,
+                size: 5
+            }]
+        );
     }
 
     #[test]
@@ -323,7 +330,7 @@ mod tests {
         r.options.tools = Some(vec!["t".into(); 300]);
         assert!(failure(r).contains("at most 256"));
         let mut r = request("\"x\"");
-        r.path = vec![(1, 0); 65];
+        r.path = vec![(1, 0, 1); 65];
         assert!(failure(r).contains("nested 65 deep"));
     }
 
@@ -388,7 +395,7 @@ mod tests {
                 prop::option::of(json_text()),
                 (name(), name(), name(), name(), name()),
                 prop::option::of(prop::collection::vec(".{0,12}", 0..300)),
-                prop::collection::vec((any::<u32>(), any::<u32>()), 0..80),
+                prop::collection::vec((any::<u32>(), any::<u32>(), any::<u32>()), 0..80),
             )
                 .prop_map(
                     |(

@@ -1,9 +1,10 @@
 //! A run's calls in flight: caps, budget, concurrency, the journal, and the completions the
 //! guest awaits.
 //!
-//! `start_agent` checks the lifetime cap and the token budget, then starts a call that waits
-//! for a concurrency slot and calls the backend — unless a resumed run's journal or a leaf cache
-//! already holds the answer. A call is polled once where it starts: one that answers at once (an
+//! `start_agent` checks the lifetime cap and the budgets (tokens; dollars, against the leaf's
+//! worst case), then starts a call that waits for a concurrency slot and calls the backend —
+//! unless a resumed run's journal or a leaf cache already holds the answer, or the run is a
+//! projection for a plan, where every leaf gets a placeholder at once and is recorded. A call is polled once where it starts: one that answers at once (an
 //! offline backend, a tool reading a file) is done there, with no task, channel or wake-up of
 //! another worker thread. One still waiting (on a slot, a timer, the network) becomes a task of
 //! its own, so it makes progress — and frees its slot for the next — even while the guest is
@@ -18,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flowbox_backends::{
-    BackendError, BackendErrorKind, LeafBackend, LeafObserver, LeafReply, LeafRequest, ToolSet,
-    Usage,
+    BackendError, BackendErrorKind, FakeBackend, LeafBackend, LeafObserver, LeafReply, LeafRequest,
+    ToolSet, Usage,
 };
 use flowbox_store::{
     CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest, unrepresentable_number,
@@ -31,12 +32,13 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use crate::RunError;
-use crate::budget::Budget;
+use crate::budget::{Budget, Dollars, LeafCost};
 use crate::call_request::{CallFailure, DecodedAgent, message_with_causes};
 use crate::clock::millis;
 use crate::entry::{agent_request, entry_reply, entry_usage, journal_entry};
 use crate::events::{EventKind, Position, RunEvents};
 use crate::journal::{CallRecord, JournalWriter, LeafCache, Replay};
+use crate::plan::{FanoutProfile, PriceTable, ProjectedLeaf, Projection, worst_case};
 
 /// Characters of a prompt shown in `leaf_started` events.
 const PROMPT_PREVIEW_CHARS: usize = 120;
@@ -74,6 +76,8 @@ struct InFlight {
     replayed: Option<Box<LeafRequest>>,
     /// Whether the journal will deliver it.
     from_journal: bool,
+    /// A leaf's price and reserved worst case, when leaves are priced.
+    cost: Option<LeafCost>,
 }
 
 /// Where a run's completions come from and go to, besides the backend.
@@ -113,6 +117,14 @@ pub(crate) struct Calls {
     max_reply_bytes: usize,
     /// Tokens of the completions delivered to the guest, against the ceiling.
     budget: Budget,
+    /// Their dollars, against the dollar ceiling.
+    dollars: Dollars,
+    prices: Option<Arc<PriceTable>>,
+    fanout: Option<FanoutProfile>,
+    /// The phase the script is in.
+    phase: Option<String>,
+    /// For a plan: what the projection saw. Leaves are then answered with placeholders.
+    projection: Option<Projection>,
     checkpoints: Checkpoints,
 }
 
@@ -125,6 +137,12 @@ pub(crate) struct CallSettings {
     pub max_concurrency: usize,
     pub max_reply_bytes: usize,
     pub budget: Option<u64>,
+    pub budget_usd: Option<f64>,
+    /// Prices leaves (for the dollar budget and the script's `budget.spent_usd()`).
+    pub prices: Option<Arc<PriceTable>>,
+    pub fanout: Option<FanoutProfile>,
+    /// Answer every call with a placeholder and record it, for a plan.
+    pub projection: bool,
 }
 
 impl Calls {
@@ -154,6 +172,11 @@ impl Calls {
             max_tool_calls: settings.max_tool_calls,
             max_reply_bytes: settings.max_reply_bytes,
             budget: Budget::new(settings.budget),
+            dollars: Dollars::new(settings.budget_usd, settings.prices.is_some()),
+            prices: settings.prices,
+            fanout: settings.fanout,
+            phase: None,
+            projection: settings.projection.then(Projection::default),
             checkpoints,
         }
     }
@@ -178,6 +201,21 @@ impl Calls {
         self.budget.total()
     }
 
+    /// The dollars: the ceiling and what the delivered leaves spent (when known).
+    pub(crate) fn dollars(&self) -> (Option<f64>, Option<f64>) {
+        (self.dollars.total_usd(), self.dollars.spent_usd())
+    }
+
+    /// Enters a phase: the leaves started from now on belong to it.
+    pub(crate) fn set_phase(&mut self, title: &str) {
+        self.phase = Some(title.to_owned());
+    }
+
+    /// What a projection saw (a plan's run), once it is over.
+    pub(crate) fn take_projection(&mut self) -> Option<Projection> {
+        self.projection.take()
+    }
+
     /// Journaled completions a resumed run never asked for (0 when the replay matched).
     pub(crate) fn unreplayed(&self) -> usize {
         self.checkpoints
@@ -198,6 +236,9 @@ impl Calls {
         request: DecodedAgent,
     ) -> Result<Result<u64, CallFailure>, RunError> {
         if self.agents_started >= self.max_agents {
+            if let Some(projection) = &mut self.projection {
+                projection.capped += 1;
+            }
             return Ok(Err(CallFailure::new(
                 CallErrorKind::AgentCapExceeded,
                 format!(
@@ -207,6 +248,9 @@ impl Calls {
             )));
         }
         if let Some((spent, total)) = self.budget.exhausted() {
+            if let Some(projection) = &mut self.projection {
+                projection.over_budget += 1;
+            }
             return Ok(Err(CallFailure::new(
                 CallErrorKind::BudgetExceeded,
                 format!(
@@ -219,10 +263,45 @@ impl Calls {
         leaf.thread_id.clone_from(&self.thread_id);
         leaf.call_id = handle;
         leaf.idempotency_key = format!("{}/{handle}", self.thread_id);
+        if let Some(fanout) = &self.fanout
+            && leaf.model.is_none()
+            && path.iter().any(|group| group.size > fanout.wider_than)
+            && self.backend.estimate(&leaf).profile.is_none()
+        {
+            // A wide fan-out's leaf on the default model moves to the fan-out profile.
+            leaf.model = Some(fanout.profile.clone());
+        }
         if let Err(error) = self.backend.check(&leaf) {
             return Ok(Err(CallFailure::backend(
                 CallErrorKind::InvalidRequest,
                 &error,
+            )));
+        }
+        let estimate = (self.projection.is_some() || self.prices.is_some())
+            .then(|| self.backend.estimate(&leaf));
+        let cost = match (&estimate, &self.prices) {
+            (Some(estimate), Some(prices)) => match prices.price(&estimate.model) {
+                Ok(price) => Some(LeafCost {
+                    price,
+                    reserved: price.cost(worst_case(estimate)),
+                }),
+                // Without a price the dollar budget cannot bound the leaf.
+                Err(error) if self.dollars.limited() => {
+                    return Ok(Err(CallFailure::invalid(format!(
+                        "{error}; a run with a dollar budget prices every leaf"
+                    ))));
+                }
+                Err(_) => None,
+            },
+            _ => None,
+        };
+        if let Some(refusal) = cost.and_then(|cost| self.dollars.refusal(cost.reserved)) {
+            if let Some(projection) = &mut self.projection {
+                projection.over_budget += 1;
+            }
+            return Ok(Err(CallFailure::new(
+                CallErrorKind::BudgetExceeded,
+                refusal,
             )));
         }
         let record = self
@@ -234,6 +313,9 @@ impl Calls {
         };
         self.next_handle += 1;
         self.agents_started += 1;
+        if let Some(cost) = &cost {
+            self.dollars.reserve(cost);
+        }
 
         let cached = match (&mut self.checkpoints.cache, &record) {
             (Some(cache), Some(record)) if !replayed => cache.take(record),
@@ -246,8 +328,28 @@ impl Calls {
                 record,
                 replayed: replayed.then(|| Box::new(leaf.clone())),
                 from_journal: replayed,
+                cost,
             },
         );
+        if let (Some(projection), Some(estimate)) = (&mut self.projection, estimate) {
+            self.events.emit(|| leaf_started(&leaf, path));
+            // A placeholder valid against the schema, spending the leaf's worst case.
+            let result = FakeBackend::reply(&leaf).map(|reply| LeafReply {
+                value: reply.value,
+                usage: worst_case(&estimate),
+            });
+            projection.leaves.push(ProjectedLeaf {
+                phase: self.phase.clone(),
+                estimate,
+                round: projection.round,
+            });
+            self.finished.push_back(Finished {
+                handle,
+                result,
+                duration: Duration::ZERO,
+            });
+            return Ok(Ok(handle));
+        }
         if !replayed && cached.is_none() {
             self.add_leaf(leaf, path);
             return Ok(Ok(handle));
@@ -314,6 +416,7 @@ impl Calls {
                 record,
                 replayed: None,
                 from_journal: replayed,
+                cost: None,
             },
         );
         self.events.emit(|| EventKind::ToolCalled {
@@ -322,6 +425,20 @@ impl Calls {
             path,
         });
         if replayed {
+            return Ok(Ok(handle));
+        }
+        if let Some(projection) = &mut self.projection {
+            // A plan calls no tool: the script gets `null`.
+            projection.tools.insert(name);
+            projection.tool_calls += 1;
+            self.finished.push_back(Finished {
+                handle,
+                result: Ok(LeafReply {
+                    value: Value::Null,
+                    usage: Usage::default(),
+                }),
+                duration: Duration::ZERO,
+            });
             return Ok(Ok(handle));
         }
         let tools = self.tools.clone();
@@ -444,6 +561,9 @@ impl Calls {
                 "await-next was called with no call pending",
             )));
         }
+        if let Some(projection) = &mut self.projection {
+            projection.round += 1;
+        }
         if let Some(batch) = self
             .checkpoints
             .replay
@@ -487,6 +607,9 @@ impl Calls {
                 ));
             }
             self.budget.count(usage);
+            if call.kind == CallKind::Agent {
+                self.dollars.settle(call.cost.as_ref(), usage);
+            }
             completions.push(completion);
             if batch_bytes < BATCH_MESSAGES.saturating_mul(self.max_reply_bytes) {
                 next = self.try_finished();
@@ -534,6 +657,9 @@ impl Calls {
                 }),
             }
             self.budget.count(usage);
+            if call.kind == CallKind::Agent {
+                self.dollars.settle(call.cost.as_ref(), usage);
+            }
             completions.push(Completion {
                 handle: entry.handle,
                 outcome: match entry.outcome {
@@ -690,6 +816,10 @@ mod tests {
             max_concurrency: 16,
             max_reply_bytes: 1 << 20,
             budget: None,
+            budget_usd: None,
+            prices: None,
+            fanout: None,
+            projection: false,
         };
         settings(&mut s);
         Calls::new(

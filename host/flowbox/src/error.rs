@@ -108,6 +108,11 @@ pub enum RunError {
     /// was run.
     #[error("{0}")]
     ThreadInUse(String),
+    /// The pre-launch gate ([`crate::Limits::gate_leaves`], [`crate::Limits::gate_usd`])
+    /// refused the run: its plan starts more leaves or may cost more than the gate admits.
+    /// Nothing was journaled and no leaf ran; the refusal carries the plan.
+    #[error("the pre-launch gate refused the run before any leaf started: {}", .0.reason)]
+    GateRefused(Box<crate::plan::GateRefusal>),
     /// The thread had already finished with this error; it was not run again.
     #[error("{}{}", .0.message, detail(&.0.line))]
     Recorded(ErrorInfo),
@@ -163,6 +168,7 @@ impl RunError {
             Self::Journal(_) => RunErrorKind::JournalFailure,
             Self::UnknownThread(_) => RunErrorKind::UnknownThread,
             Self::ThreadInUse(_) => RunErrorKind::ThreadInUse,
+            Self::GateRefused(_) => RunErrorKind::GateRefused,
             Self::Recorded(info) => info.kind,
             Self::Guest(_) => RunErrorKind::GuestFailure,
             Self::Host(_) => RunErrorKind::HostFailure,

@@ -40,6 +40,8 @@ pub struct Position {
     pub group: u32,
     /// The index within the group, from 0.
     pub index: u32,
+    /// The group's number of items.
+    pub size: u32,
 }
 
 /// A phase from the script's `meta`.
@@ -469,7 +471,11 @@ mod tests {
                 label: Some("a".into()),
                 agent_type: None,
                 prompt_preview: "p".into(),
-                path: vec![Position { group: 1, index: 2 }],
+                path: vec![Position {
+                    group: 1,
+                    index: 2,
+                    size: 3,
+                }],
             },
         };
         let json = serde_json::to_value(&event).unwrap();
@@ -477,7 +483,7 @@ mod tests {
             json,
             serde_json::json!({"thread_id": "t", "seq": 3, "type": "leaf_started", "call_id": 9,
                 "label": "a", "agent_type": null, "prompt_preview": "p",
-                "path": [{"group": 1, "index": 2}]})
+                "path": [{"group": 1, "index": 2, "size": 3}]})
         );
         let back: Event = serde_json::from_value(json).unwrap();
         assert_eq!(back, event);

@@ -114,6 +114,7 @@ impl host::Host for RunCtx {
         self.count_output(title.len())?;
         self.warn_if_undeclared(&title);
         self.record.phases.push(title.clone());
+        self.calls.set_phase(&title);
         self.events.emit_paced(|| EventKind::Phase { title }).await;
         Ok(())
     }
@@ -145,9 +146,12 @@ impl host::Host for RunCtx {
     }
 
     fn budget(&mut self) -> wasmtime::Result<BudgetState> {
+        let (total_usd, spent_usd) = self.calls.dollars();
         Ok(BudgetState {
             total: self.calls.budget(),
             spent: self.calls.spent().total(),
+            total_usd,
+            spent_usd,
         })
     }
 

@@ -17,7 +17,9 @@
 //! The root holds the run path; the rest lives in modules: [`backends`] (the leaf backends and
 //! the agent loop), [`chat`] (the chat-model contract the agent loop drives), [`tools`] (host
 //! tools), [`store`] (the checkpoint journal), [`orchestrator`] (`run_workflow` for a root
-//! agent) and, with the `http` feature, [`http`] (the real chat providers).
+//! agent), [`plan`] (what a script will do and cost, before it runs: [`Runtime::plan`], the
+//! price table, the pre-launch gate) and, with the `http` feature, [`http`] (the real chat
+//! providers).
 
 #![warn(missing_docs)]
 
@@ -38,6 +40,7 @@ mod limits;
 mod monotonic_clock;
 pub mod orchestrator;
 mod outcome;
+pub mod plan;
 mod pool;
 mod run;
 mod run_ctx;
@@ -70,8 +73,9 @@ pub use async_trait::async_trait;
 pub mod backends {
     pub use flowbox_backends::schema::SchemaError;
     pub use flowbox_backends::{
-        AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, DEFAULT_BASE_PROMPT, FakeBackend,
-        LEAF_ADDENDUM, LeafCatalog, ModelProfile, ScriptedBackend, ScriptedConfigError,
+        APPROXIMATE_BYTES_PER_TOKEN, AgentBackend, AgentConfig, AgentTemplate, CheckedBackend,
+        DEFAULT_BASE_PROMPT, DEFAULT_OUTPUT_LIMIT, FakeBackend, LEAF_ADDENDUM, LeafCatalog,
+        LeafEstimate, ModelProfile, ScriptedBackend, ScriptedConfigError, Tokenizer,
         TransportCause,
     };
 }

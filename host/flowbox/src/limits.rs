@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// JSON/TOML with serde (missing fields keep their defaults; unknown fields are an error, and
 /// so is a value outside its range — see [`Limits::check`]). A run whose limits fail the check
 /// is refused before anything runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(remote = "Self", default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Limits {
@@ -31,6 +31,19 @@ pub struct Limits {
     pub max_concurrency: usize,
     /// The run's token ceiling; `None` for no ceiling.
     pub budget_tokens: Option<u64>,
+    /// The run's dollar ceiling; `None` for none. A leaf is refused before it starts when the
+    /// dollars spent, plus the worst case of the leaves in flight and its own (input estimate
+    /// and output ceiling at its model's price), would pass it. Needs a price table
+    /// ([`RuntimeBuilder::prices`](crate::RuntimeBuilder::prices)).
+    pub budget_usd: Option<f64>,
+    /// The pre-launch gate on leaves: a new run whose plan starts more leaves than this is
+    /// refused before any leaf runs ([`RunError::GateRefused`](crate::RunError::GateRefused),
+    /// carrying the plan); `None` for no gate.
+    pub gate_leaves: Option<u32>,
+    /// The pre-launch gate on dollars: a new run whose plan may cost more than this (or whose
+    /// cost the price table cannot tell) is refused before any leaf runs; `None` for no gate.
+    /// Needs a price table.
+    pub gate_usd: Option<f64>,
     /// The largest script source accepted, in bytes.
     pub max_script_bytes: usize,
     /// The most bytes of `log`/`print` output one run may write, in total.
@@ -58,6 +71,8 @@ impl Default for Limits {
     /// | `max_tool_calls` | 1000 | tools are cheap but not free (a read is up to 256 KiB); a loop of them is a bug |
     /// | `max_concurrency` | 16 | leaves are I/O-bound, so this does not follow the CPU count; it follows what providers tolerate |
     /// | `budget_tokens` | none | token ceilings are the embedder's policy; flowbox enforces one when given |
+    /// | `budget_usd` | none | so are dollar ceilings; they need the embedder's price table |
+    /// | `gate_leaves`, `gate_usd` | none | what a run may cost before someone approves it is the operator's call |
     /// | `max_script_bytes` | 64 KiB | orchestration scripts are short; a model writing more is writing the work itself |
     /// | `max_output_bytes` | 1 MiB | logs are for people and the summary, not a data channel |
     /// | `max_result_bytes` | 1 MiB | the result goes back into a root model's context |
@@ -73,6 +88,9 @@ impl Default for Limits {
             max_tool_calls: 1000,
             max_concurrency: 16,
             budget_tokens: None,
+            budget_usd: None,
+            gate_leaves: None,
+            gate_usd: None,
             max_script_bytes: 64 << 10,
             max_output_bytes: 1 << 20,
             max_result_bytes: 1 << 20,
@@ -102,10 +120,15 @@ const RANGES: &[(&str, u64, u64)] = &[
     ("max_schema_bytes", 1, 4 << 30),
     // `sys.setrecursionlimit` takes a C int.
     ("recursion_limit", 1, i32::MAX as u64),
+    ("gate_leaves", 1, u32::MAX as u64),
 ];
 
 /// The most leaves in flight at once that a run may ask for.
 const MAX_CONCURRENCY: u64 = 1 << 20;
+
+/// The largest dollar budget or gate: a billion dollars, far past any run, and small enough
+/// that costs in pico-dollars cannot overflow.
+const MAX_USD: f64 = 1e9;
 
 /// The longest wall-clock deadline, in seconds: a year.
 const MAX_TIMEOUT_SECS: u64 = 365 * 24 * 3600;
@@ -126,8 +149,20 @@ impl Limits {
     /// Checks every limit against its range: at least one unit of fuel, memory, concurrency,
     /// script, result, message and schema bytes and recursion depth, and a timeout of more
     /// than 0 s; memory and sizes at most 4 GiB (what a 32-bit guest addresses), concurrency
-    /// at most 1 048 576, the timeout at most a year, the recursion limit at most 2³¹ − 1.
+    /// at most 1 048 576, the timeout at most a year, the recursion limit at most 2³¹ − 1; a
+    /// leaf gate of at least 1, and dollar budgets and gates more than 0 and at most 10⁹.
     pub fn check(&self) -> Result<(), InvalidLimit> {
+        for (field, usd) in [("budget_usd", self.budget_usd), ("gate_usd", self.gate_usd)] {
+            if let Some(usd) = usd
+                && !(usd > 0.0 && usd <= MAX_USD)
+            {
+                return Err(InvalidLimit {
+                    field,
+                    value: format!("{usd}"),
+                    range: "more than 0 and at most 1000000000 (dollars)".into(),
+                });
+            }
+        }
         let timeout = self.timeout;
         if timeout.is_zero() || timeout > std::time::Duration::from_secs(MAX_TIMEOUT_SECS) {
             return Err(InvalidLimit {
@@ -150,6 +185,7 @@ impl Limits {
             Some(size(self.max_message_bytes)),
             Some(size(self.max_schema_bytes)),
             Some(u64::from(self.recursion_limit)),
+            self.gate_leaves.map(u64::from),
         ];
         for (&(field, least, most), value) in RANGES.iter().zip(values) {
             let Some(value) = value else { continue };
@@ -208,6 +244,40 @@ impl Limits {
     pub fn with_budget_tokens(mut self, budget: Option<u64>) -> Self {
         self.budget_tokens = budget;
         self
+    }
+
+    /// Sets the dollar ceiling (`None` for none).
+    pub fn with_budget_usd(mut self, usd: Option<f64>) -> Self {
+        self.budget_usd = usd;
+        self
+    }
+
+    /// Sets the pre-launch gate on the plan's leaves (`None` for none).
+    pub fn with_gate_leaves(mut self, leaves: Option<u32>) -> Self {
+        self.gate_leaves = leaves;
+        self
+    }
+
+    /// Sets the pre-launch gate on the plan's dollars (`None` for none).
+    pub fn with_gate_usd(mut self, usd: Option<f64>) -> Self {
+        self.gate_usd = usd;
+        self
+    }
+
+    /// Whether these limits price leaves (a dollar budget or gate), which needs a price table.
+    pub(crate) fn needs_prices(&self) -> Option<&'static str> {
+        if self.budget_usd.is_some() {
+            Some("budget_usd")
+        } else if self.gate_usd.is_some() {
+            Some("gate_usd")
+        } else {
+            None
+        }
+    }
+
+    /// Whether a new run must pass the pre-launch gate first.
+    pub(crate) fn gated(&self) -> bool {
+        self.gate_leaves.is_some() || self.gate_usd.is_some()
     }
 
     /// Sets the largest accepted script.
@@ -290,6 +360,9 @@ mod tests {
             .with_max_agents(0)
             .with_max_concurrency(1)
             .with_budget_tokens(Some(1))
+            .with_budget_usd(Some(1e9))
+            .with_gate_leaves(Some(1))
+            .with_gate_usd(Some(0.01))
             .with_max_output_bytes(0)
             .with_recursion_limit(i32::MAX as u32)
             .with_timeout(Duration::from_secs(MAX_TIMEOUT_SECS));
@@ -327,6 +400,21 @@ mod tests {
                 "from 1 to 2147483647",
             ),
             (
+                Limits::default().with_budget_usd(Some(0.0)),
+                "budget_usd",
+                "more than 0 and at most 1000000000 (dollars)",
+            ),
+            (
+                Limits::default().with_gate_usd(Some(f64::NAN)),
+                "gate_usd",
+                "more than 0 and at most 1000000000 (dollars)",
+            ),
+            (
+                Limits::default().with_gate_leaves(Some(0)),
+                "gate_leaves",
+                "from 1 to 4294967295",
+            ),
+            (
                 Limits::default().with_timeout(Duration::ZERO),
                 "timeout",
                 "more than 0 and at most 31536000 s",
@@ -355,7 +443,9 @@ mod tests {
     fn round_trips_through_json() {
         let limits = Limits::default()
             .with_max_concurrency(3)
-            .with_budget_tokens(Some(7));
+            .with_budget_tokens(Some(7))
+            .with_budget_usd(Some(0.1))
+            .with_gate_leaves(Some(50));
         let text = serde_json::to_string(&limits).unwrap();
         assert_eq!(serde_json::from_str::<Limits>(&text).unwrap(), limits);
     }

@@ -30,9 +30,14 @@ impl RunOutcome {
     }
 
     /// The outcome as one JSON object: `{"ok", "result", "error", "summary"}`, which is what
-    /// `flowbox run --json` prints and what the journal records.
+    /// `flowbox run --json` prints and what the journal records. A run the pre-launch gate
+    /// refused has its plan as `error.plan`.
     pub fn to_json(&self) -> Value {
-        serde_json::to_value(self.to_record()).expect("outcomes serialise")
+        let mut json = serde_json::to_value(self.to_record()).expect("outcomes serialise");
+        if let Err(RunError::GateRefused(refusal)) = &self.result {
+            json["error"]["plan"] = serde_json::to_value(&refusal.plan).expect("plans serialise");
+        }
+        json
     }
 
     /// The outcome as its thread's journal records it.

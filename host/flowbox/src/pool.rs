@@ -18,7 +18,7 @@ use wasmtime::{Engine, Store};
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
-use crate::run_ctx::{Plan, RunCtx, new_store, set_deadline};
+use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
 use crate::{Limits, RunError};
 
 /// How long the refill thread holds off while runs are in flight. Instantiating maps and
@@ -282,7 +282,13 @@ async fn instantiate(
         start_unix_nanos: 0,
         checkpoints: Checkpoints::default(),
     };
-    let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, plan);
+    // The run's own state, pricing included, replaces this placeholder at hand-over.
+    let pricing = Pricing {
+        prices: None,
+        fanout: None,
+        projection: false,
+    };
+    let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, plan, pricing);
     let mut store = new_store(engine, ctx).ok()?;
     let instance = pre.instantiate_async(&mut store).await.ok()?;
     let fuel_spent = INSTANTIATION_FUEL - store.get_fuel().ok()?;

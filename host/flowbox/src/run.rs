@@ -1,6 +1,7 @@
-//! One run, start to end: admitted, the guest's `run` export called in a fresh store (or in
-//! one from the warm pool, instantiated ahead but never run), the outcome journaled and
-//! published.
+//! One run, start to end: past the pre-launch gate, admitted, the guest's `run` export called
+//! in a fresh store (or in one from the warm pool, instantiated ahead but never run), the
+//! outcome journaled and published; and a plan's projection, the same guest run against
+//! placeholder leaves.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,8 +18,9 @@ use crate::clock::{millis, unix_millis, unix_nanos};
 use crate::error;
 use crate::events::{EventKind, RunEvents};
 use crate::journal::journal_error;
+use crate::plan::{self, GateRefusal};
 use crate::pool::WarmPool;
-use crate::run_ctx::{Plan, RunCtx, new_store};
+use crate::run_ctx::{Plan, Pricing, RunCtx, new_store};
 use crate::shared::Shared;
 use crate::{
     ErrorInfo, Limits, RunError, RunOutcome, RunRequest, ScriptError, ScriptErrorKind, Summary,
@@ -38,7 +40,10 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     ));
 
     let prepared = match crate::thread::check_thread_id(&thread_id) {
-        Ok(()) => prepare(shared, &request, thread_id, generated, Arc::clone(&events)).await,
+        Ok(()) => match gate(shared, &request, &thread_id).await {
+            Ok(()) => prepare(shared, &request, thread_id, generated, Arc::clone(&events)).await,
+            Err(error) => Err(error),
+        },
         Err(error) => Err(error),
     };
     // The claim on the thread lasts until its end is journaled.
@@ -145,7 +150,7 @@ fn ends_thread(result: &Result<Value, RunError>) -> bool {
 /// Parses and checks a script without running it; returns its `meta`.
 pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>, RunError> {
     let limits = shared.limits.clone();
-    check_input(script, &Value::Null, &limits)?;
+    check_input(script, &Value::Null, &limits, shared.prices.is_some())?;
     let thread_id = crate::thread::new_thread_id();
     let plan = Plan {
         events: Arc::new(RunEvents::new(
@@ -158,7 +163,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
         start_unix_nanos: unix_nanos(),
         checkpoints: Checkpoints::default(),
     };
-    let mut store = fresh_store(shared, plan)?;
+    let mut store = fresh_store(shared, plan, false)?;
     let outcome = tokio::time::timeout(limits.timeout, async {
         let instance = shared.pre.instantiate_async(&mut store).await?;
         instance.call_check(&mut store, script).await
@@ -262,7 +267,7 @@ fn publish_end(events: &RunEvents, summary: &Summary, result: &Result<Value, Run
 /// The store for a run of `plan`, with the instance it runs in when the warm pool had one
 /// ready (else the run instantiates the guest within its deadline, as [`call_run`] does).
 fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>), RunError> {
-    let ctx = run_ctx(shared, plan);
+    let ctx = run_ctx(shared, plan, false);
     match shared.pool.as_ref().and_then(|pool| pool.take(&ctx.limits)) {
         Some(warm) => warm
             .start(ctx)
@@ -271,17 +276,156 @@ fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>
     }
 }
 
-/// A fresh store for a run of `plan`.
-fn fresh_store(shared: &Shared, plan: Plan) -> Result<Store<RunCtx>, RunError> {
-    new_store(&shared.engine, run_ctx(shared, plan))
+/// A fresh store for a run of `plan`; a `projection` answers its calls with placeholders.
+fn fresh_store(shared: &Shared, plan: Plan, projection: bool) -> Result<Store<RunCtx>, RunError> {
+    new_store(&shared.engine, run_ctx(shared, plan, projection))
 }
 
-/// The state of a run of `plan` on the runtime's backend, tools and journal.
-fn run_ctx(shared: &Shared, plan: Plan) -> RunCtx {
+/// The state of a run of `plan` on the runtime's backend, tools, journal and prices; a
+/// `projection` answers its calls with placeholders and journals nothing, not even its name.
+fn run_ctx(shared: &Shared, plan: Plan, projection: bool) -> RunCtx {
+    let pricing = Pricing {
+        prices: shared.prices.clone(),
+        fanout: shared.fanout.clone(),
+        projection,
+    };
+    let store = if projection {
+        None
+    } else {
+        shared.store.clone()
+    };
     RunCtx::new(
         Arc::clone(&shared.backend),
         shared.tools.clone(),
-        shared.store.clone(),
+        store,
         plan,
+        pricing,
     )
+}
+
+/// Refuses a new run whose plan passes the gate of its limits, before anything is journaled
+/// or any leaf starts. A thread the journal already holds passed the gate when it started.
+async fn gate(shared: &Shared, request: &RunRequest, thread_id: &str) -> Result<(), RunError> {
+    let limits = request.limits.as_ref().unwrap_or(&shared.limits);
+    if !limits.gated() {
+        return Ok(());
+    }
+    let (gate_leaves, gate_usd) = (limits.gate_leaves, limits.gate_usd);
+    if let Some(store) = &shared.store
+        && store
+            .load(thread_id)
+            .await
+            .map_err(journal_error)?
+            .is_some()
+    {
+        return Ok(());
+    }
+    // The same thread id seeds the same randomness, so the plan measures the run it admits.
+    let plan = plan(shared, request, Some(thread_id)).await?;
+    let mut reasons = Vec::new();
+    if let Some(gate) = gate_leaves
+        && plan.leaves > gate
+    {
+        reasons.push(format!(
+            "the plan starts {} leaves and the gate admits at most {gate}",
+            plan.leaves
+        ));
+    }
+    if let Some(gate) = gate_usd {
+        match plan.usd {
+            Some(usd) if usd > gate => reasons.push(format!(
+                "the plan may cost up to ${usd:.4} and the gate admits at most ${gate}"
+            )),
+            Some(_) => {}
+            None => reasons.push(
+                "the plan's cost is unknown (a model has no price) and the gate admits at most \
+                 a known cost"
+                    .into(),
+            ),
+        }
+    }
+    if reasons.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::GateRefused(Box::new(GateRefusal {
+        reason: reasons.join("; "),
+        plan,
+    })))
+}
+
+/// Projects a run of `request` into its plan: the real guest, under the request's limits (or
+/// the runtime's), with every call answered by a placeholder; nothing is journaled, published
+/// or called. `thread_id` seeds the guest's randomness, as it would the run's.
+pub(crate) async fn plan(
+    shared: &Shared,
+    request: &RunRequest,
+    thread_id: Option<&str>,
+) -> Result<plan::Plan, RunError> {
+    let limits = request
+        .limits
+        .clone()
+        .unwrap_or_else(|| shared.limits.clone());
+    let args_text = check_input(
+        &request.script,
+        &request.args,
+        &limits,
+        shared.prices.is_some(),
+    )?;
+    let thread_id = thread_id.map_or_else(crate::thread::new_thread_id, str::to_owned);
+    // A plan is not a run: its events go nowhere.
+    let start = Plan {
+        events: Arc::new(RunEvents::new(
+            thread_id.clone(),
+            Arc::new(crate::events::EventHub::new(1)),
+        )),
+        thread_id,
+        limits: limits.clone(),
+        guard: request.guard,
+        start_unix_nanos: unix_nanos(),
+        checkpoints: Checkpoints::default(),
+    };
+    let mut store = fresh_store(shared, start, true)?;
+    let mut notes = None;
+    let outcome = tokio::time::timeout(limits.timeout, async {
+        let instance = shared.pre.instantiate_async(&mut store).await?;
+        match instance
+            .call_plan_notes(&mut store, &request.script)
+            .await?
+        {
+            Ok(text) => notes = Some(text),
+            Err(rejected) => return Ok(Err(rejected)),
+        }
+        instance
+            .call_run(&mut store, &request.script, &args_text)
+            .await
+    })
+    .await;
+    let ended = match guest_result(outcome, &store, &limits) {
+        Ok(_) => None,
+        // A script that did not pass its checks, or machinery that failed, has no plan.
+        Err(error)
+            if notes.is_none()
+                || error.class() == crate::RunErrorClass::Rejected
+                || !error.kind().ends_thread() =>
+        {
+            return Err(error);
+        }
+        // One that failed on the placeholders' path has one, which says so.
+        Err(error) => Some(ErrorInfo::from(&error)),
+    };
+    let reply_dependent = serde_json::from_str(notes.as_deref().unwrap_or("[]"))
+        .map_err(|e| RunError::Guest(format!("plan-notes returned invalid JSON: {e}")))?;
+    let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    let ctx = store.data_mut();
+    let projection = ctx.calls.take_projection().unwrap_or_default();
+    let context = plan::Context {
+        name: ctx.record.name.take(),
+        limits: &limits,
+        prices: shared.prices.as_deref(),
+        fanout: shared.fanout.as_ref(),
+        reply_dependent,
+        ended,
+        fuel_used,
+    };
+    Ok(plan::Plan::assemble(projection, context))
 }

@@ -20,6 +20,7 @@ use crate::calls::{CallSettings, Calls, Checkpoints};
 use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
 use crate::error::TrapContext;
 use crate::events::RunEvents;
+use crate::plan::{FanoutProfile, PriceTable};
 use crate::{Limits, RunError};
 
 /// How much of the guest's own stdout/stderr is kept for diagnostics. Scripts' `print` goes
@@ -125,14 +126,24 @@ pub(crate) struct Plan {
     pub(crate) checkpoints: Checkpoints,
 }
 
+/// How a run's leaves are priced and placed: the price table, the fan-out profile, and whether
+/// the run is a projection for a plan (placeholder leaves, nothing called).
+#[derive(Debug, Default)]
+pub(crate) struct Pricing {
+    pub(crate) prices: Option<Arc<PriceTable>>,
+    pub(crate) fanout: Option<FanoutProfile>,
+    pub(crate) projection: bool,
+}
+
 impl RunCtx {
     /// The state of a run of `plan`, whose leaves go to `backend` and whose `call_tool`
-    /// calls reach `tools`, journaled in `store`.
+    /// calls reach `tools`, journaled in `store`, priced and placed by `pricing`.
     pub(crate) fn new(
         backend: Arc<dyn LeafBackend>,
         tools: ToolSet,
         store: Option<Arc<dyn CheckpointStore>>,
         plan: Plan,
+        pricing: Pricing,
     ) -> Self {
         let Plan {
             thread_id,
@@ -173,6 +184,10 @@ impl RunCtx {
                 max_concurrency: limits.max_concurrency,
                 max_reply_bytes: limits.max_message_bytes,
                 budget: limits.budget_tokens,
+                budget_usd: limits.budget_usd,
+                prices: pricing.prices,
+                fanout: pricing.fanout,
+                projection: pricing.projection,
             },
             checkpoints,
         );

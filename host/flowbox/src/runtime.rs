@@ -17,6 +17,7 @@ use crate::RunRequest;
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::error::JournalError;
 use crate::events::{EventHub, EventStream};
+use crate::plan::{FanoutProfile, Plan, PriceTable};
 use crate::pool::{WarmPool, WarmPoolStats};
 use crate::run::{self};
 use crate::run_ctx::RunCtx;
@@ -75,6 +76,13 @@ pub enum SetupError {
     /// The runtime's limits are outside their ranges ([`Limits::check`]).
     #[error("invalid limits: {0}")]
     Limits(#[from] crate::InvalidLimit),
+    /// The runtime's limits set a dollar budget or gate (the field named), and there is no
+    /// price table to price leaves with.
+    #[error(
+        "the limit {0} is in dollars and the runtime has no prices: give it a price table \
+         with RuntimeBuilder::prices"
+    )]
+    NoPrices(&'static str),
 }
 
 /// Configures a [`Runtime`].
@@ -86,6 +94,8 @@ pub struct RuntimeBuilder {
     limits: Limits,
     cache_dir: CacheDir,
     event_capacity: usize,
+    prices: Option<PriceTable>,
+    fanout: Option<FanoutProfile>,
     warm_pool: usize,
 }
 
@@ -137,6 +147,20 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The prices leaves are costed at: plans show dollars with them, and dollar budgets and
+    /// gates ([`Limits::budget_usd`], [`Limits::gate_usd`]) need them. None by default.
+    pub fn prices(mut self, prices: PriceTable) -> Self {
+        self.prices = Some(prices);
+        self
+    }
+
+    /// A default profile for leaves in wide fan-outs (see [`FanoutProfile`]). None by default:
+    /// every leaf runs on the backend's default model unless it names another.
+    pub fn fanout_profile(mut self, fanout: FanoutProfile) -> Self {
+        self.fanout = Some(fanout);
+        self
+    }
+
     /// Where the precompiled guest is cached. The default is `$FLOWBOX_CACHE_DIR`, else the
     /// user's cache directory (`$XDG_CACHE_HOME/flowbox` or `~/.cache/flowbox`).
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
@@ -175,6 +199,11 @@ impl RuntimeBuilder {
     pub fn build(self) -> Result<Runtime, SetupError> {
         let backend = self.backend.ok_or(SetupError::NoBackend)?;
         self.limits.check()?;
+        if let Some(field) = self.limits.needs_prices()
+            && self.prices.is_none()
+        {
+            return Err(SetupError::NoPrices(field));
+        }
         if GUEST_COMPONENT.is_empty() {
             return Err(SetupError::GuestMissing);
         }
@@ -225,6 +254,8 @@ impl RuntimeBuilder {
                 limits: self.limits,
                 events: Arc::new(EventHub::new(self.event_capacity)),
                 store: self.store,
+                prices: self.prices.map(Arc::new),
+                fanout: self.fanout,
                 pool,
             }),
         })
@@ -242,6 +273,8 @@ impl Runtime {
             limits: Limits::default(),
             cache_dir: CacheDir::Default,
             event_capacity: DEFAULT_EVENT_CAPACITY,
+            prices: None,
+            fanout: None,
             warm_pool: 0,
         }
     }
@@ -254,6 +287,16 @@ impl Runtime {
     /// Runs a script with the options of `request`.
     pub async fn run_request(&self, request: RunRequest) -> RunOutcome {
         run::execute(&self.shared, request).await
+    }
+
+    /// Plans a run of `request` without making it: the script runs in the real guest, under
+    /// the request's limits and the runtime's fan-out profile, against instant placeholder
+    /// leaves, and no backend or tool is called (see [`crate::plan`]). The plan counts its
+    /// leaves, fan-outs, waves, tokens and dollars (with [`RuntimeBuilder::prices`]), per
+    /// phase and per profile. A script that does not pass its checks is an error, as for a
+    /// run; one that fails on the placeholders' path still has a plan, which says where.
+    pub async fn plan(&self, request: RunRequest) -> Result<Plan, RunError> {
+        run::plan(&self.shared, &request, request.thread_id.as_deref()).await
     }
 
     /// Resumes a journaled thread: a finished one returns its recorded outcome; an interrupted

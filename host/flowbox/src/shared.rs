@@ -1,6 +1,6 @@
 //! What every run of a [`Runtime`](crate::Runtime) shares: the engine and its epoch ticker,
 //! the pre-linked guest, the backend, the code-callable tools, the default limits, the event
-//! channel, the journal and the warm pool. Runs borrow it; nothing in it changes after the runtime is built.
+//! channel, the journal, the warm pool, the price table and the fan-out profile. Runs borrow it; nothing in it changes after the runtime is built.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,6 +13,7 @@ use wasmtime::Engine;
 use crate::Limits;
 use crate::bindings::WorkflowPre;
 use crate::events::EventHub;
+use crate::plan::{FanoutProfile, PriceTable};
 use crate::pool::WarmPool;
 use crate::run_ctx::RunCtx;
 
@@ -29,6 +30,10 @@ pub(crate) struct Shared {
     pub(crate) limits: Limits,
     pub(crate) events: Arc<EventHub>,
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
+    /// The prices of leaves, for plans and dollar budgets.
+    pub(crate) prices: Option<Arc<PriceTable>>,
+    /// The default profile of leaves in wide fan-outs.
+    pub(crate) fanout: Option<FanoutProfile>,
     /// Guests instantiated ahead of demand, when the runtime keeps a warm pool.
     pub(crate) pool: Option<WarmPool>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.

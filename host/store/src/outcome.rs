@@ -70,6 +70,8 @@ pub enum RunErrorKind {
     UnknownThread,
     /// `RunError::ThreadInUse`.
     ThreadInUse,
+    /// `RunError::GateRefused`: the plan passed the pre-launch gate; nothing ran.
+    GateRefused,
     /// `RunError::Guest`.
     GuestFailure,
     /// `RunError::Host`.
@@ -91,6 +93,7 @@ impl RunErrorKind {
             | Self::NoEntryPoint
             | Self::UnknownThread
             | Self::ThreadInUse
+            | Self::GateRefused
             | Self::MemoryCapTooSmall => Rejected,
             Self::OutOfFuel
             | Self::OutOfMemory
@@ -109,7 +112,7 @@ impl RunErrorKind {
     /// script's result or error is (a breached limit and a refused script included); a
     /// failure of the machinery is not, nor is a cap too small to start the interpreter (run
     /// it again with a larger one), nor limits out of range, nor a thread that is missing or
-    /// held elsewhere.
+    /// held elsewhere, nor a run the pre-launch gate refused (nothing of it ran).
     pub fn ends_thread(self) -> bool {
         match self.class() {
             RunErrorClass::Machinery => false,
@@ -121,6 +124,7 @@ impl RunErrorKind {
                     | Self::ThreadInUse
                     | Self::InvalidThreadId
                     | Self::InvalidLimits
+                    | Self::GateRefused
             ),
         }
     }
@@ -149,6 +153,7 @@ impl RunErrorKind {
             Self::JournalFailure => "journal_failure",
             Self::UnknownThread => "unknown_thread",
             Self::ThreadInUse => "thread_in_use",
+            Self::GateRefused => "gate_refused",
             Self::GuestFailure => "guest_failure",
             Self::HostFailure => "host_failure",
         }
@@ -337,6 +342,7 @@ mod tests {
             RunErrorKind::OutOfFuel,
             RunErrorKind::JournalFailure,
             RunErrorKind::ThreadInUse,
+            RunErrorKind::GateRefused,
         ] {
             let text = serde_json::to_string(&kind).unwrap();
             assert_eq!(text, format!("\"{}\"", kind.as_str()));

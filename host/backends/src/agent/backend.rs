@@ -7,11 +7,13 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::config::{AgentConfig, AgentTemplate, LEAF_ADDENDUM, Resolved, resolve};
+use super::config::{AgentConfig, AgentTemplate, Resolved, estimate, resolve, system_prompt};
 use super::conversation::Conversation;
 use crate::chat::{ChatModel, ChatRequest, Message};
 use crate::tool::ToolSet;
-use crate::{BackendError, LeafBackend, LeafCatalog, LeafObserver, LeafReply, LeafRequest};
+use crate::{
+    BackendError, LeafBackend, LeafCatalog, LeafEstimate, LeafObserver, LeafReply, LeafRequest,
+};
 
 type History = Arc<tokio::sync::Mutex<Vec<Message>>>;
 
@@ -111,13 +113,7 @@ impl AgentBackend {
     }
 
     fn system_prompt(&self, template: Option<&AgentTemplate>, instruction: Option<&str>) -> String {
-        let base = template.map_or(self.config.base_prompt.as_str(), |t| t.base_prompt.as_str());
-        let mut system = format!("{base}\n\n{LEAF_ADDENDUM}");
-        if let Some(instruction) = instruction.filter(|i| !i.trim().is_empty()) {
-            system.push_str("\n\n");
-            system.push_str(instruction);
-        }
-        system
+        system_prompt(&self.config, template, instruction)
     }
 }
 
@@ -158,6 +154,11 @@ impl LeafBackend for CheckedBackend {
         self.inner.check(request)
     }
 
+    /// As an [`AgentBackend`] with this configuration would send it.
+    fn estimate(&self, request: &LeafRequest) -> LeafEstimate {
+        estimate(&self.config, &self.tools, request)
+    }
+
     fn catalog(&self) -> LeafCatalog {
         LeafCatalog::of(&self.config, &self.tools)
     }
@@ -187,6 +188,10 @@ impl LeafBackend for CheckedBackend {
 impl LeafBackend for AgentBackend {
     fn check(&self, request: &LeafRequest) -> Result<(), BackendError> {
         self.resolve(request).map(|_| ())
+    }
+
+    fn estimate(&self, request: &LeafRequest) -> LeafEstimate {
+        estimate(&self.config, &self.tools, request)
     }
 
     fn catalog(&self) -> LeafCatalog {

@@ -9,7 +9,7 @@ use serde::de::{self, MapAccess, value::MapAccessDeserializer};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::tool::ToolSet;
-use crate::{BackendError, BackendErrorKind, LeafRequest};
+use crate::{BackendError, BackendErrorKind, LeafEstimate, LeafRequest};
 
 /// What every leaf is told, whatever its base prompt.
 pub const LEAF_ADDENDUM: &str = "You are one step of a larger automated workflow. Answer the \
@@ -203,4 +203,64 @@ pub(super) fn resolve<'a>(
         model,
         tools,
     })
+}
+
+/// The system prompt of a leaf: its template's base prompt (else `config`'s), the leaf
+/// addendum, and the call's instruction.
+pub(super) fn system_prompt(
+    config: &AgentConfig,
+    template: Option<&AgentTemplate>,
+    instruction: Option<&str>,
+) -> String {
+    let base = template.map_or(config.base_prompt.as_str(), |t| t.base_prompt.as_str());
+    let mut system = format!("{base}\n\n{LEAF_ADDENDUM}");
+    if let Some(instruction) = instruction.filter(|i| !i.trim().is_empty()) {
+        system.push_str("\n\n");
+        system.push_str(instruction);
+    }
+    system
+}
+
+/// What a leaf agent under `config` and `tools` would send for `request` on its first turn,
+/// and its output ceiling (`max_tokens`, or the schema's longest reply). A request `resolve`
+/// refuses never starts, so it gets the generic estimate.
+pub(super) fn estimate(
+    config: &AgentConfig,
+    tools: &ToolSet,
+    request: &LeafRequest,
+) -> LeafEstimate {
+    let Ok(resolved) = resolve(config, tools, request) else {
+        return LeafEstimate::generic(request);
+    };
+    let profile = request
+        .model
+        .clone()
+        .or_else(|| resolved.template.and_then(|t| t.model.clone()));
+    let system = system_prompt(config, resolved.template, request.instruction.as_deref());
+    let prompt = super::render_prompt(&request.prompt);
+    let specs = resolved.tools.specs();
+    let tool_text = if specs.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string(&specs).unwrap_or_default()
+    };
+    let schema = request
+        .schema
+        .as_ref()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let names = resolved
+        .tools
+        .names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    LeafEstimate::new(
+        profile,
+        resolved.model,
+        &[&system, &prompt, &tool_text, &schema],
+        u64::from(config.max_tokens),
+        request.schema.as_ref(),
+        names,
+    )
 }

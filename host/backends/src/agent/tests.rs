@@ -635,6 +635,37 @@ async fn replayed_leaves_rebuild_the_conversation() {
 }
 
 #[test]
+fn an_estimate_counts_what_the_agent_would_send_on_the_model_it_would_use() {
+    let mut config = config();
+    config.model = "gpt-4o".into();
+    config.max_tokens = 500;
+    let agent = AgentBackend::new(MockChat::replying(vec![]), config.clone(), tools());
+    let checked = CheckedBackend::new(Arc::new(crate::FakeBackend::new()), config, tools());
+    let mut leaf = request(json!("Review the parser"));
+    let plain = agent.estimate(&leaf);
+    assert_eq!(plain, checked.estimate(&leaf));
+    assert_eq!((plain.profile, plain.model.as_str()), (None, "gpt-4o"));
+    assert_eq!(plain.tokenizer, crate::Tokenizer::O200kBase);
+    assert_eq!(plain.max_output_tokens, 500);
+    assert_eq!(plain.tools, vec!["upper".to_owned()]);
+    // The system prompt and the tool's definition are sent too.
+    let system = super::config::system_prompt(&AgentConfig::default(), None, None);
+    assert!(plain.input_tokens > crate::Tokenizer::O200kBase.count(&system));
+    // A template's model is its profile, resolved to the provider's id; its tools are none.
+    leaf.agent_type = Some("critic".into());
+    leaf.schema = Some(json!({"enum": ["ship", "hold"]}));
+    let critic = agent.estimate(&leaf);
+    assert_eq!(critic.profile.as_deref(), Some("fast"));
+    assert_eq!(critic.model, "small-model");
+    assert_eq!(critic.tokenizer, crate::Tokenizer::Approximate);
+    assert!(critic.tools.is_empty());
+    assert_eq!(
+        (critic.max_output_tokens, critic.output_bounded_by_schema),
+        (6, true)
+    );
+}
+
+#[test]
 fn a_profile_is_a_model_id_or_a_described_model() {
     let config: AgentConfig = serde_json::from_value(json!({
         "profiles": {

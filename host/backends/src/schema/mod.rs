@@ -1,17 +1,20 @@
 //! JSON Schemas from scripts, in one place: whether a script's schema is usable at all
 //! ([`check`], which the runtime calls before a leaf starts), what validating against it would
 //! cost (`cost`), validation with errors that say where (`validate`), and a value that
-//! satisfies it, for the offline backends (`value`).
+//! satisfies it, for the offline backends (`value`), and the longest reply it allows
+//! ([`max_json_bytes`], a plan's ceiling on a structured reply).
 //!
 //! Schemas come from untrusted scripts and the `jsonschema` validator has no limits of its own,
 //! so nothing here compiles a schema before `cost` has found it affordable.
 
+mod bound;
 mod cost;
 mod validate;
 mod value;
 
 use serde_json::Value;
 
+pub use bound::max_json_bytes;
 pub(crate) use validate::{ReplyValidator, schema_errors};
 pub(crate) use value::value_for;
 

@@ -16,6 +16,7 @@ use flowbox::backends::{
 };
 use flowbox::chat::{ChatModel, FakeChat};
 use flowbox::http::{AnthropicChat, OpenAiChat, RetryPolicy};
+use flowbox::plan::{FanoutProfile, PriceTable};
 use flowbox::tools::{ReadRoots, ToolSet};
 
 /// Which backend answers leaf calls.
@@ -93,6 +94,10 @@ pub(crate) struct Backends {
     pub root: Arc<dyn ChatModel>,
     /// The provider model id of the root agent.
     pub root_model_id: String,
+    /// The prices leaves are costed at (`--prices`).
+    pub prices: Option<PriceTable>,
+    /// The default profile of wide fan-outs (`--fanout-profile`).
+    pub fanout: Option<FanoutProfile>,
 }
 
 /// The backend flags: which backend answers leaves, its provider settings, and the tools.
@@ -108,7 +113,8 @@ pub(crate) struct BackendOptions {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// The provider model leaves use by default, and the root agent of `ask` (openai and
-    /// anthropic backends).
+    /// anthropic backends; offline backends plan and price leaves as this model) [default for
+    /// offline backends: default].
     #[arg(long, value_name = "MODEL", env = "FLOWBOX_MODEL")]
     pub model: Option<String>,
     /// A model profile scripts may name with `model=NAME` (repeatable), with what it is for
@@ -185,7 +191,42 @@ impl BackendOptions {
             tools,
             root,
             root_model_id,
+            prices: None,
+            fanout: None,
         })
+    }
+
+    /// Every provider model the flags name, with what uses it: the default model, the
+    /// profiles, and the agent types' own models.
+    pub(crate) fn models(&self) -> anyhow::Result<Vec<(String, String)>> {
+        let config = AgentConfig {
+            model: self.default_model(),
+            ..AgentConfig::default()
+        };
+        let mut models = vec![(config.model, "the default model (--model)".to_owned())];
+        let profiles = self.profile_map()?;
+        for (name, profile) in &profiles {
+            models.push((profile.model.clone(), format!("--profile {name}")));
+        }
+        for (name, template) in self.templates_unchecked()? {
+            if let Some(model) = template.model {
+                let model = profiles.get(&model).map_or(model, |p| p.model.clone());
+                models.push((model, format!("agent type {name}")));
+            }
+        }
+        Ok(models)
+    }
+
+    /// Whether `--profile NAME=...` or the `--profiles` file names a profile `name`.
+    pub(crate) fn names_profile(&self, name: &str) -> anyhow::Result<bool> {
+        Ok(self.profile_map()?.contains_key(name))
+    }
+
+    /// The default model: `--model`, else (offline backends only) `default`.
+    fn default_model(&self) -> String {
+        self.model
+            .clone()
+            .unwrap_or_else(|| AgentConfig::default().model)
     }
 
     /// An offline leaf backend that refuses what a real one would: profiles not given with
@@ -195,10 +236,14 @@ impl BackendOptions {
         backend: Arc<dyn LeafBackend>,
         tools: &ToolSet,
     ) -> anyhow::Result<Arc<dyn LeafBackend>> {
+        let defaults = AgentConfig::default();
         let config = AgentConfig {
+            model: self.default_model(),
             profiles: self.profile_map()?,
             templates: self.templates(tools)?,
-            ..AgentConfig::default()
+            max_turns: self.max_turns.unwrap_or(defaults.max_turns),
+            max_tokens: self.max_output_tokens.unwrap_or(defaults.max_tokens),
+            ..defaults
         };
         Ok(Arc::new(CheckedBackend::new(
             backend,
@@ -210,13 +255,7 @@ impl BackendOptions {
     /// The `--agent-types` file's templates, their tool lists checked against `tools`. Being
     /// the host's own configuration, a template may name a provider model directly.
     fn templates(&self, tools: &ToolSet) -> anyhow::Result<BTreeMap<String, AgentTemplate>> {
-        let Some(path) = &self.agent_types else {
-            return Ok(BTreeMap::new());
-        };
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read --agent-types {}", path.display()))?;
-        let templates: BTreeMap<String, AgentTemplate> = serde_json::from_str(&text)
-            .with_context(|| format!("--agent-types {} is not valid", path.display()))?;
+        let templates = self.templates_unchecked()?;
         for (name, template) in &templates {
             if let Some(names) = &template.tools {
                 tools
@@ -225,6 +264,17 @@ impl BackendOptions {
             }
         }
         Ok(templates)
+    }
+
+    /// The `--agent-types` file's templates as written.
+    fn templates_unchecked(&self) -> anyhow::Result<BTreeMap<String, AgentTemplate>> {
+        let Some(path) = &self.agent_types else {
+            return Ok(BTreeMap::new());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read --agent-types {}", path.display()))?;
+        serde_json::from_str(&text)
+            .with_context(|| format!("--agent-types {} is not valid", path.display()))
     }
 
     /// The `--profiles` file's profiles, then the `--profile` flags', by name.

@@ -26,6 +26,18 @@ pub(crate) struct LimitOptions {
     /// Token budget for the run [default: none].
     #[arg(long, value_name = "TOKENS")]
     pub budget: Option<u64>,
+    /// Dollar budget for the run, with --prices: a leaf whose worst case would pass it (with
+    /// what is spent and in flight) is refused before it starts [default: none].
+    #[arg(long, value_name = "USD")]
+    pub budget_usd: Option<f64>,
+    /// Refuse a new run, before any leaf starts, when its plan starts more leaves than this
+    /// [default: none].
+    #[arg(long, value_name = "N")]
+    pub gate_leaves: Option<u32>,
+    /// Refuse a new run, before any leaf starts, when its plan may cost more dollars than this
+    /// (with --prices) [default: none].
+    #[arg(long, value_name = "USD")]
+    pub gate_usd: Option<f64>,
     /// Fuel (CPU) for the run [default: 20000000000].
     #[arg(long, value_name = "N")]
     pub fuel: Option<u64>,
@@ -64,6 +76,9 @@ impl LimitOptions {
             || self.max_agents.is_some()
             || self.max_tool_calls.is_some()
             || self.budget.is_some()
+            || self.budget_usd.is_some()
+            || self.gate_leaves.is_some()
+            || self.gate_usd.is_some()
             || self.fuel.is_some()
             || self.memory_mib.is_some()
             || self.timeout.is_some()
@@ -102,6 +117,15 @@ impl LimitOptions {
         }
         if let Some(n) = self.budget {
             limits = limits.with_budget_tokens(Some(n));
+        }
+        if let Some(usd) = self.budget_usd {
+            limits = limits.with_budget_usd(Some(usd));
+        }
+        if let Some(n) = self.gate_leaves {
+            limits = limits.with_gate_leaves(Some(n));
+        }
+        if let Some(usd) = self.gate_usd {
+            limits = limits.with_gate_usd(Some(usd));
         }
         if let Some(n) = self.fuel {
             limits = limits.with_fuel(n);

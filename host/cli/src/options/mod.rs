@@ -1,10 +1,12 @@
 //! Flags shared by the subcommands: the backend and its tools ([`backend`]), the limits
-//! ([`limits`]), and the journal ([`journal`]).
+//! ([`limits`]), prices and the fan-out profile ([`cost`]), and the journal ([`journal`]).
 
 mod backend;
+mod cost;
 mod journal;
 mod limits;
 
+use anyhow::Context;
 use clap::Args;
 use flowbox::Limits;
 
@@ -12,11 +14,14 @@ pub(crate) use backend::{BackendOptions, Backends};
 pub(crate) use journal::{JournalOptions, load_thread, no_thread};
 pub(crate) use limits::LimitOptions;
 
-/// The flags of a subcommand that runs scripts: the backend flags, then the limit flags.
+/// The flags of a subcommand that runs scripts: the backend flags, the cost flags, then the
+/// limit flags.
 #[derive(Debug, Args)]
 pub(crate) struct RunOptions {
     #[command(flatten)]
     pub backend: BackendOptions,
+    #[command(flatten)]
+    pub cost: cost::CostOptions,
     #[command(flatten)]
     pub limits: LimitOptions,
 }
@@ -37,8 +42,30 @@ impl RunOptions {
         self.limits.limits_over(base)
     }
 
-    /// The backend and tools the flags name.
+    /// The backend and tools the flags name, with the price table (which must price every
+    /// model the flags name) and the fan-out profile (which must be a `--profile`).
     pub(crate) fn backends(&self) -> anyhow::Result<Backends> {
-        self.backend.backends()
+        let mut backends = self.backend.backends()?;
+        let prices = self.cost.prices()?;
+        if let Some(prices) = &prices {
+            for (model, used_by) in self.backend.models()? {
+                prices
+                    .price(&model)
+                    .with_context(|| format!("{used_by} runs on {model:?}"))?;
+            }
+        }
+        let fanout = self.cost.fanout();
+        if let Some(fanout) = &fanout
+            && !self.backend.names_profile(&fanout.profile)?
+        {
+            anyhow::bail!(
+                "--fanout-profile {0} is not a profile: give it with --profile {0}=MODEL or in \
+                 --profiles",
+                fanout.profile
+            );
+        }
+        backends.prices = prices;
+        backends.fanout = fanout;
+        Ok(backends)
     }
 }

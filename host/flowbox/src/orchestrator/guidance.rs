@@ -220,7 +220,12 @@ became None is in `summary.failed_branches` (`group`, `index`, `stage`, `excepti
 `line`); `summary.warnings` says what looked wrong: read both before trusting a result with gaps.
 A failed run returns `{{"ok": false, "error": {{"kind", "message", "line", "hint"}}}}`: fix the
 script as the hint says and call again. Results over the host's cap come back truncated: return
-only what you need."#,
+only what you need.
+
+Preview a wide fan-out (more leaves than run at once, or one per item of a list you did not
+write): `"preview": true` returns its plan (leaves, tokens, dollars) and runs nothing. Sweep on a
+cheaper model profile (`model=`). A `gate_refused` error carries the plan: narrow the fan-out,
+pick a cheaper profile, or ask the user."#,
             modules = contract.modules.join(", "),
             refused = names(&contract.builtins.refused),
             literal = names(&contract.builtins.literal_attribute_name),
@@ -490,6 +495,17 @@ mod tests {
         }
     }
 
+    /// The root model is told to preview wide fan-outs, to sweep on cheaper profiles, and what
+    /// a gate refusal means.
+    #[test]
+    fn the_guidance_asks_for_a_preview_of_wide_fan_outs() {
+        let text = bare().render(false);
+        assert!(text.contains("more leaves than run at once"), "{text}");
+        assert!(text.contains(r#"`"preview": true`"#), "{text}");
+        assert!(text.contains("cheaper model profile"), "{text}");
+        assert!(text.contains("`gate_refused`"), "{text}");
+    }
+
     /// The guidance says what the guest enforces: every module, primitive, `agent()` option
     /// and refused builtin of the contract, and nothing the contract leaves out.
     #[test]
@@ -621,12 +637,13 @@ mod tests {
 
     /// The guidance a host with nothing to offer gets stays about the size it had before it
     /// described its host (15 934 bytes with patterns, 3 744 without): it gained the options,
-    /// the host and the failure reports, and left out the pattern of tools it lacks.
+    /// the host, the failure reports and the preview of wide fan-outs, and left out the
+    /// pattern of tools it lacks.
     #[test]
     fn the_default_guidance_stays_the_size_it_was() {
         let full = bare().render(true).len();
         let short = bare().render(false).len();
-        assert!(full <= 16 << 10, "{full} bytes");
+        assert!(full <= 16_800, "{full} bytes");
         assert!(short * 2 < full, "{short} of {full} bytes");
     }
 

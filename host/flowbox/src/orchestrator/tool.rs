@@ -40,6 +40,10 @@ pub struct WorkflowInput {
     /// A thread id to run under (resuming it if the journal has it).
     #[serde(default)]
     pub thread_id: Option<String>,
+    /// Return the script's plan (leaves, fan-outs, tokens, dollars; see [`crate::plan`])
+    /// instead of running it.
+    #[serde(default)]
+    pub preview: bool,
 }
 
 /// The `run_workflow` tool: hand it to any agent framework (name, description and argument
@@ -84,8 +88,10 @@ impl WorkflowTool {
     }
 
     /// Runs a workflow and returns what the root model gets back: the result and a compact
-    /// summary, or an error it can act on.
+    /// summary, or an error it can act on; with `preview`, its plan instead (nothing runs and
+    /// nothing is recorded).
     pub async fn execute(&self, input: WorkflowInput) -> Value {
+        let preview = input.preview;
         let mut request = RunRequest::new(input.script);
         if let Some(args) = input.args {
             request = request.args(args);
@@ -97,6 +103,12 @@ impl WorkflowTool {
                 Some(conversation) => format!("{conversation}.{thread_id}"),
                 None => thread_id,
             });
+        }
+        if preview {
+            return match self.runtime.plan(request).await {
+                Ok(plan) => json!({"ok": true, "preview": true, "plan": plan}),
+                Err(error) => json!({"ok": false, "preview": true, "error": error_json(&error)}),
+            };
         }
         let outcome = self.runtime.run_request(request).await;
         let summary = &outcome.summary;
@@ -128,16 +140,7 @@ impl WorkflowTool {
         }
         match &outcome.result {
             Ok(result) => output["result"] = self.truncated(result),
-            Err(error) => {
-                let info = ErrorInfo::from(error);
-                output["error"] = json!({
-                    "kind": info.kind,
-                    "message": info.message,
-                    "line": info.line,
-                    "exception": info.exception,
-                    "hint": hint(info.kind, info.exception.as_deref()),
-                });
-            }
+            Err(error) => output["error"] = error_json(error),
         }
         // A finished thread asked for again, or one another run holds, ran nothing here: it
         // is not a run of its own, so the totals count every run once.
@@ -183,6 +186,23 @@ impl WorkflowTool {
             ),
         })
     }
+}
+
+/// A run error as the root model sees it: kind, message, line, exception and a hint; a gate
+/// refusal carries the plan it measured.
+fn error_json(error: &crate::RunError) -> Value {
+    let info = ErrorInfo::from(error);
+    let mut output = json!({
+        "kind": info.kind,
+        "message": info.message,
+        "line": info.line,
+        "exception": info.exception,
+        "hint": hint(info.kind, info.exception.as_deref()),
+    });
+    if let crate::RunError::GateRefused(refusal) = error {
+        output["plan"] = serde_json::to_value(&refusal.plan).expect("plans serialise");
+    }
+    output
 }
 
 /// What to do about an error of `kind` (an uncaught `exception`), for a model that is about
@@ -265,6 +285,11 @@ fn hint(kind: RunErrorKind, exception: Option<&str>) -> &'static str {
         }
         K::InvalidArgs => "pass args as one JSON value within the host's message limit",
         K::InvalidLimits => "the host's limits are misconfigured; report this to its operator",
+        K::GateRefused => {
+            "the host's pre-launch gate refused this run before any leaf started; `plan` says \
+             what it would do: narrow the fan-out (fewer items, or batch several per leaf), use \
+             a cheaper profile with model=, or ask the user to approve the cost"
+        }
         K::UnknownThread => {
             "there is no run with that thread_id; leave thread_id out to start a new one"
         }
@@ -294,7 +319,8 @@ impl Tool for WorkflowTool {
                 "properties": {
                     "script": {"type": "string", "description": "The workflow script (Python)."},
                     "args": {"description": "JSON the script reads as `args`."},
-                    "thread_id": {"type": "string", "description": "A name for this run (letters, digits, -_.:); naming an earlier run of this conversation resumes it or returns its result."}
+                    "thread_id": {"type": "string", "description": "A name for this run (letters, digits, -_.:); naming an earlier run of this conversation resumes it or returns its result."},
+                    "preview": {"type": "boolean", "description": "Return the script's plan instead of running it: leaves, widest fan-out, waves, estimated tokens and dollars per phase and model profile, and warnings. Nothing runs."}
                 },
                 "required": ["script"],
                 "additionalProperties": false
@@ -343,6 +369,7 @@ mod tests {
             K::ThreadInUse,
             K::GuestFailure,
             K::HostFailure,
+            K::GateRefused,
         ];
         for kind in &kinds {
             match kind {
@@ -368,7 +395,8 @@ mod tests {
                 | K::UnknownThread
                 | K::ThreadInUse
                 | K::GuestFailure
-                | K::HostFailure => {}
+                | K::HostFailure
+                | K::GateRefused => {}
             }
         }
         kinds
@@ -377,7 +405,7 @@ mod tests {
     #[test]
     fn every_error_kind_has_a_hint() {
         let kinds = every_kind();
-        assert_eq!(kinds.len(), 23);
+        assert_eq!(kinds.len(), 24);
         for kind in kinds {
             let hint = hint(kind, None);
             assert!(hint.len() > 20, "{kind}: {hint}");

@@ -1,0 +1,154 @@
+//! `flowbox plan SCRIPT`: what a run would do and cost, from a projection against placeholder
+//! leaves; nothing is called and nothing is journaled.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use flowbox::RunRequest;
+use flowbox::plan::{Plan, PlanGroup};
+
+use crate::Failure;
+use crate::options::RunOptions;
+use crate::run::{build_runtime, read_args};
+
+/// What the estimates are, for the reader of a plan.
+const ESTIMATES: &str = "\
+Estimates: input tokens are each leaf's first turn (system prompt, prompt, tool definitions,
+schema), counted with the model's public tokenizer (o200k_base, cl100k_base) where there is one,
+else approximated at one token per 3 bytes; output tokens are ceilings (the output limit, or the
+longest reply the schema allows), so dollars are an upper bound for one turn per leaf (tool
+turns, repairs and tool results come on top; cached input is not discounted). Replies were
+placeholders: control flow that depends on them followed one path.";
+
+/// Arguments of `flowbox plan`.
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// The workflow script.
+    script: PathBuf,
+    /// The script's `args`, as JSON [default: {}].
+    #[arg(long, value_name = "JSON", conflicts_with = "args_file")]
+    args: Option<String>,
+    /// Read the script's `args` from a JSON file.
+    #[arg(long, value_name = "FILE")]
+    args_file: Option<PathBuf>,
+    /// Print exactly one JSON object: {"ok": true, "plan"} (or the usual error object).
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
+pub(crate) async fn plan(args: PlanArgs) -> Result<u8, Failure> {
+    let script = std::fs::read_to_string(&args.script)
+        .with_context(|| format!("cannot read {}", args.script.display()))
+        .map_err(Failure::input)?;
+    let script_args =
+        read_args(args.args.as_deref(), args.args_file.as_deref()).map_err(Failure::input)?;
+    let runtime = build_runtime(&args.options, None)?;
+    let limits = args.options.limits().map_err(Failure::input)?;
+    let request = RunRequest::new(script).args(script_args).limits(limits);
+    let plan = runtime.plan(request).await.map_err(Failure::run)?;
+    if args.json {
+        out!("{}", serde_json::json!({"ok": true, "plan": plan}));
+    } else {
+        out!("{}", render(&plan));
+    }
+    Ok(0)
+}
+
+/// A plan as text for a person.
+pub(crate) fn render(plan: &Plan) -> String {
+    let mut text = String::new();
+    let mut line = |s: String| {
+        text.push_str(&s);
+        text.push('\n');
+    };
+    let name = plan.name.as_deref().unwrap_or("the script");
+    line(format!(
+        "plan of {name}: {} leaves, {} tool calls; widest fan-out {} ({} waves at concurrency {})",
+        plan.leaves, plan.tool_calls, plan.widest_fanout, plan.waves, plan.max_concurrency
+    ));
+    let cost = match (&plan.usd, &plan.prices_written) {
+        (Some(usd), Some(written)) => format!("at most ${usd:.4} (prices written {written})"),
+        (None, Some(written)) => {
+            format!("unknown: a model has no price (prices written {written})")
+        }
+        _ => "unknown: no price table (--prices)".to_owned(),
+    };
+    line(format!(
+        "tokens: ~{} input, at most {} output; cost: {cost}",
+        plan.input_tokens, plan.max_output_tokens
+    ));
+    line(String::new());
+    line(table_header("phase"));
+    for phase in &plan.phases {
+        line(table_row(&phase.name, phase));
+    }
+    line(String::new());
+    line(table_header("profile (model, tokenizer)"));
+    for profile in &plan.profiles {
+        let name = format!(
+            "{} ({}, {})",
+            profile.name,
+            profile.model.as_deref().unwrap_or("?"),
+            profile.tokenizer.unwrap_or("?")
+        );
+        line(table_row(&name, profile));
+    }
+    line(String::new());
+    line(format!("leaf tools: {}", list(&plan.leaf_tools)));
+    line(format!("script tools: {}", list(&plan.script_tools)));
+    if !plan.reply_dependent.is_empty() {
+        let constructs: Vec<String> = plan
+            .reply_dependent
+            .iter()
+            .map(|d| {
+                let trips = if d.loop_trip_count {
+                    " (trip count depends on a reply)"
+                } else {
+                    ""
+                };
+                format!("line {} {}{trips}", d.line, d.construct)
+            })
+            .collect();
+        line(format!("reply-dependent: {}", constructs.join("; ")));
+    }
+    if !plan.warnings.is_empty() {
+        line("warnings:".to_owned());
+        for warning in &plan.warnings {
+            let kind = serde_json::to_value(warning.kind).unwrap_or_default();
+            line(format!(
+                "  - {}: {}",
+                kind.as_str().unwrap_or("?"),
+                warning.message
+            ));
+        }
+    }
+    line(String::new());
+    text.push_str(ESTIMATES);
+    text
+}
+
+fn table_header(first: &str) -> String {
+    format!(
+        "{first:<40} {:>7} {:>8} {:>6} {:>10} {:>11} {:>10}",
+        "leaves", "fan-out", "waves", "input", "output<=", "usd<="
+    )
+}
+
+fn table_row(name: &str, group: &PlanGroup) -> String {
+    let usd = group.usd.map_or("?".to_owned(), |usd| format!("{usd:.4}"));
+    format!(
+        "{name:<40} {:>7} {:>8} {:>6} {:>10} {:>11} {usd:>10}",
+        group.leaves, group.widest_fanout, group.waves, group.input_tokens, group.max_output_tokens
+    )
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}

@@ -1,0 +1,461 @@
+//! Plans, dollar budgets, the pre-launch gate and the fan-out profile, through the real guest:
+//! a plan counts what a real run of the same script starts, per profile; it scales with the
+//! args; a gate below it refuses before any backend call; a dollar budget stops at the leaf
+//! that would cross it; `run_workflow` previews.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use flowbox::backends::{
+    AgentConfig, AgentTemplate, CheckedBackend, LeafEstimate, ScriptedBackend,
+};
+use flowbox::orchestrator::WorkflowTool;
+use flowbox::plan::{FanoutProfile, Plan, PriceTable, WarningKind};
+use flowbox::store::{CheckpointStore, MemoryStore};
+use flowbox::tools::ToolSet;
+use flowbox::{
+    BackendError, LeafBackend, LeafReply, LeafRequest, Limits, RunError, RunRequest, Runtime,
+};
+use flowbox_tests::{PanickingBackend, root};
+use serde_json::json;
+
+/// Remembers the profile (`model=`) of every leaf it answers, and answers like its inner
+/// backend.
+#[derive(Debug)]
+struct Recording {
+    inner: Arc<dyn LeafBackend>,
+    models: Mutex<Vec<Option<String>>>,
+}
+
+impl Recording {
+    fn over(inner: impl LeafBackend + 'static) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Arc::new(inner),
+            models: Mutex::default(),
+        })
+    }
+
+    /// How many leaves ran on each profile (`default` for none).
+    fn per_profile(&self) -> BTreeMap<String, u32> {
+        let mut counts = BTreeMap::new();
+        for model in self.models.lock().unwrap().iter() {
+            *counts
+                .entry(model.clone().unwrap_or_else(|| "default".into()))
+                .or_insert(0) += 1;
+        }
+        counts
+    }
+}
+
+#[async_trait::async_trait]
+impl LeafBackend for Recording {
+    async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+        self.models.lock().unwrap().push(request.model.clone());
+        self.inner.call(request).await
+    }
+}
+
+fn per_profile(plan: &Plan) -> BTreeMap<String, u32> {
+    plan.profiles
+        .iter()
+        .map(|profile| (profile.name.clone(), profile.leaves))
+        .collect()
+}
+
+fn prices() -> PriceTable {
+    PriceTable::load(root().join("examples/prices.json")).expect("the example price table")
+}
+
+/// Leaves on `gpt-4o` by default and `gpt-4o-mini` as the `fast` profile, held to that
+/// configuration, over `inner`.
+fn checked(inner: Arc<dyn LeafBackend>) -> CheckedBackend {
+    let mut config = AgentConfig {
+        model: "gpt-4o".into(),
+        ..AgentConfig::default()
+    };
+    config.profiles.insert("fast".into(), "gpt-4o-mini".into());
+    config
+        .profiles
+        .insert("big".into(), "claude-opus-4-1".into());
+    config.templates.insert(
+        "critic".into(),
+        AgentTemplate {
+            description: None,
+            base_prompt: "You criticise.".into(),
+            model: Some("big".into()),
+            tools: None,
+        },
+    );
+    CheckedBackend::new(inner, config, ToolSet::new())
+}
+
+fn builder(backend: Arc<dyn LeafBackend>) -> flowbox::RuntimeBuilder {
+    Runtime::builder()
+        .shared_backend(backend)
+        .cache_dir(root().join("target").join("flowbox-cache"))
+}
+
+fn pattern(name: &str) -> String {
+    let path = root().join(format!("host/flowbox/patterns/{name}.py"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test]
+async fn the_plan_of_every_pattern_matches_the_leaves_a_real_run_makes_per_profile() {
+    let mut names: Vec<String> = std::fs::read_dir(root().join("host/flowbox/patterns"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "py"))
+        .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 7, "{names:?}");
+    for name in &names {
+        // Scripted leaves, jittered so that they finish out of order, answering as the
+        // placeholders do; wide groups move to the fast profile.
+        let scripted = ScriptedBackend::from_json(
+            r#"{"seed": 3, "latency_ms": 1, "jitter_ms": 4, "fallback": "fake"}"#,
+        )
+        .unwrap();
+        let recording = Recording::over(scripted);
+        let runtime = builder(Arc::new(checked(recording.clone())))
+            .prices(prices())
+            .fanout_profile(FanoutProfile {
+                profile: "fast".into(),
+                wider_than: 2,
+            })
+            .build()
+            .unwrap();
+        let script = pattern(name);
+        let plan = runtime
+            .plan(RunRequest::new(script.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            recording.models.lock().unwrap().is_empty(),
+            "{name}: the plan called a leaf"
+        );
+        let outcome = runtime.run(&script, json!({})).await;
+        let summary = outcome.summary.clone();
+        outcome.result.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(plan.leaves, summary.agents_spawned, "{name}");
+        assert_eq!(per_profile(&plan), recording.per_profile(), "{name}");
+        assert_eq!(plan.tool_calls, summary.tools_called, "{name}");
+        let phases: Vec<&str> = plan.phases.iter().map(|p| p.name.as_str()).collect();
+        let entered: Vec<&str> = summary.phases.iter().map(String::as_str).collect();
+        assert!(
+            phases.iter().all(|p| entered.contains(p)),
+            "{name}: {phases:?} {entered:?}"
+        );
+        assert_eq!(
+            plan.phases.iter().map(|p| p.leaves).sum::<u32>(),
+            plan.leaves,
+            "{name}"
+        );
+        let usd = plan
+            .usd
+            .unwrap_or_else(|| panic!("{name}: unpriced: {plan:?}"));
+        assert_eq!(usd > 0.0, plan.leaves > 0, "{name}: {plan:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_loop_over_the_items_scales_the_plan_with_the_args() {
+    let runtime = builder(Arc::new(PanickingBackend::always()))
+        .build()
+        .unwrap();
+    let script = r#"
+phase("review")
+reviews = await parallel([lambda i=i: agent(f"review {i}") for i in args["items"]])
+phase("summarise")
+for r in reviews:
+    await agent({"summarise": r}, schema={"enum": ["ok", "not ok"]})
+return len(reviews)
+"#;
+    let plan_of = |n: usize| {
+        let items: Vec<usize> = (0..n).collect();
+        runtime.plan(RunRequest::new(script).args(json!({"items": items})))
+    };
+    let small = plan_of(3).await.unwrap();
+    let large = plan_of(40).await.unwrap();
+    assert_eq!((small.leaves, large.leaves), (6, 80));
+    assert_eq!((small.widest_fanout, large.widest_fanout), (3, 40));
+    // 40 at once take 3 waves at concurrency 16, then 40 one after another.
+    assert_eq!(large.waves, 3 + 40);
+    let review = &large.phases[0];
+    assert_eq!(
+        (review.name.as_str(), review.leaves, review.waves),
+        ("review", 40, 3)
+    );
+    let summarise = &large.phases[1];
+    // The schema bounds each answer to 8 bytes of JSON, hence 8 tokens at most.
+    assert_eq!(
+        (summarise.leaves, summarise.max_output_tokens),
+        (40, 40 * 8)
+    );
+    assert!(large.input_tokens > small.input_tokens);
+    assert_eq!(large.usd, None, "no price table, no dollars");
+    assert!(
+        large
+            .warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::WideFanout),
+        "{large:?}"
+    );
+    // The `for` over the replies is marked: its trip count depends on them.
+    assert!(
+        large
+            .reply_dependent
+            .iter()
+            .any(|d| d.line == 5 && d.construct == "for" && d.loop_trip_count),
+        "{:?}",
+        large.reply_dependent
+    );
+}
+
+#[tokio::test]
+async fn a_gate_below_the_plan_refuses_the_run_before_any_backend_call() {
+    let store = Arc::new(MemoryStore::new());
+    let runtime = builder(Arc::new(checked(Arc::new(PanickingBackend::always()))))
+        .prices(prices())
+        .shared_store(store.clone())
+        .build()
+        .unwrap();
+    let script = "meta = {'name': 'gated', 'description': 'five leaves'}\n\
+                  return await parallel([lambda i=i: agent(f'item {i}') for i in range(5)])";
+    for (limits, reason) in [
+        (
+            Limits::default().with_gate_leaves(Some(4)),
+            "the plan starts 5 leaves and the gate admits at most 4",
+        ),
+        (
+            Limits::default().with_gate_usd(Some(0.01)),
+            "the plan may cost up to $0.2",
+        ),
+    ] {
+        let request = RunRequest::new(script).limits(limits).thread_id("gated");
+        let outcome = runtime.run_request(request).await;
+        let Err(RunError::GateRefused(refusal)) = &outcome.result else {
+            panic!("not refused by the gate: {:?}", outcome.result);
+        };
+        assert!(refusal.reason.contains(reason), "{}", refusal.reason);
+        assert_eq!(refusal.plan.leaves, 5);
+        assert_eq!(outcome.summary.agents_spawned, 0);
+        // Nothing was journaled: the refused run left no thread.
+        assert!(store.load("gated").await.unwrap().is_none());
+        let json = outcome.to_json();
+        assert_eq!(json["error"]["kind"], "gate_refused");
+        assert_eq!(json["error"]["plan"]["leaves"], 5);
+    }
+}
+
+#[tokio::test]
+async fn a_gate_the_plan_passes_admits_the_run_it_measured() {
+    let recording = Recording::over(flowbox::backends::FakeBackend::new());
+    let runtime = builder(Arc::new(checked(recording.clone())))
+        .prices(prices())
+        .build()
+        .unwrap();
+    // The fan-out's width comes from `random`: the plan and the run see the same numbers.
+    let script = "import random\nn = random.randint(2, 9)\n\
+                  return await parallel([lambda i=i: agent(f'item {i}') for i in range(n)])";
+    let limits = Limits::default()
+        .with_gate_leaves(Some(9))
+        .with_gate_usd(Some(10.0));
+    let outcome = runtime
+        .run_request(
+            RunRequest::new(script)
+                .limits(limits.clone())
+                .thread_id("seeded"),
+        )
+        .await;
+    let leaves = outcome.result.unwrap().as_array().unwrap().len();
+    let plan = runtime
+        .plan(RunRequest::new(script).limits(limits).thread_id("seeded"))
+        .await
+        .unwrap();
+    assert_eq!(plan.leaves as usize, leaves);
+    assert_eq!(recording.models.lock().unwrap().len(), leaves);
+}
+
+/// A scripted backend answering `"ok"` with 3 input and 2 output tokens; its leaves are priced
+/// by the generic estimate as the model `default`.
+fn priced_runtime(budget: f64) -> Runtime {
+    let scripted = ScriptedBackend::from_json(
+        r#"{"rules": [{"prompt": ".", "json": "ok", "tokens": {"input": 3, "output": 2}}]}"#,
+    )
+    .unwrap();
+    // $1000 per million tokens either way: $0.001 a token.
+    let prices = PriceTable::from_json(
+        r#"{"written": "2025-11-30", "models": {"default": {"input": 1000, "output": 1000}}}"#,
+    )
+    .unwrap();
+    builder(Arc::new(scripted))
+        .prices(prices)
+        .limits(Limits::default().with_budget_usd(Some(budget)))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_dollar_budget_stops_at_the_leaf_that_would_cross_it_and_not_one_later() {
+    // Each leaf's worst case: 6 input tokens (prompt "p" and the schema, approximated) and 4
+    // output tokens (the schema's longest reply) = $0.01; each spends 5 tokens = $0.005.
+    let estimate = {
+        let mut request = LeafRequest::new(1, json!("p"));
+        request.schema = Some(json!({"enum": ["ok"]}));
+        LeafEstimate::generic(&request)
+    };
+    assert_eq!((estimate.input_tokens, estimate.max_output_tokens), (6, 4));
+    let runtime = priced_runtime(0.03);
+    let script = r#"
+started = 0
+try:
+    for i in range(10):
+        await agent("p", schema={"enum": ["ok"]})
+        started += 1
+except BudgetExceeded as e:
+    return {"started": started, "spent": budget.spent_usd(), "left": budget.remaining_usd(),
+            "total": budget.total_usd, "message": str(e)}
+"#;
+    let result = runtime.run(script, json!({})).await.result.unwrap();
+    // After 4 leaves $0.02 is spent and a fifth may cost $0.01: exactly the budget, allowed.
+    // After 5, $0.025 + $0.01 would pass it: the sixth is refused.
+    assert_eq!(result["started"], 5);
+    assert_eq!(result["spent"], json!(0.025));
+    assert_eq!(result["left"], json!(0.005));
+    assert_eq!(result["total"], json!(0.03));
+    let message = result["message"].as_str().unwrap();
+    assert!(
+        message
+            .contains("$0.025000 spent, $0.000000 in flight and this leaf's worst case $0.010000"),
+        "{message}"
+    );
+
+    // Leaves started together reserve their worst cases: three fit in $0.03, the fourth not.
+    let script = r#"
+out = await parallel([lambda: agent("p", schema={"enum": ["ok"]}) for _ in range(6)])
+return [r is not None for r in out]
+"#;
+    let outcome = runtime.run(script, json!({})).await;
+    assert_eq!(
+        outcome.result.unwrap(),
+        json!([true, true, true, false, false, false])
+    );
+    assert_eq!(outcome.summary.agents_spawned, 3);
+}
+
+#[tokio::test]
+async fn a_dollar_budget_refuses_a_leaf_it_cannot_price_and_needs_a_price_table() {
+    let runtime = priced_runtime(1.0);
+    let error = flowbox_tests::error_of(&runtime, "return await agent('p', model='fast')").await;
+    assert_eq!(error["exception"], "ValueError", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("has no price for model \"fast\""),
+        "{message}"
+    );
+
+    let unpriced = builder(Arc::new(flowbox::backends::FakeBackend::new()));
+    let error = unpriced
+        .limits(Limits::default().with_budget_usd(Some(1.0)))
+        .build()
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("RuntimeBuilder::prices"),
+        "{error}"
+    );
+    let runtime = flowbox_tests::runtime();
+    let request = RunRequest::new("return 1").limits(Limits::default().with_gate_usd(Some(1.0)));
+    let outcome = runtime.run_request(request).await;
+    assert!(
+        matches!(&outcome.result, Err(RunError::InvalidLimits(e)) if e.field == "gate_usd"),
+        "{:?}",
+        outcome.result
+    );
+}
+
+#[tokio::test]
+async fn the_fanout_profile_moves_only_default_model_leaves_of_wide_groups() {
+    let recording = Recording::over(flowbox::backends::FakeBackend::new());
+    let runtime = builder(Arc::new(checked(recording.clone())))
+        .fanout_profile(FanoutProfile {
+            profile: "fast".into(),
+            wider_than: 2,
+        })
+        .build()
+        .unwrap();
+    let script = r#"
+await agent("alone")
+await parallel([lambda: agent("a"), lambda: agent("b")])
+await parallel([lambda: agent("w1"), lambda: agent("w2", model="big"),
+                lambda: agent("w3", agent_type="critic")])
+return 1
+"#;
+    runtime.run(script, json!({})).await.result.unwrap();
+    let models = recording.models.lock().unwrap().clone();
+    let fast = Some("fast".to_owned());
+    let big = Some("big".to_owned());
+    // w3's template names its model, so it keeps it: the request carries no model of its own.
+    assert_eq!(models, [None, None, None, fast, big, None]);
+}
+
+#[tokio::test]
+async fn preview_through_run_workflow_returns_the_plan_and_runs_nothing() {
+    let runtime = builder(Arc::new(checked(Arc::new(PanickingBackend::always()))))
+        .prices(prices())
+        .build()
+        .unwrap();
+    let tool = WorkflowTool::new(runtime.clone());
+    let input = serde_json::from_value(json!({
+        "script": "return await parallel([lambda i=i: agent(f'x {i}') for i in args['items']])",
+        "args": {"items": [1, 2, 3]},
+        "preview": true,
+    }))
+    .unwrap();
+    let output = tool.execute(input).await;
+    assert_eq!(output["ok"], true, "{output}");
+    assert_eq!(output["preview"], true);
+    assert_eq!(output["plan"]["leaves"], 3);
+    assert_eq!(output["plan"]["profiles"][0]["model"], "gpt-4o");
+    assert_eq!(output["plan"]["profiles"][0]["tokenizer"], "o200k_base");
+    assert!(tool.runs().is_empty(), "a preview is not a run");
+
+    // A gate refusal reaches the root model with its plan and a hint.
+    let gated = WorkflowTool::new(
+        builder(Arc::new(checked(Arc::new(PanickingBackend::always()))))
+            .limits(Limits::default().with_gate_leaves(Some(2)))
+            .build()
+            .unwrap(),
+    );
+    let input = serde_json::from_value(json!({
+        "script": "return await parallel([lambda i=i: agent(f'x {i}') for i in range(3)])",
+    }))
+    .unwrap();
+    let output = gated.execute(input).await;
+    assert_eq!(output["error"]["kind"], "gate_refused", "{output}");
+    assert_eq!(output["error"]["plan"]["leaves"], 3);
+    let hint = output["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains("cheaper profile"), "{hint}");
+}
+
+#[tokio::test]
+async fn a_script_that_fails_on_the_placeholders_path_still_has_a_plan_saying_where() {
+    let runtime = flowbox_tests::runtime();
+    let script = "r = await agent('x')\nreturn r['missing']\n";
+    let plan = runtime.plan(RunRequest::new(script)).await.unwrap();
+    assert_eq!(plan.leaves, 1);
+    let ended = plan.ended.as_ref().expect("the failure is in the plan");
+    assert_eq!(ended.line, Some(2));
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::ScriptFailed)
+    );
+    // A script that does not pass its checks has no plan.
+    let error = runtime
+        .plan(RunRequest::new("import os\nreturn 1"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind().as_str(), "forbidden");
+}
