@@ -172,7 +172,9 @@ impl EntryOutcome {
 pub fn unrepresentable_number(value: &Value) -> Option<&serde_json::Number> {
     match value {
         Value::Number(number) => {
-            let text = number.to_string();
+            // The number as its text (serde_json keeps it with `arbitrary_precision`): a check
+            // on every leaf reply allocates nothing.
+            let text = number.as_str();
             let fractional = text.contains(['.', 'e', 'E']);
             (fractional && !text.parse::<f64>().is_ok_and(f64::is_finite)).then_some(number)
         }
