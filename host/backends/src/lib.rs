@@ -11,6 +11,7 @@
 mod agent;
 mod catalog;
 mod chat;
+mod delay;
 mod error;
 mod estimate;
 mod fake;

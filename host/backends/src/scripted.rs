@@ -363,7 +363,7 @@ impl LeafBackend for ScriptedBackend {
             .unwrap_or(self.jitter_ms);
         let delay = base as f64 + jitter as f64 * self.unit(request, &prompt, "jitter");
         if delay > 0.0 {
-            tokio::time::sleep(Duration::from_secs_f64(delay / 1000.0)).await;
+            crate::delay::wait(Duration::from_secs_f64(delay / 1000.0)).await;
         }
 
         if self.failure_rate > 0.0 && self.unit(request, &prompt, "failure") < self.failure_rate {

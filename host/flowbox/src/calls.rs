@@ -128,6 +128,13 @@ pub(crate) struct Calls {
     checkpoints: Checkpoints,
 }
 
+impl Calls {
+    /// Cancels every call still running, as dropping the calls does.
+    pub(crate) fn cancel_all(&mut self) {
+        self.tasks.abort_all();
+    }
+}
+
 /// The settings a run's calls follow.
 #[derive(Debug, Clone)]
 pub(crate) struct CallSettings {

@@ -94,8 +94,8 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
                 )));
             }
             fill_summary(&mut summary, &mut store, &limits);
-            // Dropping the store drops the run's calls, cancelling leaves still running.
-            drop(store);
+            // Cancels leaves still running; the memory goes off this path.
+            crate::run_ctx::retire(store);
             result
         }
     };
