@@ -129,9 +129,11 @@ pub(crate) struct Calls {
 }
 
 impl Calls {
-    /// Cancels every call still running, as dropping the calls does.
-    pub(crate) fn cancel_all(&mut self) {
+    /// Cancels every call still running, as dropping the calls does, and lets go of the
+    /// journal and the results lent by another thread.
+    pub(crate) fn end(&mut self) {
         self.tasks.abort_all();
+        self.checkpoints = Checkpoints::default();
     }
 }
 

@@ -261,13 +261,16 @@ pub(crate) fn set_deadline(store: &mut Store<RunCtx>, timeout: Duration) {
 /// that a finishing run drops its own.
 const RETIRING: usize = 16;
 
-/// Ends a finished run's store: its calls are cancelled here and now (a leaf still running
-/// stops as it would if the store were dropped), and the store itself, whose guest memory
-/// takes ~0.15 ms or more to unmap, is dropped on a background thread, off the path of the
-/// caller waiting for the result. At most [`RETIRING`] stores wait there; the rest are
+/// Ends a finished run's store: its calls are cancelled and its hold on the journal dropped
+/// here and now (a leaf still running stops as it would if the store were dropped, and a
+/// process that exits next closes its journal cleanly), and the store itself, whose guest
+/// memory takes ~0.15 ms or more to unmap, is dropped on a background thread, off the path of
+/// the caller waiting for the result. At most [`RETIRING`] stores wait there; the rest are
 /// dropped at once.
 pub(crate) fn retire(mut store: Store<RunCtx>) {
-    store.data_mut().calls.cancel_all();
+    let ctx = store.data_mut();
+    ctx.calls.end();
+    ctx.store = None;
     static RETIRED: OnceLock<Option<SyncSender<Store<RunCtx>>>> = OnceLock::new();
     let sender = RETIRED.get_or_init(|| {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Store<RunCtx>>(RETIRING);
