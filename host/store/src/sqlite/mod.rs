@@ -31,7 +31,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::{
-    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, StoreError, StoredRun,
+    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, StoreError, StoredEvent, StoredRun,
     WorkflowRecord,
 };
 use error::classify;
@@ -266,5 +266,39 @@ impl CheckpointStore for SqliteStore {
             queries::workflows(connection, path, conversation_id.as_deref())
         })
         .await
+    }
+
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        events: &[StoredEvent],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let (thread_id, events) = (thread_id.to_owned(), events.to_vec());
+        self.with(move |connection, path| {
+            queries::append_events(connection, path, &thread_id, &events)
+        })
+        .await
+    }
+
+    async fn events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| {
+            queries::events(connection, path, &thread_id, after, limit)
+        })
+        .await
+    }
+
+    async fn last_event_seq(&self, thread_id: &str) -> Result<u64, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| queries::last_event_seq(connection, path, &thread_id))
+            .await
     }
 }

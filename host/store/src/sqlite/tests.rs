@@ -21,6 +21,7 @@ async fn keeps_the_store_contract() {
     let store = SqliteStore::open(dir.path().join("journal.db")).unwrap();
     crate::contract::round_trip(&store).await;
     crate::contract::claims_are_exclusive(&store).await;
+    crate::contract::events_round_trip(&store).await;
 }
 
 #[tokio::test]
