@@ -338,6 +338,11 @@ pub enum JournalRecord {
     Counters,
     /// A workflow record of a root agent's conversation that names it.
     Workflow,
+    /// One event of its history.
+    Event {
+        /// The event's sequence number.
+        seq: u64,
+    },
     /// One journaled call.
     Entry {
         /// The entry's position in the thread.
@@ -354,6 +359,7 @@ impl std::fmt::Display for JournalRecord {
             Self::End => f.write_str("recorded outcome"),
             Self::Counters => f.write_str("counters"),
             Self::Workflow => f.write_str("workflow record"),
+            Self::Event { seq } => write!(f, "event {seq}"),
             Self::Entry { seq, call } => write!(f, "journal entry {seq} (call {call})"),
         }
     }
@@ -445,6 +451,12 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let _ = (thread_id, after, limit);
         Ok(Vec::new())
+    }
+
+    /// Where a thread stands, or `None` when there is no such thread: [`Self::load`] without
+    /// reading its records (the default reads them).
+    async fn status(&self, thread_id: &str) -> Result<Option<RunStatus>, StoreError> {
+        Ok(self.load(thread_id).await?.map(|run| run.status()))
     }
 
     /// The sequence number of the thread's last journaled event, 0 when it has none.
@@ -641,6 +653,8 @@ pub(crate) mod contract {
         store.begin(&header("e1")).await.unwrap();
         store.begin(&header("e2")).await.unwrap();
         assert_eq!(store.last_event_seq("e1").await.unwrap(), 0);
+        assert_eq!(store.status("e1").await.unwrap(), Some(RunStatus::Running));
+        assert_eq!(store.status("nope").await.unwrap(), None);
         store
             .append_events("e1", &[event(1), event(2)])
             .await
@@ -675,6 +689,10 @@ pub(crate) mod contract {
         };
         store.finish("e1", &end).await.unwrap();
         store.append_events("e1", &[event(4)]).await.unwrap();
+        assert_eq!(
+            store.status("e1").await.unwrap(),
+            Some(RunStatus::Succeeded)
+        );
         assert_eq!(store.last_event_seq("e1").await.unwrap(), 4);
     }
 

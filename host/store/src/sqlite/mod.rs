@@ -296,6 +296,12 @@ impl CheckpointStore for SqliteStore {
         .await
     }
 
+    async fn status(&self, thread_id: &str) -> Result<Option<crate::RunStatus>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| queries::thread_status(connection, path, &thread_id))
+            .await
+    }
+
     async fn last_event_seq(&self, thread_id: &str) -> Result<u64, StoreError> {
         let thread_id = thread_id.to_owned();
         self.with(move |connection, path| queries::last_event_seq(connection, path, &thread_id))

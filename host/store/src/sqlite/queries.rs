@@ -40,7 +40,7 @@ fn status(path: &Path, thread_id: &str, text: &str) -> Result<RunStatus, StoreEr
 }
 
 /// Where a thread stands: `None` when there is no such thread.
-fn thread_status(
+pub(super) fn thread_status(
     connection: &Connection,
     path: &Path,
     thread_id: &str,
