@@ -20,6 +20,7 @@ macro_rules! err {
 mod ask;
 mod check;
 mod events;
+mod follow;
 mod guidance;
 mod options;
 mod plan;

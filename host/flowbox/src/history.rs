@@ -27,15 +27,11 @@ pub async fn read(
     let stored = store.events(thread_id, after, limit).await?;
     stored
         .iter()
-        .map(|event| decode(store, thread_id, event))
+        .map(|event| decode(thread_id, event))
         .collect()
 }
 
-fn decode(
-    store: &dyn CheckpointStore,
-    thread_id: &str,
-    event: &StoredEvent,
-) -> Result<Event, StoreError> {
+fn decode(thread_id: &str, event: &StoredEvent) -> Result<Event, StoreError> {
     serde_json::from_str(&event.event).map_err(|error| StoreError::CorruptRecord {
         path: "the journal".into(),
         thread_id: thread_id.to_owned(),
