@@ -158,6 +158,13 @@ impl SqliteStore {
         self
     }
 
+    /// Whether a run — in this process or another — holds the claim on `thread_id` right now
+    /// (see [`CheckpointStore::claim`]): a thread that is running, as opposed to one whose run
+    /// stopped without an end (resume it). Writes nothing, so it works read-only.
+    pub fn is_claimed(&self, thread_id: &str) -> bool {
+        self.leases.held(thread_id)
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
