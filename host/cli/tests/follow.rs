@@ -117,7 +117,11 @@ fn follow_of_a_failed_run_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("journal.db");
     let script = dir.path().join("fail.py");
-    std::fs::write(&script, "x = await agent('a')\nraise ValueError('no')\nreturn x\n").unwrap();
+    std::fs::write(
+        &script,
+        "x = await agent('a')\nraise ValueError('no')\nreturn x\n",
+    )
+    .unwrap();
     let run = command(
         &db,
         &["run", script.to_str().unwrap(), "--thread", "failing"],
