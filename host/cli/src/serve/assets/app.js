@@ -142,7 +142,8 @@ function runPage(threadId) {
       outcome.replaceChildren(o.ok
         ? el("pre", { id: "result" }, JSON.stringify(o.result, null, 2))
         : el("div", { id: "error" },
-            el("p", { class: "error-text" }, o.error.kind + ": " + o.error.message),
+            el("p", { class: "error-text" }, (o.error.exception || o.error.kind) + ": " +
+              o.error.message),
             o.error.line ? el("p", {}, "at line " + o.error.line + " of the script") : null));
       const s = o.summary;
       totals.replaceChildren(el("span", {}, "leaves " + s.agents_spawned),
