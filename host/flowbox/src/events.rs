@@ -346,6 +346,9 @@ impl RunEvents {
     /// `last_seq` (the last event its earlier runs journaled): batched in memory, written by a
     /// background task every [`FLUSH_INTERVAL`], and by [`Self::flush`].
     pub(crate) fn record(&self, store: Arc<dyn CheckpointStore>, last_seq: u64) {
+        if !store.keeps_events() {
+            return;
+        }
         let history = Arc::new(History {
             store,
             thread_id: self.thread_id.clone(),

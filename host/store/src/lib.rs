@@ -428,6 +428,12 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
         conversation_id: Option<&str>,
     ) -> Result<Vec<WorkflowRecord>, StoreError>;
 
+    /// Whether the store keeps threads' histories of events: a run builds none for a store
+    /// that does not (the default).
+    fn keeps_events(&self) -> bool {
+        false
+    }
+
     /// Appends events to the thread's history, atomically, in order: `events[0].seq` must be
     /// one past the last one journaled ([`StoreError::OutOfOrder`]). A finished thread still
     /// takes events (its run's last ones are written after its end). A store that keeps no

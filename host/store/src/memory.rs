@@ -174,6 +174,10 @@ impl CheckpointStore for MemoryStore {
             .collect())
     }
 
+    fn keeps_events(&self) -> bool {
+        true
+    }
+
     async fn append_events(
         &self,
         thread_id: &str,

@@ -275,6 +275,10 @@ impl CheckpointStore for SqliteStore {
         .await
     }
 
+    fn keeps_events(&self) -> bool {
+        true
+    }
+
     async fn append_events(
         &self,
         thread_id: &str,
