@@ -129,6 +129,12 @@ fn follow_of_a_failed_run_exits_1() {
     .output()
     .unwrap();
     assert_eq!(run.status.code(), Some(1));
+    // The run says how to follow it.
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains(
+            "follow it with `flowbox show failing --follow`, or see it in `flowbox serve`"
+        )
+    );
     let followed = command(&db, &["show", "failing", "--follow"])
         .output()
         .unwrap();

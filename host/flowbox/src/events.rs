@@ -652,4 +652,67 @@ mod tests {
         let text = serde_json::to_string(&finished).unwrap();
         assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), finished);
     }
+
+    #[test]
+    fn an_events_name_is_its_json_type() {
+        let kinds = [
+            EventKind::RunStarted {
+                name: None,
+                phases: vec![],
+            },
+            EventKind::Phase { title: "p".into() },
+            EventKind::Log {
+                message: "m".into(),
+            },
+            EventKind::LeafStarted {
+                call_id: 1,
+                label: None,
+                agent_type: None,
+                prompt_preview: String::new(),
+                path: vec![],
+            },
+            EventKind::LeafFinished {
+                call_id: 1,
+                ok: true,
+                tokens: 0,
+                duration_ms: 0,
+                replayed: false,
+                error: None,
+            },
+            EventKind::LeafToolCalled {
+                call_id: 1,
+                name: "t".into(),
+            },
+            EventKind::LeafToolFinished {
+                call_id: 1,
+                name: "t".into(),
+                ok: true,
+                duration_ms: 0,
+                error: None,
+            },
+            EventKind::ToolCalled {
+                call_id: 1,
+                name: "t".into(),
+                path: vec![],
+            },
+            EventKind::ToolFinished {
+                call_id: 1,
+                ok: true,
+                duration_ms: 0,
+                replayed: false,
+                error: None,
+            },
+            EventKind::BudgetWarning { spent: 1, total: 2 },
+            EventKind::RunFinished {
+                ok: true,
+                summary: Box::default(),
+                error: None,
+            },
+            EventKind::Gap { missed: 1 },
+        ];
+        for kind in kinds {
+            let json = serde_json::to_value(&kind).unwrap();
+            assert_eq!(json["type"], kind.name());
+        }
+    }
 }
