@@ -332,3 +332,25 @@ fn a_running_thread_streams_live_and_a_killed_one_is_resumable() {
     assert_eq!(thread["status"], "resumable", "{thread}");
     assert_eq!(thread["resume_command"], "flowbox resume killed");
 }
+
+#[test]
+fn serve_refuses_an_address_it_cannot_listen_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = command(&db, &["serve", "--listen", &address])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on {address}")),
+        "{stderr}"
+    );
+    let output = command(&db, &["serve", "--listen", "nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid socket address"));
+}

@@ -28,7 +28,8 @@ pub struct Event {
     /// The run's thread id.
     pub thread_id: String,
     /// Position in the run's stream, from 1, without holes (a [`EventKind::Gap`] reports the
-    /// events a slow subscriber missed).
+    /// events a slow subscriber missed). A resumed run of a journaled thread goes on from the
+    /// last number of the thread's history (see [`crate::history`]).
     pub seq: u64,
     /// What happened.
     #[serde(flatten)]
