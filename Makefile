@@ -7,6 +7,7 @@ GUEST_SOURCES := $(shell find guest-python -name '*.py' -not -path '*/tests/*') 
 	host/flowbox/wit/flowbox.wit host/flowbox/contract/script.json guest-python/build.sh
 
 .PHONY: all guest build demo test test-guest lint doc out-of-tree bench fuzz
+.PHONY: test-browser bench-view bench-history
 
 all: build
 
@@ -46,3 +47,21 @@ bench: guest
 # The request-decoding fuzz properties run briefly in `make test`; this runs them for longer.
 fuzz: guest
 	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release --locked -p flowbox fuzz
+
+# The web view of `flowbox serve` in a real headless Chromium: the system's package and
+# playwright-core, installed by tests/browser/setup.sh; screenshots in target/browser/out.
+test: test-browser
+bench: bench-view bench-history
+
+test-browser: build
+	tests/browser/setup.sh
+	node tests/browser/view.mjs target/release/flowbox target/browser/out
+
+# What journaling a run's events adds per leaf: target/bench/history.json.
+bench-history: guest
+	$(CARGO) bench --locked -p flowbox --bench history
+
+# The run page of a 1000-leaf run, rendered in headless Chromium: prints its time as JSON.
+bench-view: build
+	tests/browser/setup.sh
+	node tests/browser/view.mjs target/release/flowbox target/browser/out --bench

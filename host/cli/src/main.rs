@@ -20,12 +20,14 @@ macro_rules! err {
 mod ask;
 mod check;
 mod events;
+mod follow;
 mod guidance;
 mod options;
 mod plan;
 mod progress;
 mod resume;
 mod run;
+mod serve;
 mod show;
 mod text;
 mod threads;
@@ -73,6 +75,8 @@ enum Command {
     Threads(threads::ThreadsArgs),
     /// Show one thread's journal and outcome.
     Show(show::ShowArgs),
+    /// Serve a live web view of the journal's threads, and its JSON API under /api/.
+    Serve(serve::ServeArgs),
     /// Check a script (syntax, meta, guard) without running it, and print its meta.
     Check(check::CheckArgs),
     /// Plan a script without running it: leaves, fan-outs, waves, tokens and dollars per phase
@@ -96,6 +100,7 @@ impl Command {
             Self::Plan(args) => args.json,
             Self::Threads(_)
             | Self::Show(_)
+            | Self::Serve(_)
             | Self::Check(_)
             | Self::Workflows(_)
             | Self::Guidance(_) => false,
@@ -198,6 +203,7 @@ fn main() -> ExitCode {
             Command::Resume(args) => resume::resume(args).await,
             Command::Threads(args) => threads::threads(args).await,
             Command::Show(args) => show::show(args).await,
+            Command::Serve(args) => serve::serve(args).await,
             Command::Check(args) => check::check(args).await,
             Command::Plan(args) => plan::plan(args).await,
             Command::Workflows(args) => workflows::workflows(args).await,

@@ -61,6 +61,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         .unwrap_or_else(RunRequest::new_thread_id);
     if journal.is_some() && !args.json {
         err!("thread {thread_id}");
+        err!("follow it with `flowbox show {thread_id} --follow`, or see it in `flowbox serve`");
     }
     let mut request = RunRequest::new(script)
         .args(script_args)

@@ -13,9 +13,14 @@ use crate::text::{preview, terminal_safe};
 pub(crate) struct ShowArgs {
     /// The thread to show.
     thread: String,
-    /// Print one JSON object: {"header", "name", "status", "entries", "outcome"}.
+    /// Print one JSON object: {"header", "name", "status", "entries", "outcome"} (with
+    /// --follow, the events as JSON Lines).
     #[arg(long)]
     json: bool,
+    /// Print the thread's events from its journal as they arrive (from another process
+    /// running it, too), and exit when its run ends, with 0 if it succeeded, else 1.
+    #[arg(long)]
+    follow: bool,
     #[command(flatten)]
     journal: JournalOptions,
 }
@@ -23,6 +28,11 @@ pub(crate) struct ShowArgs {
 pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
     let path = args.journal.path().map_err(Failure::input)?;
     let store = SqliteStore::open_read_only(&path).map_err(|e| no_thread(&args.thread, e))?;
+    if args.follow {
+        // Named like a missing thread, before waiting on it.
+        load_thread(&store, &args.thread).await?;
+        return crate::follow::follow(store, &args.thread, args.json).await;
+    }
     let run = load_thread(&store, &args.thread).await?;
     if args.json {
         let out = json!({

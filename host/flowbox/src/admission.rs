@@ -95,6 +95,7 @@ pub(crate) async fn prepare(
                 created_unix_ms: unix_millis(),
             };
             store.begin(&header).await.map_err(journal_error)?;
+            plan.events.record(Arc::clone(store), 0);
             plan.checkpoints.journal = Some(JournalWriter::new(
                 Arc::clone(store),
                 plan.thread_id.clone(),
@@ -103,6 +104,12 @@ pub(crate) async fn prepare(
         }
         Some(run) => {
             plan.start_unix_nanos = run.header.start_unix_nanos;
+            // A resumed run goes on with the thread's history.
+            let last_event = store
+                .last_event_seq(&plan.thread_id)
+                .await
+                .map_err(journal_error)?;
+            plan.events.record(Arc::clone(store), last_event);
             plan.checkpoints.journal = Some(JournalWriter::new(
                 Arc::clone(store),
                 plan.thread_id.clone(),

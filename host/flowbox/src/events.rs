@@ -12,8 +12,10 @@
 //!   reader; leaves and the end of a run never wait, so they may go past the capacity by the
 //!   few events each of them publishes. The CLI's `--events` output is one.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
+use flowbox_store::{CheckpointStore, StoreError, StoredEvent};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
@@ -26,7 +28,8 @@ pub struct Event {
     /// The run's thread id.
     pub thread_id: String,
     /// Position in the run's stream, from 1, without holes (a [`EventKind::Gap`] reports the
-    /// events a slow subscriber missed).
+    /// events a slow subscriber missed). A resumed run of a journaled thread goes on from the
+    /// last number of the thread's history (see [`crate::history`]).
     pub seq: u64,
     /// What happened.
     #[serde(flatten)]
@@ -320,12 +323,14 @@ impl Drop for EventHub {
     }
 }
 
-/// Publishes one run's events with its thread id and a gap-free sequence.
+/// Publishes one run's events with its thread id and a gap-free sequence, and, once
+/// [`RunEvents::record`] attached its journal, writes each one into the thread's history.
 #[derive(Debug)]
 pub(crate) struct RunEvents {
     thread_id: String,
     hub: Arc<EventHub>,
     seq: Mutex<u64>,
+    history: OnceLock<Arc<History>>,
 }
 
 impl RunEvents {
@@ -334,23 +339,76 @@ impl RunEvents {
             thread_id,
             hub,
             seq: Mutex::new(0),
+            history: OnceLock::new(),
         }
     }
 
-    /// Publishes the event `make` builds, without waiting, unless nobody listens (then it is
-    /// not even built). For leaves and the host's own bookkeeping: they never wait on a reader.
+    /// From now on every event is also journaled in the thread's history, numbered on from
+    /// `last_seq` (the last event its earlier runs journaled): batched in memory, written by a
+    /// background task every [`FLUSH_INTERVAL`], and by [`Self::flush`].
+    pub(crate) fn record(&self, store: Arc<dyn CheckpointStore>, last_seq: u64) {
+        if !store.keeps_events() {
+            return;
+        }
+        let history = Arc::new(History {
+            store,
+            thread_id: self.thread_id.clone(),
+            pending: Mutex::new(Vec::new()),
+            writing: tokio::sync::Mutex::new(()),
+        });
+        if self.history.set(Arc::clone(&history)).is_err() {
+            return;
+        }
+        *self.seq.lock().unwrap_or_else(|p| p.into_inner()) = last_seq;
+        // The task ends with the run: it holds the history only while writing.
+        let weak = Arc::downgrade(&history);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(FLUSH_INTERVAL).await;
+                let Some(history) = weak.upgrade() else {
+                    return;
+                };
+                // A failed write keeps its events for the next one; the run's end reports it.
+                let _ = history.flush().await;
+            }
+        });
+    }
+
+    /// Writes the events published so far into the thread's history (nothing without one).
+    pub(crate) async fn flush(&self) -> Result<(), StoreError> {
+        match self.history.get() {
+            Some(history) => history.flush().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Publishes the event `make` builds, without waiting, unless nobody listens and no
+    /// history records it (then it is not even built). For leaves and the host's own
+    /// bookkeeping: they never wait on a reader.
     pub(crate) fn emit(&self, make: impl FnOnce() -> EventKind) {
         // Holding the lock while publishing keeps sequence order equal to delivery order when
         // leaf tasks publish concurrently.
         let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-        self.hub.publish(|| {
-            *seq += 1;
-            Event {
-                thread_id: self.thread_id.clone(),
-                seq: *seq,
-                kind: make(),
+        match self.history.get() {
+            Some(history) => {
+                *seq += 1;
+                let event = Event {
+                    thread_id: self.thread_id.clone(),
+                    seq: *seq,
+                    kind: make(),
+                };
+                history.push(&event);
+                self.hub.publish(|| event);
             }
-        });
+            None => self.hub.publish(|| {
+                *seq += 1;
+                Event {
+                    thread_id: self.thread_id.clone(),
+                    seq: *seq,
+                    kind: make(),
+                }
+            }),
+        }
     }
 
     /// Publishes like [`Self::emit`] once every lossless subscriber has room: for the script's
@@ -364,6 +422,74 @@ impl RunEvents {
     /// Waits until every lossless subscriber has room.
     pub(crate) async fn room(&self) {
         self.hub.room().await;
+    }
+}
+
+/// How often a run's new events are written to its history: often enough that a view of a
+/// slow leaf sees it start at once, seldom enough that a fan-out's events share transactions.
+pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// A run's events on their way into its thread's history.
+#[derive(Debug)]
+struct History {
+    store: Arc<dyn CheckpointStore>,
+    thread_id: String,
+    /// Published, not yet written, in order.
+    pending: Mutex<Vec<StoredEvent>>,
+    /// Held while writing, so batches reach the journal in order.
+    writing: tokio::sync::Mutex<()>,
+}
+
+impl History {
+    fn pending(&self) -> MutexGuard<'_, Vec<StoredEvent>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, event: &Event) {
+        let stored = StoredEvent {
+            seq: event.seq,
+            kind: event.kind.name().to_owned(),
+            event: serde_json::to_string(event).expect("events serialise"),
+        };
+        self.pending().push(stored);
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        let _writing = self.writing.lock().await;
+        let batch = std::mem::take(&mut *self.pending());
+        if batch.is_empty() {
+            return Ok(());
+        }
+        match self.store.append_events(&self.thread_id, &batch).await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                // Kept, ahead of what came since, for the next write.
+                let mut pending = self.pending();
+                let later = std::mem::replace(&mut *pending, batch);
+                pending.extend(later);
+                Err(error)
+            }
+        }
+    }
+}
+
+impl EventKind {
+    /// The event's `"type"` in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::RunStarted { .. } => "run_started",
+            Self::Phase { .. } => "phase",
+            Self::Log { .. } => "log",
+            Self::LeafStarted { .. } => "leaf_started",
+            Self::LeafFinished { .. } => "leaf_finished",
+            Self::LeafToolCalled { .. } => "leaf_tool_called",
+            Self::LeafToolFinished { .. } => "leaf_tool_finished",
+            Self::ToolCalled { .. } => "tool_called",
+            Self::ToolFinished { .. } => "tool_finished",
+            Self::BudgetWarning { .. } => "budget_warning",
+            Self::RunFinished { .. } => "run_finished",
+            Self::Gap { .. } => "gap",
+        }
     }
 }
 
@@ -526,5 +652,68 @@ mod tests {
         };
         let text = serde_json::to_string(&finished).unwrap();
         assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), finished);
+    }
+
+    #[test]
+    fn an_events_name_is_its_json_type() {
+        let kinds = [
+            EventKind::RunStarted {
+                name: None,
+                phases: vec![],
+            },
+            EventKind::Phase { title: "p".into() },
+            EventKind::Log {
+                message: "m".into(),
+            },
+            EventKind::LeafStarted {
+                call_id: 1,
+                label: None,
+                agent_type: None,
+                prompt_preview: String::new(),
+                path: vec![],
+            },
+            EventKind::LeafFinished {
+                call_id: 1,
+                ok: true,
+                tokens: 0,
+                duration_ms: 0,
+                replayed: false,
+                error: None,
+            },
+            EventKind::LeafToolCalled {
+                call_id: 1,
+                name: "t".into(),
+            },
+            EventKind::LeafToolFinished {
+                call_id: 1,
+                name: "t".into(),
+                ok: true,
+                duration_ms: 0,
+                error: None,
+            },
+            EventKind::ToolCalled {
+                call_id: 1,
+                name: "t".into(),
+                path: vec![],
+            },
+            EventKind::ToolFinished {
+                call_id: 1,
+                ok: true,
+                duration_ms: 0,
+                replayed: false,
+                error: None,
+            },
+            EventKind::BudgetWarning { spent: 1, total: 2 },
+            EventKind::RunFinished {
+                ok: true,
+                summary: Box::default(),
+                error: None,
+            },
+            EventKind::Gap { missed: 1 },
+        ];
+        for kind in kinds {
+            let json = serde_json::to_value(&kind).unwrap();
+            assert_eq!(json["type"], kind.name());
+        }
     }
 }

@@ -34,6 +34,7 @@ mod entry;
 mod error;
 mod event_queue;
 mod events;
+pub mod history;
 mod host;
 mod journal;
 mod limits;
@@ -103,7 +104,7 @@ pub mod store {
         AgentRequest, BranchFailure, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim,
         Durability, Entry, EntryOutcome, GroupKind, JournalRecord, Listing, MemoryStore,
         RecordedOutcome, RunEnd, RunHeader, RunListing, RunStatus, SCHEMA_VERSION, SqliteStore,
-        StoreError, StoredRun, ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
+        StoreError, StoredEvent, StoredRun, ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
     };
 }
 

@@ -114,12 +114,22 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             outcome: outcome.to_record(),
             finished_unix_ms: unix_millis(),
         };
-        if let Err(error) = store.finish(&summary.thread_id, &end).await {
+        // The history is complete up to the end before the end is journaled.
+        if let Err(error) = events.flush().await {
+            result = Err(journal_error(error));
+        } else if let Err(error) = store.finish(&summary.thread_id, &end).await {
             result = Err(journal_error(error));
         }
+    } else if let Err(error) = events.flush().await
+        && result.is_ok()
+    {
+        result = Err(journal_error(error));
     }
     summary.ok = result.is_ok();
     publish_end(&events, &summary, &result);
+    // The `run_finished` event follows the journaled end. Should writing it fail, the end is
+    // still the thread's record, which readers of the history fall back on.
+    let _ = events.flush().await;
     RunOutcome {
         result,
         summary,

@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 mod call;
+mod events;
 mod memory;
 mod outcome;
 mod sqlite;
@@ -32,6 +33,7 @@ pub use call::{
     AgentRequest, CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest,
     unrepresentable_number,
 };
+pub use events::StoredEvent;
 pub use memory::MemoryStore;
 pub use outcome::{
     BranchFailure, ErrorInfo, GroupKind, RecordedOutcome, RunErrorClass, RunErrorKind, Summary,
@@ -41,8 +43,10 @@ pub use time::UtcTime;
 
 /// The journal format this build writes. A journal with a higher version is refused; older
 /// ones are migrated when opened (format 3 writes headers without a seed, which format 2
-/// required, so a build that reads up to 2 must refuse it rather than call it damaged).
-pub const SCHEMA_VERSION: u32 = 3;
+/// required, so a build that reads up to 2 must refuse it rather than call it damaged; format
+/// 4 adds the threads' events). A journal of an older format opened read-only is read as it
+/// is: it has no events.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// What a thread is, fixed when it starts. (Journals before format 3 also hold a `seed`,
 /// always the thread id, which is what seeds the guest's random source; it is ignored.)
@@ -334,6 +338,11 @@ pub enum JournalRecord {
     Counters,
     /// A workflow record of a root agent's conversation that names it.
     Workflow,
+    /// One event of its history.
+    Event {
+        /// The event's sequence number.
+        seq: u64,
+    },
     /// One journaled call.
     Entry {
         /// The entry's position in the thread.
@@ -350,6 +359,7 @@ impl std::fmt::Display for JournalRecord {
             Self::End => f.write_str("recorded outcome"),
             Self::Counters => f.write_str("counters"),
             Self::Workflow => f.write_str("workflow record"),
+            Self::Event { seq } => write!(f, "event {seq}"),
             Self::Entry { seq, call } => write!(f, "journal entry {seq} (call {call})"),
         }
     }
@@ -417,6 +427,49 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
         &self,
         conversation_id: Option<&str>,
     ) -> Result<Vec<WorkflowRecord>, StoreError>;
+
+    /// Whether the store keeps threads' histories of events: a run builds none for a store
+    /// that does not (the default).
+    fn keeps_events(&self) -> bool {
+        false
+    }
+
+    /// Appends events to the thread's history, atomically, in order: `events[0].seq` must be
+    /// one past the last one journaled ([`StoreError::OutOfOrder`]). A finished thread still
+    /// takes events (its run's last ones are written after its end). A store that keeps no
+    /// history ignores them, which is the default.
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        events: &[StoredEvent],
+    ) -> Result<(), StoreError> {
+        let _ = (thread_id, events);
+        Ok(())
+    }
+
+    /// At most `limit` of the thread's events with a sequence number above `after`, in order;
+    /// none for a thread without history (or a store that keeps none, the default).
+    async fn events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let _ = (thread_id, after, limit);
+        Ok(Vec::new())
+    }
+
+    /// Where a thread stands, or `None` when there is no such thread: [`Self::load`] without
+    /// reading its records (the default reads them).
+    async fn status(&self, thread_id: &str) -> Result<Option<RunStatus>, StoreError> {
+        Ok(self.load(thread_id).await?.map(|run| run.status()))
+    }
+
+    /// The sequence number of the thread's last journaled event, 0 when it has none.
+    async fn last_event_seq(&self, thread_id: &str) -> Result<u64, StoreError> {
+        let _ = thread_id;
+        Ok(0)
+    }
 }
 
 #[cfg(test)]
@@ -588,6 +641,65 @@ pub(crate) mod contract {
                 created_unix_ms: 1_700_000_000_000,
             }
         );
+    }
+
+    pub fn event(seq: u64) -> StoredEvent {
+        StoredEvent {
+            seq,
+            kind: "log".into(),
+            event: format!(r#"{{"thread_id":"e1","seq":{seq},"type":"log","message":"n {seq}"}}"#),
+        }
+    }
+
+    pub async fn events_round_trip(store: &dyn CheckpointStore) {
+        assert!(matches!(
+            store.append_events("e1", &[event(1)]).await,
+            Err(StoreError::UnknownThread(_))
+        ));
+        store.begin(&header("e1")).await.unwrap();
+        store.begin(&header("e2")).await.unwrap();
+        assert_eq!(store.last_event_seq("e1").await.unwrap(), 0);
+        assert_eq!(store.status("e1").await.unwrap(), Some(RunStatus::Running));
+        assert_eq!(store.status("nope").await.unwrap(), None);
+        store
+            .append_events("e1", &[event(1), event(2)])
+            .await
+            .unwrap();
+        store.append_events("e1", &[]).await.unwrap();
+        store.append_events("e1", &[event(3)]).await.unwrap();
+        let err = store.append_events("e1", &[event(5)]).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::OutOfOrder {
+                    expected: 4,
+                    got: 5,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(store.last_event_seq("e1").await.unwrap(), 3);
+        assert_eq!(
+            store.events("e1", 0, 100).await.unwrap(),
+            vec![event(1), event(2), event(3)]
+        );
+        assert_eq!(store.events("e1", 1, 1).await.unwrap(), vec![event(2)]);
+        assert!(store.events("e1", 3, 10).await.unwrap().is_empty());
+        assert!(store.events("e2", 0, 10).await.unwrap().is_empty());
+        assert!(store.events("nope", 0, 10).await.unwrap().is_empty());
+        // A finished thread still takes its run's last events.
+        let end = RunEnd {
+            outcome: outcome(Ok(json!(1))),
+            finished_unix_ms: 1,
+        };
+        store.finish("e1", &end).await.unwrap();
+        store.append_events("e1", &[event(4)]).await.unwrap();
+        assert_eq!(
+            store.status("e1").await.unwrap(),
+            Some(RunStatus::Succeeded)
+        );
+        assert_eq!(store.last_event_seq("e1").await.unwrap(), 4);
     }
 
     pub async fn claims_are_exclusive(store: &dyn CheckpointStore) {

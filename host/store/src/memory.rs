@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, RunListing, StoreError, StoredRun,
-    WorkflowRecord,
+    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, RunListing, StoreError, StoredEvent,
+    StoredRun, WorkflowRecord,
 };
 
 /// A [`CheckpointStore`] in memory, lost with the process.
@@ -13,6 +13,7 @@ use crate::{
 pub struct MemoryStore {
     runs: Mutex<HashMap<String, StoredRun>>,
     workflows: Mutex<Vec<WorkflowRecord>>,
+    events: Mutex<HashMap<String, Vec<StoredEvent>>>,
     claimed: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -172,6 +173,58 @@ impl CheckpointStore for MemoryStore {
             .cloned()
             .collect())
     }
+
+    fn keeps_events(&self) -> bool {
+        true
+    }
+
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        events: &[StoredEvent],
+    ) -> Result<(), StoreError> {
+        self.with_run(thread_id, |_| Ok(()))?;
+        let mut all = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let history = all.entry(thread_id.to_owned()).or_default();
+        let next = history.last().map_or(1, |last| last.seq + 1);
+        for (offset, event) in events.iter().enumerate() {
+            let expected = next + offset as u64;
+            if event.seq != expected {
+                return Err(StoreError::OutOfOrder {
+                    thread_id: thread_id.to_owned(),
+                    expected,
+                    got: event.seq,
+                });
+            }
+        }
+        history.extend_from_slice(events);
+        Ok(())
+    }
+
+    async fn events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let all = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(all.get(thread_id).map_or_else(Vec::new, |history| {
+            history
+                .iter()
+                .filter(|event| event.seq > after)
+                .take(limit)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn last_event_seq(&self, thread_id: &str) -> Result<u64, StoreError> {
+        let all = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(all
+            .get(thread_id)
+            .and_then(|history| history.last())
+            .map_or(0, |last| last.seq))
+    }
 }
 
 #[cfg(test)]
@@ -182,5 +235,6 @@ mod tests {
     async fn keeps_the_store_contract() {
         crate::contract::round_trip(&MemoryStore::new()).await;
         crate::contract::claims_are_exclusive(&MemoryStore::new()).await;
+        crate::contract::events_round_trip(&MemoryStore::new()).await;
     }
 }

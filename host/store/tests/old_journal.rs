@@ -128,3 +128,37 @@ async fn a_journal_of_the_previous_format_opens_with_every_thread() {
         next
     );
 }
+
+#[tokio::test]
+async fn a_journal_of_the_previous_format_has_no_events_until_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    old_journal(&path);
+    // Read-only, it is read as it is: no history, and no error.
+    let reader = SqliteStore::open_read_only(&path).unwrap();
+    assert!(
+        reader
+            .events("old-finished", 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(reader.last_event_seq("old-interrupted").await.unwrap(), 0);
+    drop(reader);
+    // Migrated, its interrupted thread's resumed run writes a history.
+    let store = SqliteStore::open(&path).unwrap();
+    let event = flowbox_store::StoredEvent {
+        seq: 1,
+        kind: "log".into(),
+        event: r#"{"thread_id":"old-interrupted","seq":1,"type":"log","message":"again"}"#.into(),
+    };
+    store
+        .append_events("old-interrupted", std::slice::from_ref(&event))
+        .await
+        .unwrap();
+    let reader = SqliteStore::open_read_only(&path).unwrap();
+    assert_eq!(
+        reader.events("old-interrupted", 0, 10).await.unwrap(),
+        [event]
+    );
+}

@@ -50,7 +50,18 @@ impl Leases {
             .truncate(false)
             .open(&path)
             .map_err(io)?;
-        match file.try_lock() {
+        // A reader asking whether the thread is claimed ([`Self::held`]) holds a shared lock
+        // for an instant: wait that out rather than call the thread in use.
+        let mut attempt = file.try_lock();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+        while matches!(attempt, Err(TryLockError::WouldBlock))
+            && std::time::Instant::now() < deadline
+            && !self.held_exclusively(&path)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            attempt = file.try_lock();
+        }
+        match attempt {
             Ok(()) => {
                 file.set_len(0).map_err(io)?;
                 file.rewind().map_err(io)?;
@@ -63,6 +74,35 @@ impl Leases {
             }),
             Err(TryLockError::Error(e)) => Err(io(e)),
         }
+    }
+
+    /// Whether a run holds the claim on `thread_id` right now, found without writing anything:
+    /// a shared lock on its lease, taken and let go at once, fails while a run holds it.
+    pub(super) fn held(&self, thread_id: &str) -> bool {
+        let path = self.path(thread_id);
+        let Ok(file) = File::open(&path) else {
+            return false;
+        };
+        match file.try_lock_shared() {
+            Ok(()) => {
+                let _ = file.unlock();
+                false
+            }
+            Err(TryLockError::WouldBlock) => true,
+            Err(TryLockError::Error(_)) => false,
+        }
+    }
+
+    /// Whether the lease at `path` is held by a claim (exclusively), not just glanced at by a
+    /// reader: a second exclusive claimant need not wait then.
+    fn held_exclusively(&self, path: &Path) -> bool {
+        File::open(path).is_ok_and(|file| match file.try_lock_shared() {
+            Ok(()) => {
+                let _ = file.unlock();
+                false
+            }
+            Err(_) => true,
+        })
     }
 
     /// Removes the lease of a thread that finished: it is never claimed to run again, and

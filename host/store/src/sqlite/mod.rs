@@ -31,7 +31,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::{
-    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, StoreError, StoredRun,
+    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, StoreError, StoredEvent, StoredRun,
     WorkflowRecord,
 };
 use error::classify;
@@ -158,6 +158,13 @@ impl SqliteStore {
         self
     }
 
+    /// Whether a run — in this process or another — holds the claim on `thread_id` right now
+    /// (see [`CheckpointStore::claim`]): a thread that is running, as opposed to one whose run
+    /// stopped without an end (resume it). Writes nothing, so it works read-only.
+    pub fn is_claimed(&self, thread_id: &str) -> bool {
+        self.leases.held(thread_id)
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -266,5 +273,49 @@ impl CheckpointStore for SqliteStore {
             queries::workflows(connection, path, conversation_id.as_deref())
         })
         .await
+    }
+
+    fn keeps_events(&self) -> bool {
+        true
+    }
+
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        events: &[StoredEvent],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let (thread_id, events) = (thread_id.to_owned(), events.to_vec());
+        self.with(move |connection, path| {
+            queries::append_events(connection, path, &thread_id, &events)
+        })
+        .await
+    }
+
+    async fn events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| {
+            queries::events(connection, path, &thread_id, after, limit)
+        })
+        .await
+    }
+
+    async fn status(&self, thread_id: &str) -> Result<Option<crate::RunStatus>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| queries::thread_status(connection, path, &thread_id))
+            .await
+    }
+
+    async fn last_event_seq(&self, thread_id: &str) -> Result<u64, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| queries::last_event_seq(connection, path, &thread_id))
+            .await
     }
 }

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use super::error::{classify, corrupt};
 use crate::{
     CallKind, Entry, EntryOutcome, JournalRecord, Listing, RecordedOutcome, RunEnd, RunHeader,
-    RunListing, RunStatus, StoreError, StoredRun, WorkflowRecord,
+    RunListing, RunStatus, StoreError, StoredEvent, StoredRun, WorkflowRecord,
 };
 
 fn to_json<T: Serialize>(value: &T) -> String {
@@ -40,7 +40,7 @@ fn status(path: &Path, thread_id: &str, text: &str) -> Result<RunStatus, StoreEr
 }
 
 /// Where a thread stands: `None` when there is no such thread.
-fn thread_status(
+pub(super) fn thread_status(
     connection: &Connection,
     path: &Path,
     thread_id: &str,
@@ -519,4 +519,122 @@ pub(super) fn workflows(
         records.push(record);
     }
     Ok(records)
+}
+
+/// Whether the journal has a history of events: one of an older format opened read-only
+/// (and so not migrated) has none.
+fn has_events(connection: &Connection, path: &Path) -> Result<bool, StoreError> {
+    connection
+        .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'")
+        .and_then(|mut statement| statement.exists([]))
+        .map_err(|e| classify(path, e))
+}
+
+/// The last event's sequence number of a thread, 0 for none.
+pub(super) fn last_event_seq(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+) -> Result<u64, StoreError> {
+    if !has_events(connection, path)? {
+        return Ok(0);
+    }
+    let last: Option<i64> = connection
+        .prepare_cached("SELECT MAX(seq) FROM events WHERE thread_id = ?1")
+        .and_then(|mut statement| statement.query_row([thread_id], |row| row.get(0)))
+        .map_err(|e| classify(path, e))?;
+    last.map_or(Ok(0), |last| {
+        count(
+            path,
+            thread_id,
+            JournalRecord::Counters,
+            "an event's sequence number",
+            last,
+        )
+    })
+}
+
+/// Appends a batch of events in one transaction.
+pub(super) fn append_events(
+    connection: &mut Connection,
+    path: &Path,
+    thread_id: &str,
+    events: &[StoredEvent],
+) -> Result<(), StoreError> {
+    let transaction = connection
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(|e| classify(path, e))?;
+    if thread_status(&transaction, path, thread_id)?.is_none() {
+        return Err(StoreError::UnknownThread(thread_id.to_owned()));
+    }
+    let next = last_event_seq(&transaction, path, thread_id)? + 1;
+    {
+        let mut insert = transaction
+            .prepare_cached(
+                "INSERT INTO events (thread_id, seq, kind, event) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(|e| classify(path, e))?;
+        for (offset, event) in events.iter().enumerate() {
+            let expected = next + offset as u64;
+            if event.seq != expected {
+                return Err(StoreError::OutOfOrder {
+                    thread_id: thread_id.to_owned(),
+                    expected,
+                    got: event.seq,
+                });
+            }
+            insert
+                .execute(params![
+                    thread_id,
+                    event.seq as i64,
+                    event.kind,
+                    event.event
+                ])
+                .map_err(|e| classify(path, e))?;
+        }
+    }
+    transaction.commit().map_err(|e| classify(path, e))
+}
+
+/// At most `limit` events of a thread after `after`, in order.
+pub(super) fn events(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    if !has_events(connection, path)? {
+        return Ok(Vec::new());
+    }
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT seq, kind, event FROM events WHERE thread_id = ?1 AND seq > ?2
+             ORDER BY seq LIMIT ?3",
+        )
+        .map_err(|e| classify(path, e))?;
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = statement
+        .query_map(params![thread_id, after, limit], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })
+        .map_err(|e| classify(path, e))?;
+    let mut events = Vec::new();
+    for row in rows {
+        let (seq, kind, event) = row.map_err(|e| classify(path, e))?;
+        let seq = count(
+            path,
+            thread_id,
+            JournalRecord::Counters,
+            "an event's sequence number",
+            seq,
+        )?;
+        events.push(StoredEvent { seq, kind, event });
+    }
+    Ok(events)
 }

@@ -52,6 +52,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 2 → 3: no new tables; records change (headers carry no seed), which a build that reads
     // format 2 could not open.
     "",
+    // 3 → 4: each thread's history of events, numbered by the thread's own sequence.
+    "CREATE TABLE events (
+        thread_id TEXT NOT NULL REFERENCES runs(thread_id),
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        event TEXT NOT NULL,
+        PRIMARY KEY (thread_id, seq)
+    ) WITHOUT ROWID;",
 ];
 
 /// What a file opened as a journal holds.

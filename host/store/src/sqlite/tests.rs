@@ -21,6 +21,7 @@ async fn keeps_the_store_contract() {
     let store = SqliteStore::open(dir.path().join("journal.db")).unwrap();
     crate::contract::round_trip(&store).await;
     crate::contract::claims_are_exclusive(&store).await;
+    crate::contract::events_round_trip(&store).await;
 }
 
 #[tokio::test]
@@ -641,4 +642,24 @@ async fn two_processes_share_one_journal() {
         let expected: Vec<Entry> = (0..200).map(|seq| entry(seq, seq)).collect();
         assert_eq!(loaded.entries, expected);
     }
+}
+
+#[tokio::test]
+async fn a_reader_tells_a_claimed_thread_from_a_stopped_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let writer = SqliteStore::open(&path).unwrap();
+    writer.begin(&header("t")).await.unwrap();
+    let reader = SqliteStore::open_read_only(&path).unwrap();
+    assert!(!reader.is_claimed("t"), "never claimed");
+    let held = writer.claim("t").await.unwrap();
+    assert!(reader.is_claimed("t"));
+    // Looking does not get in the way of a second claimant's answer.
+    assert!(matches!(
+        writer.claim("t").await,
+        Err(StoreError::InUse { .. })
+    ));
+    drop(held);
+    assert!(!reader.is_claimed("t"), "its run stopped: resumable");
+    let _again = writer.claim("t").await.unwrap();
 }

@@ -1,0 +1,119 @@
+//! `flowbox show THREAD --follow`: a thread's history as it is written, from its journal — by
+//! this process or another — until its run ends. One line per event, or with `--json` the
+//! events as JSON Lines (as `--events` writes them).
+
+use std::sync::Arc;
+
+use flowbox::history::Follower;
+use flowbox::store::{CheckpointStore, RunStatus, SqliteStore};
+use flowbox::{Event, EventKind};
+
+use crate::Failure;
+use crate::text::{preview, terminal_safe};
+
+/// Prints `thread`'s events from the start as they arrive; the exit status is the run's (0
+/// when it succeeded, 1 when it failed).
+pub(crate) async fn follow(store: SqliteStore, thread: &str, json: bool) -> Result<u8, Failure> {
+    let store: Arc<dyn CheckpointStore> = Arc::new(store);
+    let mut follower = Follower::new(Arc::clone(&store), thread, 0);
+    let mut ok = None;
+    while let Some(events) = follower.next().await.map_err(Failure::journal)? {
+        for event in events {
+            if let EventKind::RunFinished { ok: finished, .. } = &event.kind {
+                ok = Some(*finished);
+            }
+            if json {
+                out!(
+                    "{}",
+                    serde_json::to_string(&event).expect("events serialise")
+                );
+            } else {
+                out!("{}", line(&event));
+            }
+        }
+    }
+    // A thread whose history has no end (written before events were journaled) ends as its
+    // record says.
+    let ok = match ok {
+        Some(ok) => ok,
+        None => store.status(thread).await.map_err(Failure::journal)? == Some(RunStatus::Succeeded),
+    };
+    Ok(if ok { 0 } else { 1 })
+}
+
+/// One event as one line for a person.
+fn line(event: &Event) -> String {
+    let what = match &event.kind {
+        EventKind::RunStarted { name, phases } => format!(
+            "run started{}{}",
+            name.as_ref().map(|n| format!(" {n}")).unwrap_or_default(),
+            if phases.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (phases: {})",
+                    phases
+                        .iter()
+                        .map(|p| p.title.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ),
+        EventKind::Phase { title } => format!("phase {title}"),
+        EventKind::Log { message } => format!("log {message}"),
+        EventKind::LeafStarted {
+            call_id,
+            label,
+            prompt_preview,
+            ..
+        } => format!(
+            "leaf {call_id} started {}",
+            label.clone().unwrap_or_else(|| preview(prompt_preview, 60))
+        ),
+        EventKind::LeafFinished {
+            call_id,
+            ok,
+            tokens,
+            duration_ms,
+            replayed,
+            error,
+        } => format!(
+            "leaf {call_id} {} {tokens} tok {duration_ms} ms{}{}",
+            if *ok { "done" } else { "failed" },
+            if *replayed { " (replayed)" } else { "" },
+            error
+                .as_ref()
+                .map(|e| format!(": {}", preview(e, 80)))
+                .unwrap_or_default()
+        ),
+        EventKind::LeafToolCalled { call_id, name } => format!("leaf {call_id} calls {name}"),
+        EventKind::LeafToolFinished {
+            call_id, name, ok, ..
+        } => format!(
+            "leaf {call_id} {name} {}",
+            if *ok { "returned" } else { "failed" }
+        ),
+        EventKind::ToolCalled { call_id, name, .. } => format!("tool {call_id} {name} called"),
+        EventKind::ToolFinished { call_id, ok, .. } => {
+            format!("tool {call_id} {}", if *ok { "returned" } else { "failed" })
+        }
+        EventKind::BudgetWarning { spent, total } => {
+            format!("budget {spent} of {total} tokens spent")
+        }
+        EventKind::RunFinished { ok, summary, error } => format!(
+            "run {} ({} leaves, {} tokens, {} ms){}",
+            if *ok { "succeeded" } else { "failed" },
+            summary.agents_spawned,
+            summary.tokens_spent,
+            summary.duration_ms,
+            error
+                .as_ref()
+                .map(|e| format!(": {}", e.message))
+                .unwrap_or_default()
+        ),
+        EventKind::Gap { missed } => format!("{missed} events missed"),
+        other => other.name().to_owned(),
+    };
+    terminal_safe(&format!("#{:<5} {what}", event.seq)).into_owned()
+}

@@ -1,0 +1,336 @@
+// The flowbox web view: the runs page (/) and a run page (/runs/ID), drawn from the JSON API
+// and kept live by polling (runs) and server-sent events (a run). Everything a script or a
+// model wrote goes into the page as text (textContent), never as markup.
+"use strict";
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else if (key === "onclick") node.addEventListener("click", value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+async function api(path) {
+  const response = await fetch("/api" + path);
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+function duration(ms) {
+  if (ms === null || ms === undefined) return "";
+  if (ms < 1000) return ms + " ms";
+  if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
+  return Math.floor(ms / 60000) + " min " + Math.round((ms % 60000) / 1000) + " s";
+}
+
+function when(unixMs) {
+  return new Date(unixMs).toLocaleString();
+}
+
+function statusBadge(status) {
+  return el("span", { class: "status " + status, "data-status": status }, status);
+}
+
+function pretty(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+const app = document.getElementById("app");
+const where = document.getElementById("where");
+
+// ---- the runs page ----
+
+function runsPage() {
+  where.textContent = "runs";
+  document.title = "flowbox — runs";
+  const search = el("input", { type: "search", placeholder: "search by name", id: "search" });
+  const filter = el("select", { id: "filter" },
+    ...["all", "running", "ok", "failed", "resumable"].map((s) => el("option", { value: s }, s)));
+  const body = el("tbody", { id: "runs" });
+  const damaged = el("p", { class: "error-text", id: "damaged" });
+  app.replaceChildren(
+    el("div", { class: "controls" }, search, filter),
+    el("table", {},
+      el("thead", {}, el("tr", {},
+        el("th", {}, "name"), el("th", {}, "status"), el("th", {}, "started"),
+        el("th", { class: "num" }, "duration"), el("th", { class: "num" }, "leaves"),
+        el("th", { class: "num" }, "tokens"), el("th", {}, "thread"))),
+      body),
+    damaged);
+  let threads = [];
+  function draw() {
+    const words = search.value.trim().toLowerCase();
+    const wanted = filter.value;
+    const rows = threads
+      .filter((t) => wanted === "all" || t.status === wanted)
+      .filter((t) => !words || (t.name || "").toLowerCase().includes(words))
+      .map((t) => el("tr", { class: "row", "data-thread": t.thread_id,
+          onclick: () => go("/runs/" + encodeURIComponent(t.thread_id)) },
+        el("td", {}, t.name || "(unnamed)"), el("td", {}, statusBadge(t.status)),
+        el("td", {}, when(t.created_unix_ms)), el("td", { class: "num" }, duration(t.duration_ms)),
+        el("td", { class: "num" }, t.leaves), el("td", { class: "num" }, t.tokens),
+        el("td", { class: "muted" }, t.thread_id)));
+    body.replaceChildren(...rows);
+    if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "no runs")));
+  }
+  search.addEventListener("input", draw);
+  filter.addEventListener("change", draw);
+  async function refresh() {
+    try {
+      const listing = await api("/threads");
+      threads = listing.threads;
+      damaged.textContent = listing.damaged.join("\n");
+      draw();
+    } catch (error) {
+      damaged.textContent = String(error.message);
+    }
+  }
+  refresh();
+  const timer = setInterval(refresh, 1000);
+  return () => clearInterval(timer);
+}
+
+// ---- a run page ----
+
+function runPage(threadId) {
+  where.textContent = "run " + threadId;
+  document.title = "flowbox — " + threadId;
+  const state = { leaves: new Map(), tree: { groups: new Map(), leaves: [] }, phases: [],
+    phase: null, logs: [], selected: null, thread: null };
+  const header = el("div", { id: "run-header" });
+  const phases = el("div", { class: "phases", id: "phases" });
+  const tree = el("div", { id: "tree" });
+  const logs = el("pre", { id: "logs" });
+  const outcome = el("div", { id: "outcome" });
+  const detail = el("div", { id: "detail" }, el("p", { class: "muted" }, "Click a leaf to see it."));
+  const source = el("ol", { class: "source", id: "source" });
+  const totals = el("div", { class: "totals", id: "totals" });
+  app.replaceChildren(header, phases,
+    el("div", { class: "layout" },
+      el("div", {},
+        el("section", {}, el("h2", {}, "leaves"), tree),
+        el("section", {}, el("h2", {}, "outcome"), outcome, totals),
+        el("section", {}, el("h2", {}, "log"), logs)),
+      el("div", {},
+        el("section", {}, el("h2", {}, "leaf"), detail),
+        el("section", {}, el("h2", {}, "script"), source))));
+
+  function drawHeader() {
+    const t = state.thread;
+    if (!t) return;
+    const parts = [el("h2", {}, t.name || "(unnamed)", " ", statusBadge(t.status))];
+    parts.push(el("div", { class: "muted" }, "thread " + t.thread_id + " · started " +
+      when(t.created_unix_ms)));
+    if (t.resume_command) {
+      parts.push(el("p", {}, "Resume it with ", el("code", { class: "cmd", id: "resume" },
+        t.resume_command)));
+    }
+    header.replaceChildren(...parts);
+    const errorLine = t.outcome && t.outcome.error ? t.outcome.error.line : null;
+    source.replaceChildren(...t.script.split("\n").map((line, n) =>
+      el("li", { class: n + 1 === errorLine ? "error" : "", "data-line": n + 1 }, line)));
+    if (t.outcome) {
+      const o = t.outcome;
+      outcome.replaceChildren(o.ok
+        ? el("pre", { id: "result" }, JSON.stringify(o.result, null, 2))
+        : el("div", { id: "error" },
+            el("p", { class: "error-text" }, (o.error.exception || o.error.kind) + ": " +
+              o.error.message),
+            o.error.line ? el("p", {}, "at line " + o.error.line + " of the script") : null));
+      const s = o.summary;
+      totals.replaceChildren(el("span", {}, "leaves " + s.agents_spawned),
+        el("span", {}, "tokens " + s.tokens_spent), el("span", {}, "fuel " + s.fuel_used),
+        el("span", {}, "duration " + duration(s.duration_ms)));
+    } else {
+      outcome.replaceChildren(el("p", { class: "muted" }, t.status === "resumable"
+        ? "stopped before its end" : "running…"));
+      totals.replaceChildren(el("span", {}, "leaves " + t.leaves), el("span", {}, "tokens " + t.tokens));
+    }
+  }
+
+  function drawPhases() {
+    const done = new Set();
+    let seen = true;
+    for (const p of state.phases) {
+      if (p.title === state.phase) seen = false;
+      if (seen && state.phase) done.add(p.title);
+    }
+    phases.replaceChildren(...state.phases.map((p) => el("span", {
+      class: "phase" + (p.title === state.phase ? " current" : done.has(p.title) ? " done" : ""),
+      title: p.detail || "" }, p.title)));
+  }
+
+  function leafNode(leaf) {
+    const node = el("div", { class: "leaf " + leaf.status, "data-call": leaf.call_id,
+        "data-status": leaf.status, onclick: () => select(leaf.call_id) },
+      el("div", { class: "label" }, leaf.label),
+      el("div", { class: "meta" }, leaf.status +
+        (leaf.duration_ms !== undefined ? " · " + duration(leaf.duration_ms) : "") +
+        (leaf.tokens !== undefined ? " · " + leaf.tokens + " tok" : "") +
+        (leaf.replayed ? " · replayed" : "")));
+    if (state.selected === leaf.call_id) node.classList.add("selected");
+    return node;
+  }
+
+  function drawNode(node) {
+    const out = [];
+    for (const id of node.leaves) out.push(leafNode(state.leaves.get(id)));
+    for (const [groupId, group] of [...node.groups].sort((a, b) => a[0] - b[0])) {
+      const slots = [...group.slots].sort((a, b) => a[0] - b[0]).map(([, child]) =>
+        el("div", { class: "slot" }, ...drawNode(child)));
+      out.push(el("div", { class: "group", "data-group": groupId },
+        el("div", { class: "title" }, "group " + groupId + " · " + group.size + " items"),
+        el("div", { class: "slots" }, ...slots)));
+    }
+    return out;
+  }
+
+  let drawPending = false;
+  function drawTree() {
+    if (drawPending) return;
+    drawPending = true;
+    requestAnimationFrame(() => {
+      drawPending = false;
+      tree.replaceChildren(...drawNode(state.tree));
+      if (!state.leaves.size) tree.append(el("p", { class: "muted" }, "no leaves yet"));
+    });
+  }
+
+  function place(callId, path) {
+    let node = state.tree;
+    for (const pos of path) {
+      if (!node.groups.has(pos.group)) node.groups.set(pos.group, { size: pos.size, slots: new Map() });
+      const group = node.groups.get(pos.group);
+      if (!group.slots.has(pos.index)) group.slots.set(pos.index, { groups: new Map(), leaves: [] });
+      node = group.slots.get(pos.index);
+    }
+    node.leaves.push(callId);
+  }
+
+  function apply(event) {
+    switch (event.type) {
+      case "run_started":
+        state.phases = event.phases || [];
+        drawPhases();
+        break;
+      case "phase":
+        state.phase = event.title;
+        drawPhases();
+        break;
+      case "log":
+        state.logs.push(event.message);
+        logs.textContent = state.logs.join("\n");
+        break;
+      case "leaf_started":
+        if (!state.leaves.has(event.call_id)) place(event.call_id, event.path || []);
+        state.leaves.set(event.call_id, { call_id: event.call_id, status: "running",
+          label: event.label || event.prompt_preview });
+        drawTree();
+        break;
+      case "leaf_finished": {
+        const leaf = state.leaves.get(event.call_id);
+        if (leaf) {
+          Object.assign(leaf, { status: event.ok ? "done" : "failed", tokens: event.tokens,
+            duration_ms: event.duration_ms, replayed: event.replayed });
+          drawTree();
+        }
+        break;
+      }
+      case "run_finished":
+        refreshThread();
+        break;
+    }
+  }
+
+  async function select(callId) {
+    state.selected = callId;
+    drawTree();
+    detail.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    try {
+      const leaf = await api("/threads/" + encodeURIComponent(threadId) + "/leaves/" + callId);
+      const items = [el("dt", {}, "status"), el("dd", { id: "leaf-status" }, leaf.status)];
+      if (leaf.request) {
+        const r = leaf.request;
+        if (r.kind === "agent") {
+          items.push(el("dt", {}, "label"), el("dd", {}, r.label || "-"),
+            el("dt", {}, "prompt"), el("dd", {}, el("pre", { id: "leaf-prompt" }, pretty(r.prompt))),
+            el("dt", {}, "instruction"), el("dd", {}, el("pre", {}, r.instruction || "-")),
+            el("dt", {}, "profile"), el("dd", {}, r.model || r.agent_type || "default"),
+            el("dt", {}, "tools"), el("dd", {}, (r.tools || []).join(", ") || "-"));
+        } else {
+          items.push(el("dt", {}, "tool"), el("dd", {}, r.name),
+            el("dt", {}, "arguments"), el("dd", {}, el("pre", {}, pretty(r.arguments))));
+        }
+        items.push(el("dt", {}, "tools it called"),
+          el("dd", {}, leaf.tools_called.join(", ") || "-"),
+          el("dt", {}, "reply"),
+          el("dd", {}, leaf.error
+            ? el("pre", { id: "leaf-reply", class: "error-text" }, leaf.error.kind + ": " + leaf.error.message)
+            : el("pre", { id: "leaf-reply" }, pretty(leaf.reply))),
+          el("dt", {}, "usage"),
+          el("dd", {}, leaf.input_tokens + " in · " + leaf.output_tokens + " out · " +
+            duration(leaf.duration_ms)));
+      } else {
+        items.push(el("dt", {}, "prompt"),
+          el("dd", {}, el("pre", { id: "leaf-prompt" }, leaf.started.prompt_preview)),
+          el("dd", { class: "muted" }, "its reply appears when it finishes"));
+      }
+      detail.replaceChildren(el("dl", {}, ...items));
+    } catch (error) {
+      detail.replaceChildren(el("p", { class: "error-text" }, String(error.message)));
+    }
+  }
+
+  async function refreshThread() {
+    try {
+      state.thread = await api("/threads/" + encodeURIComponent(threadId));
+      drawHeader();
+    } catch (error) {
+      header.replaceChildren(el("p", { class: "error-text", id: "missing" }, String(error.message)));
+    }
+  }
+
+  let stream = null;
+  refreshThread().then(() => {
+    if (!state.thread) return;
+    drawTree();
+    stream = new EventSource("/api/threads/" + encodeURIComponent(threadId) + "/stream");
+    stream.onmessage = () => {};
+    for (const type of ["run_started", "phase", "log", "leaf_started", "leaf_finished",
+      "leaf_tool_called", "leaf_tool_finished", "tool_called", "tool_finished",
+      "budget_warning", "run_finished"]) {
+      stream.addEventListener(type, (message) => apply(JSON.parse(message.data)));
+    }
+    stream.addEventListener("end", () => { stream.close(); refreshThread(); });
+  });
+  const timer = setInterval(() => {
+    if (state.thread && !state.thread.outcome) refreshThread();
+  }, 2000);
+  return () => { clearInterval(timer); if (stream) stream.close(); };
+}
+
+// ---- routing ----
+
+let leave = null;
+function route() {
+  if (leave) leave();
+  const match = location.pathname.match(/^\/runs\/(.+)$/);
+  leave = match ? runPage(decodeURIComponent(match[1])) : runsPage();
+}
+
+function go(path) {
+  history.pushState(null, "", path);
+  route();
+}
+
+document.getElementById("home").addEventListener("click", (e) => { e.preventDefault(); go("/"); });
+window.addEventListener("popstate", route);
+route();

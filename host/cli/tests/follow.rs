@@ -1,0 +1,147 @@
+//! `flowbox show THREAD --follow` from another process while a `flowbox run` writes the thread.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn command(db: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
+    command
+        .args(args)
+        .current_dir(root())
+        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
+        .env("FLOWBOX_DB", db);
+    command
+}
+
+const SCRIPT: &str = r#"
+meta = {"name": "slow-fan", "description": "d", "phases": [{"title": "review"}]}
+async def main():
+    phase("review")
+    return await parallel([lambda i=i: agent(f"review {i}", label=f"r{i}") for i in range(3)])
+"#;
+
+const SLOW: &str = r#"{"latency_ms": 700, "fallback": "fake"}"#;
+
+#[test]
+fn follow_prints_a_runs_events_as_another_process_writes_them_and_exits_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let script = dir.path().join("fan.py");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let backend = dir.path().join("slow.json");
+    std::fs::write(&backend, SLOW).unwrap();
+    let backend = format!("scripted:{}", backend.display());
+    let mut run = command(
+        &db,
+        &[
+            "run",
+            script.to_str().unwrap(),
+            "--thread",
+            "followed",
+            "--backend",
+            &backend,
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // Wait for the thread to exist, then follow it while it runs.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !command(&db, &["show", "followed"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(Instant::now() < deadline, "the thread never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(run.try_wait().unwrap().is_none(), "the run is still going");
+    let followed = command(&db, &["show", "followed", "--follow"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(followed.stdout).unwrap();
+    assert!(
+        followed.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&followed.stderr)
+    );
+    assert!(run.wait().unwrap().success());
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("#1 "), "{stdout}");
+    assert!(
+        lines[0].contains("run started slow-fan (phases: review)"),
+        "{stdout}"
+    );
+    let started = lines.iter().filter(|l| l.contains(" started r")).count();
+    let done = lines.iter().filter(|l| l.contains(" done ")).count();
+    assert_eq!((started, done), (3, 3), "{stdout}");
+    assert!(
+        lines.last().unwrap().contains("run succeeded (3 leaves"),
+        "{stdout}"
+    );
+
+    // Afterwards, the same history as JSON Lines, numbered without holes.
+    let json = command(&db, &["show", "followed", "--follow", "--json"])
+        .output()
+        .unwrap();
+    assert!(json.status.success());
+    let events: Vec<serde_json::Value> = String::from_utf8(json.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(events.len(), lines.len());
+    for (n, event) in events.iter().enumerate() {
+        assert_eq!(event["seq"], n as u64 + 1);
+        assert_eq!(event["thread_id"], "followed");
+    }
+    assert_eq!(events.last().unwrap()["type"], "run_finished");
+
+    // A thread that does not exist is an input error, not a wait.
+    let missing = command(&db, &["show", "nope", "--follow"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("nope"));
+}
+
+#[test]
+fn follow_of_a_failed_run_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let script = dir.path().join("fail.py");
+    std::fs::write(
+        &script,
+        "x = await agent('a')\nraise ValueError('no')\nreturn x\n",
+    )
+    .unwrap();
+    let run = command(
+        &db,
+        &["run", script.to_str().unwrap(), "--thread", "failing"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    // The run says how to follow it.
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains(
+            "follow it with `flowbox show failing --follow`, or see it in `flowbox serve`"
+        )
+    );
+    let followed = command(&db, &["show", "failing", "--follow"])
+        .output()
+        .unwrap();
+    assert_eq!(followed.status.code(), Some(1));
+    let stdout = String::from_utf8(followed.stdout).unwrap();
+    assert!(
+        stdout.lines().last().unwrap().contains("run failed"),
+        "{stdout}"
+    );
+}

@@ -1,0 +1,356 @@
+//! `flowbox serve` end to end: the real binary on a loopback port over a real journal, its
+//! JSON API (shapes, 404s, 400s, events from a sequence number, the live stream) and the
+//! embedded web app's files.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn command(db: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
+    command
+        .args(args)
+        .current_dir(root())
+        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
+        .env("FLOWBOX_DB", db);
+    command
+}
+
+/// A `flowbox serve` on a free loopback port, stopped (by its pid) when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(db: &Path) -> Self {
+        let mut child = command(db, &["serve", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("(loopback only)"), "{line}");
+        let port = line
+            .split("http://127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        Self { child, port }
+    }
+
+    /// A GET: the status, the headers (lowercased names) and the body.
+    fn get(&self, path: &str) -> (u16, String, String) {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, head.to_lowercase(), body.to_owned())
+    }
+
+    fn json(&self, path: &str) -> (u16, Value) {
+        let (status, head, body) = self.get(path);
+        assert!(
+            head.contains("content-type: application/json"),
+            "{path}: {head}"
+        );
+        (status, serde_json::from_str(&body).unwrap())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+const FAN: &str = r#"
+meta = {"name": "fan", "description": "d", "phases": [{"title": "review"}, {"title": "sum"}]}
+async def main():
+    phase("review")
+    log("<b>three</b> reviewers")
+    out = await parallel([lambda i=i: agent(f"review {i}", label=f"r{i}") for i in range(3)])
+    phase("sum")
+    return {"n": 1180591620717411303424, "out": out}
+"#;
+
+const BACKEND: &str = r#"{"latency_ms": 10, "fallback": "fake",
+  "rules": [{"label": "^r1$", "text": "<script>alert(1)</script> is text"}]}"#;
+
+const SLOW: &str = r#"{"latency_ms": 800, "fallback": "fake"}"#;
+
+/// The (event type, seq) pairs of an SSE stream's text, up to its `end`.
+fn sse(text: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut id = 0;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("id: ") {
+            id = rest.trim().parse().unwrap();
+        } else if let Some(rest) = line.strip_prefix("event: ") {
+            out.push((rest.trim().to_owned(), id));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_api_serves_threads_events_leaves_and_a_live_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    // Before any run there is no journal: an empty list, and 404 for a thread.
+    let server = Server::start(&db);
+    let (status, empty) = server.json("/api/threads");
+    assert_eq!(
+        (status, empty["threads"].as_array().unwrap().len()),
+        (200, 0)
+    );
+    assert_eq!(server.json("/api/threads/fan").0, 404);
+
+    let fan = write(dir.path(), "fan.py", FAN);
+    let backend = format!("scripted:{}", write(dir.path(), "backend.json", BACKEND));
+    let run = command(
+        &db,
+        &["run", &fan, "--thread", "fan", "--backend", &backend],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let failing = write(
+        dir.path(),
+        "failing.py",
+        "x = await agent('a')\nif x:\n    raise ValueError('no <i>way</i>')\nreturn x\n",
+    );
+    let run = command(&db, &["run", &failing, "--thread", "failing"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1));
+
+    let (status, listing) = server.json("/api/threads");
+    assert_eq!(status, 200);
+    let threads = listing["threads"].as_array().unwrap();
+    let names: Vec<(&str, &str)> = threads
+        .iter()
+        .map(|t| {
+            (
+                t["thread_id"].as_str().unwrap(),
+                t["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("failing", "failed"), ("fan", "ok")]);
+    let fan_line = &threads[1];
+    assert_eq!(fan_line["name"], "fan");
+    assert_eq!(fan_line["leaves"], 3);
+    assert!(fan_line["tokens"].as_u64().unwrap() > 0);
+    assert!(fan_line["duration_ms"].is_u64() && fan_line["finished_unix_ms"].is_u64());
+
+    let (status, thread) = server.json("/api/threads/fan");
+    assert_eq!(status, 200);
+    assert_eq!(thread["script"], FAN);
+    assert_eq!(thread["resume_command"], Value::Null);
+    // The result's numbers as they were.
+    assert!(
+        thread["outcome"]["result"]
+            .to_string()
+            .contains("1180591620717411303424"),
+        "{thread}"
+    );
+    let last = thread["last_event_seq"].as_u64().unwrap();
+    assert!(last >= 10, "{thread}");
+    let (_, failed) = server.json("/api/threads/failing");
+    assert_eq!(failed["outcome"]["error"]["line"], 3);
+
+    // Events from a sequence number, in pages.
+    let (status, page) = server.json("/api/threads/fan/events?after=2&limit=3");
+    assert_eq!(status, 200);
+    let seqs: Vec<u64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!((seqs, page["next"].as_u64()), (vec![3, 4, 5], Some(5)));
+    let (_, all) = server.json("/api/threads/fan/events");
+    let events = all["events"].as_array().unwrap();
+    assert_eq!(events.len() as u64, last);
+    assert_eq!(events[0]["type"], "run_started");
+    assert_eq!(events.last().unwrap()["type"], "run_finished");
+    let (_, none) = server.json(&format!("/api/threads/fan/events?after={last}"));
+    assert_eq!(none["events"].as_array().unwrap().len(), 0);
+    assert_eq!(none["next"].as_u64(), Some(last));
+
+    // One leaf: its request and its reply, as the model wrote it.
+    let started = events
+        .iter()
+        .find(|e| e["type"] == "leaf_started" && e["label"] == "r1")
+        .unwrap();
+    let call = started["call_id"].as_u64().unwrap();
+    let (status, leaf) = server.json(&format!("/api/threads/fan/leaves/{call}"));
+    assert_eq!(status, 200, "{leaf}");
+    assert_eq!(leaf["status"], "ok");
+    assert_eq!(leaf["request"]["prompt"], "review 1");
+    assert_eq!(leaf["request"]["label"], "r1");
+    assert_eq!(leaf["reply"], "<script>alert(1)</script> is text");
+
+    // Clear errors.
+    for (path, status, says) in [
+        ("/api/threads/nope", 404, "no thread nope"),
+        ("/api/threads/nope/events", 404, "no thread nope"),
+        ("/api/threads/nope/leaves/1", 404, "no thread nope"),
+        ("/api/threads/nope/stream", 404, "no thread nope"),
+        ("/api/threads/fan/leaves/999", 404, "has no call 999"),
+        ("/api/threads/fan/leaves/one", 400, "whole number"),
+        (
+            "/api/threads/fan/events?after=-1",
+            400,
+            "after must be a whole number",
+        ),
+        (
+            "/api/threads/fan/events?limit=0",
+            400,
+            "limit must be from 1",
+        ),
+        ("/api/threads/fan/events?since=1", 400, "unknown parameter"),
+        ("/api/nothing", 404, "no such API path"),
+    ] {
+        let (got, body) = server.json(path);
+        assert_eq!(got, status, "{path}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains(says),
+            "{path}: {body}"
+        );
+    }
+
+    // The stream of a finished thread: every event from the one asked for, then its end.
+    let (status, head, body) = server.get("/api/threads/fan/stream?after=5");
+    assert_eq!(status, 200);
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    let streamed = sse(&body);
+    assert_eq!(
+        streamed.first(),
+        Some(&(events[5]["type"].as_str().unwrap().to_owned(), 6))
+    );
+    assert_eq!(
+        streamed[streamed.len() - 2],
+        ("run_finished".to_owned(), last)
+    );
+    assert_eq!(streamed.last().unwrap().0, "end");
+
+    // The web app: its page and files, from the binary, under a policy that runs no other code.
+    let (status, head, page) = server.get("/runs/fan");
+    assert_eq!(status, 200);
+    assert!(head.contains("content-security-policy: default-src 'none'; script-src 'self'"));
+    assert!(page.contains("/assets/app.js"));
+    for asset in ["/assets/app.js", "/assets/app.css", "/"] {
+        assert_eq!(server.get(asset).0, 200, "{asset}");
+    }
+    assert_eq!(server.json("/no/such/page").0, 404);
+}
+
+#[test]
+fn a_running_thread_streams_live_and_a_killed_one_is_resumable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let fan = write(dir.path(), "fan.py", FAN);
+    let slow = format!("scripted:{}", write(dir.path(), "slow.json", SLOW));
+    let mut run = command(&db, &["run", &fan, "--thread", "live", "--backend", &slow])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server::start(&db);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.json("/api/threads/live").0 != 200 {
+        assert!(Instant::now() < deadline, "the thread never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (_, thread) = server.json("/api/threads/live");
+    assert_eq!(thread["status"], "running", "{thread}");
+    // Followed from the start while it runs, to its end.
+    let (status, _, body) = server.get("/api/threads/live/stream");
+    assert_eq!(status, 200);
+    assert!(run.wait().unwrap().success());
+    let kinds: Vec<String> = sse(&body).into_iter().map(|(kind, _)| kind).collect();
+    let first_done = kinds.iter().position(|k| k == "leaf_finished").unwrap();
+    let started: Vec<usize> = kinds
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| *k == "leaf_started")
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(started.len(), 3);
+    assert!(started.iter().all(|n| *n < first_done), "{kinds:?}");
+    assert_eq!(&kinds[kinds.len() - 2..], ["run_finished", "end"]);
+
+    // A run killed midway: its thread is resumable, with the command that resumes it.
+    let mut killed = command(
+        &db,
+        &["run", &fan, "--thread", "killed", "--backend", &slow],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    while server.json("/api/threads/killed").1["leaves"] != 0
+        || server.json("/api/threads/killed").0 != 200
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let (_, thread) = server.json("/api/threads/killed");
+    assert_eq!(thread["status"], "resumable", "{thread}");
+    assert_eq!(thread["resume_command"], "flowbox resume killed");
+}
+
+#[test]
+fn serve_refuses_an_address_it_cannot_listen_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = command(&db, &["serve", "--listen", &address])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on {address}")),
+        "{stderr}"
+    );
+    let output = command(&db, &["serve", "--listen", "nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("invalid socket address"));
+}

@@ -1,0 +1,155 @@
+// The web view of `flowbox serve` in a real headless Chromium (the system's package, driven by
+// playwright-core): what a person sees on the runs page and on run pages, live.
+//
+//   node tests/browser/view.mjs FLOWBOX_BINARY OUT_DIR [--bench]
+//
+// Screenshots land in OUT_DIR; with --bench it also measures the run page of a 1000-leaf run
+// and prints {"run_page_1000_leaves_ms": ...} (no timing is ever asserted).
+import { spawn, spawnSync, execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import assert from "node:assert/strict";
+
+const [binary, outDir, ...flags] = process.argv.slice(2);
+const bench = flags.includes("--bench");
+const root = resolve(import.meta.dirname, "../..");
+const require = createRequire(join(root, "target/browser/"));
+const { chromium } = require("playwright-core");
+
+mkdirSync(outDir, { recursive: true });
+const work = mkdtempSync(join(tmpdir(), "flowbox-view-"));
+const db = join(work, "journal.db");
+const env = { ...process.env, FLOWBOX_DB: db, FLOWBOX_CACHE_DIR: join(root, "target/flowbox-cache") };
+const children = [];
+
+function file(name, text) {
+  const path = join(work, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+function run(args, expectCode) {
+  const result = spawnSync(binary, ["run", ...args], { env, cwd: root, encoding: "utf8" });
+  assert.equal(result.status, expectCode, result.stderr);
+}
+
+function start(args) {
+  const child = spawn(binary, args, { env, cwd: root, stdio: ["ignore", "ignore", "pipe"] });
+  children.push(child);
+  return child;
+}
+
+const fan = (n, phases) => `
+meta = {"name": "fan-${n}", "description": "d", "phases": [${phases.map((p) => `{"title": "${p}"}`).join(", ")}]}
+async def main():
+    phase("${phases[0]}")
+    log("fanning out to ${n} <b>leaves</b>")
+    out = await parallel([lambda i=i: agent(f"review {i}", label=f"r{i}") for i in range(${n})])
+    phase("${phases[phases.length - 1]}")
+    return {"reviews": len(out)}
+`;
+
+const htmlReply = file("html.json", JSON.stringify({ latency_ms: 5, fallback: "fake",
+  rules: [{ label: "^r1$", text: "<script>window.pwned = 1</script><b>bold?</b>" }] }));
+const slow = file("slow.json", JSON.stringify({ latency_ms: 2500, jitter_ms: 1500, fallback: "fake" }));
+
+let browser;
+try {
+  run([file("finished.py", fan(3, ["review", "sum"])), "--thread", "finished", "--backend", "scripted:" + htmlReply], 0);
+  run([file("failed.py", "x = await agent('a')\nif x:\n    raise ValueError('no <i>way</i>')\nreturn x\n"), "--thread", "failed"], 1);
+  if (bench) run([file("big.py", fan(1000, ["all"])), "--thread", "big", "--backend", "fake"], 0);
+  start(["run", file("slow.py", fan(4, ["review", "sum"])), "--thread", "slow", "--backend", "scripted:" + slow]);
+
+  const server = start(["serve", "--listen", "127.0.0.1:0"]);
+  const base = await new Promise((ok, fail) => {
+    let text = "";
+    server.stderr.on("data", (chunk) => {
+      text += chunk;
+      const match = text.match(/http:\/\/127\.0\.0\.1:\d+/);
+      if (match) ok(match[0]);
+    });
+    server.on("exit", () => fail(new Error("serve exited: " + text)));
+  });
+
+  // A fresh profile (--user-data-dir, which playwright takes as an argument of its own).
+  browser = await chromium.launchPersistentContext(join(work, "profile"), {
+    headless: true,
+    viewport: { width: 1280, height: 860 },
+    executablePath: process.env.CHROMIUM || execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim(),
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const page = await browser.newPage();
+  const problems = [];
+  page.on("pageerror", (error) => problems.push(String(error)));
+  page.on("console", (message) => { if (message.type() === "error") problems.push(message.text()); });
+  // Nothing but the server itself is ever asked for.
+  page.on("request", (request) => {
+    if (!request.url().startsWith(base)) problems.push("fetched " + request.url());
+  });
+
+  // The runs page: a finished and a running thread (the running one appears without a reload).
+  await page.goto(base + "/");
+  await page.locator('tr[data-thread="slow"] [data-status="running"]').waitFor({ timeout: 30000 });
+  await page.locator('tr[data-thread="finished"] [data-status="ok"]').waitFor();
+  await page.locator('tr[data-thread="failed"] [data-status="failed"]').waitFor();
+  assert.equal(await page.locator('tr[data-thread="finished"] td').first().textContent(), "fan-3");
+  await page.fill("#search", "fan-4");
+  assert.equal(await page.locator("tr[data-thread]").count(), 1);
+  await page.fill("#search", "");
+  await page.selectOption("#filter", "failed");
+  assert.equal(await page.locator("tr[data-thread]").count(), 1);
+  await page.selectOption("#filter", "all");
+  await page.screenshot({ path: join(outDir, "runs.png") });
+
+  // A slow fan-out's run page: leaves turn from running to done without a reload.
+  let navigations = 0;
+  await page.click('tr[data-thread="slow"]');
+  await page.locator("#tree .leaf").first().waitFor();
+  page.on("framenavigated", () => navigations++);
+  await page.locator('#tree .leaf[data-status="running"]').first().waitFor();
+  const runningSeen = await page.locator('#tree .leaf[data-status="running"]').count();
+  assert.ok(runningSeen >= 1);
+  await page.locator('.phase.current').waitFor();
+  await page.waitForFunction(() => document.querySelectorAll('#tree .leaf[data-status="done"]').length === 4, null, { timeout: 30000 });
+  await page.locator("#result").waitFor({ timeout: 30000 });
+  assert.equal(navigations, 0, "the page was never reloaded");
+  assert.equal(await page.locator(".phase.current").textContent(), "sum");
+
+  // A finished run: click a leaf for its prompt and reply; HTML in the reply is text.
+  await page.goto(base + "/runs/finished");
+  await page.locator('#tree .leaf[data-status="done"]').nth(2).waitFor();
+  await page.click('#tree .leaf:has-text("r1")');
+  await page.locator("#leaf-reply").waitFor();
+  assert.equal(await page.locator("#leaf-prompt").textContent(), "review 1");
+  assert.equal(await page.locator("#leaf-reply").textContent(), "<script>window.pwned = 1</script><b>bold?</b>");
+  assert.equal(await page.locator("#detail script, #detail b").count(), 0);
+  assert.equal(await page.evaluate(() => window.pwned), undefined);
+  assert.match(await page.locator("#logs").textContent(), /<b>leaves<\/b>/);
+  await page.screenshot({ path: join(outDir, "run.png") });
+
+  // A failed run: its error, and its line highlighted in the script.
+  await page.goto(base + "/runs/failed");
+  await page.locator("#error").waitFor();
+  assert.match(await page.locator("#error").textContent(), /ValueError.*no <i>way<\/i>/);
+  assert.equal(await page.locator("#source li.error").getAttribute("data-line"), "3");
+  assert.match(await page.locator("#source li.error").textContent(), /raise ValueError/);
+  await page.screenshot({ path: join(outDir, "failed.png") });
+
+  if (bench) {
+    const started = Date.now();
+    await page.goto(base + "/runs/big");
+    await page.waitForFunction(() => document.querySelectorAll('#tree .leaf[data-status="done"]').length === 1000, null, { timeout: 60000 });
+    const elapsed = Date.now() - started;
+    await page.screenshot({ path: join(outDir, "big.png") });
+    console.log(JSON.stringify({ run_page_1000_leaves_ms: elapsed }));
+  }
+  assert.deepEqual(problems, []);
+  console.error("browser view tests: ok (screenshots in " + outDir + ")");
+} finally {
+  if (browser) await browser.close();
+  for (const child of children) child.kill();
+  rmSync(work, { recursive: true, force: true });
+}
