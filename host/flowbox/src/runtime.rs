@@ -289,6 +289,13 @@ impl Runtime {
         run::execute(&self.shared, request).await
     }
 
+    /// Runs a request whose calls another durable-execution engine carries out, its journal
+    /// the checkpoint log (see [`crate::external`]): limits, caps, budgets, events and the
+    /// summary as for [`Self::run_request`]; the runtime's own journal, if any, is not used.
+    pub async fn run_external(&self, run: crate::external::ExternalRun) -> RunOutcome {
+        run::execute_external(&self.shared, run).await
+    }
+
     /// Plans a run of `request` without making it: the script runs in the real guest, under
     /// the request's limits and the runtime's fan-out profile, against instant placeholder
     /// leaves, and no backend or tool is called (see [`crate::plan`]). The plan counts its

@@ -1,0 +1,72 @@
+//! Runs driven by another durable-execution engine: the seam a crate such as `flowbox-restate`
+//! plugs into. The guest, the limits, the caps and budgets, the events and the summary are the
+//! local engine's; only where the calls go and the order their completions come back in belong
+//! to the [`CompletionSource`], whose own journal is then the checkpoint log (the runtime keeps
+//! none beside it).
+//!
+//! A source must be deterministic across attempts: an attempt that replays the engine's journal
+//! has to hand back the same completions in the same batches as the first attempt did, so the
+//! guest takes the same path and uses the same fuel.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use flowbox_backends::{BackendError, LeafReply, LeafRequest};
+
+use crate::{RunError, RunRequest};
+
+/// A call the script made, for the source to carry out.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ExternalCall {
+    /// A leaf agent call, as a [`LeafBackend`](crate::LeafBackend) would receive it.
+    Agent(LeafRequest),
+    /// A code-callable host tool (`call_tool`), its arguments already checked against its
+    /// schema.
+    Tool {
+        /// The tool's name.
+        name: String,
+        /// Its arguments.
+        arguments: Value,
+    },
+}
+
+/// A finished call, as the source reports it.
+#[derive(Debug, Clone)]
+pub struct ExternalCompletion {
+    /// The handle [`CompletionSource::start`] was given.
+    pub handle: u64,
+    /// The reply (a tool's output is a reply without tokens), or why the call failed.
+    pub result: Result<LeafReply, BackendError>,
+    /// How long the call took, for events and the journal's records.
+    pub duration: Duration,
+}
+
+/// Where a run's calls go and where their completions come from, instead of the runtime's
+/// backend and tools.
+#[async_trait::async_trait]
+pub trait CompletionSource: Send + std::fmt::Debug {
+    /// Starts a call. Calls are started in the order the script makes them, each once, with
+    /// handles counting up from 1; a call refused at once (a cap, a budget, a bad request)
+    /// never reaches the source.
+    fn start(&mut self, handle: u64, call: ExternalCall);
+
+    /// The next batch of finished calls: at least one, in the order the script receives them.
+    /// Called only while calls are pending. An error ends the run with it (use a machinery
+    /// error, such as [`RunError::Host`], for the engine's own trouble).
+    async fn next_batch(&mut self) -> Result<Vec<ExternalCompletion>, RunError>;
+}
+
+/// A run whose calls a [`CompletionSource`] carries out; see [`crate::Runtime::run_external`].
+#[derive(Debug)]
+pub struct ExternalRun {
+    /// The request; it must name its thread ([`RunRequest::thread_id`]), which seeds the
+    /// guest's randomness.
+    pub request: RunRequest,
+    /// The thread's recorded start, in nanoseconds since the Unix epoch: the guest's clocks
+    /// start there, and the deadline counts from it.
+    pub start_unix_nanos: u64,
+    /// Where the calls go.
+    pub source: Box<dyn CompletionSource>,
+}
