@@ -18,7 +18,6 @@ use crate::{RunError, RunRequest};
 
 /// A call the script made, for the source to carry out.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum ExternalCall {
     /// A leaf agent call, as a [`LeafBackend`](crate::LeafBackend) would receive it.
     Agent(LeafRequest),

@@ -35,6 +35,12 @@ impl RunRequest {
         crate::thread::new_thread_id()
     }
 
+    /// Checks a thread id as a run checks it (1 to 128 ASCII letters, digits, `-`, `_`, `.`,
+    /// `:`), for callers that put it in a URL before any run sees it.
+    pub fn check_thread_id(thread_id: &str) -> Result<(), crate::RunError> {
+        crate::thread::check_thread_id(thread_id)
+    }
+
     /// The JSON value the script sees as `args`.
     pub fn args(mut self, args: Value) -> Self {
         self.args = args;

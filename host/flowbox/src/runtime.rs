@@ -374,6 +374,12 @@ impl Runtime {
         self.shared.pool.as_ref().map(WarmPool::stats)
     }
 
+    /// SHA-256 (hex) of the guest component this build embeds: with the crate's version, what
+    /// names a deployment of the same code (a distributed engine keeps in-flight runs on it).
+    pub fn guest_sha256(&self) -> &'static str {
+        GUEST_SHA256
+    }
+
     /// The limits runs get by default.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
