@@ -206,7 +206,10 @@ async fn outcome(
         && matches!(
             &answer,
             Err(ClientError::Unreachable { .. })
-                | Err(ClientError::Status { status: 502..=504, .. })
+                | Err(ClientError::Status {
+                    status: 502..=504,
+                    ..
+                })
         )
     {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -235,7 +238,12 @@ async fn outcome(
 fn restate_message(body: &str) -> String {
     serde_json::from_str::<Value>(body)
         .ok()
-        .and_then(|value| value.get("message").and_then(Value::as_str).map(str::to_owned))
+        .and_then(|value| {
+            value
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
         .unwrap_or_else(|| body.to_owned())
 }
 

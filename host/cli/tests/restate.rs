@@ -161,7 +161,10 @@ impl Server {
         while !healthy(&format!("{}/health", self.admin))
             || !healthy(&format!("{}/restate/health", self.ingress))
         {
-            assert!(Instant::now() < deadline, "the Restate server never came up");
+            assert!(
+                Instant::now() < deadline,
+                "the Restate server never came up"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -170,17 +173,6 @@ impl Server {
         if let Some(mut process) = self.process.take() {
             process.kill9();
         }
-    }
-
-    /// The server's resident memory, in KiB.
-    fn rss_kib(&self) -> u64 {
-        let pid = self.process.as_ref().expect("running").child.id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
     }
 }
 
@@ -208,6 +200,7 @@ fn backend_file(dir: &Path, name: &str, latency_ms: u64) -> PathBuf {
     let config = serde_json::json!({
         "seed": 3,
         "latency_ms": latency_ms,
+        "jitter_ms": latency_ms,
         "fallback": "fake",
         "call_log": format!("{name}.calls.jsonl"),
         "rules": [
@@ -385,7 +378,10 @@ impl Cluster {
 fn output(command: &mut Command) -> Output {
     let output = command.output().expect("flowbox runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!stderr.contains("panicked at"), "flowbox panicked:\n{stderr}");
+    assert!(
+        !stderr.contains("panicked at"),
+        "flowbox panicked:\n{stderr}"
+    );
     output
 }
 
@@ -409,7 +405,7 @@ fn comparable(outcome: &Value) -> Value {
 }
 
 const FANOUT: &str = r#"
-meta = {"name": "fanout", "phases": [{"title": "review"}]}
+meta = {"name": "fanout", "description": "review twelve parts", "phases": [{"title": "review"}]}
 
 async def main():
     phase("review")
@@ -421,6 +417,9 @@ async def main():
 "#;
 
 const SEQUENTIAL: &str = r#"
+import random
+import time
+
 notes = []
 for i in range(6):
     notes.append(await agent(f"Do step {i} after {notes[-1:] }", label=f"step {i}"))
@@ -435,8 +434,13 @@ fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
     for (name, text) in [("fanout.py", FANOUT), ("sequential.py", SEQUENTIAL)] {
         let script = cluster.script(name, text);
         let thread = format!("t-{}", name.replace('.', "-"));
-        let remote = output(cluster.run(&script, &["--thread", &thread]));
-        assert!(remote.status.success(), "{}", String::from_utf8_lossy(&remote.stderr));
+        let remote = output(&mut cluster.run(&script, &["--thread", &thread]));
+        assert!(
+            remote.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&remote.stdout),
+            String::from_utf8_lossy(&remote.stderr)
+        );
         // Under the same thread id, which seeds the guest's randomness.
         let local = output(
             flowbox()
@@ -453,7 +457,10 @@ fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
             // Completions of a fan-out arrive in batches that depend on timing, locally as on
             // Restate, and the guest's fuel depends on the batches.
             for outcome in [&mut remote, &mut local] {
-                outcome["summary"].as_object_mut().unwrap().remove("fuel_used");
+                outcome["summary"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("fuel_used");
             }
         }
         assert_eq!(comparable(&remote), comparable(&local), "{name}");
@@ -474,7 +481,10 @@ fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
 fn finish(child: Child) -> Output {
     let output = child.wait_with_output().expect("flowbox runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!stderr.contains("panicked at"), "flowbox panicked:\n{stderr}");
+    assert!(
+        !stderr.contains("panicked at"),
+        "flowbox panicked:\n{stderr}"
+    );
     output
 }
 
@@ -500,32 +510,50 @@ fn wait_for_calls(cluster: &Cluster, n: usize) {
 fn hostile_scripts_end_in_their_limit_errors_and_good_runs_beside_them_complete() {
     let _one = one_at_a_time();
     let cluster = Cluster::start(20);
-    let fuel = cluster.script("fuel.py", "while True:\n    pass\n");
+    let fuel = cluster.script("fuel.py", "n = 0\nwhile True:\n    n += 1\nreturn n\n");
     let memory = cluster.script(
         "memory.py",
-        "hoard = []\nwhile True:\n    hoard.append('x' * (1 << 20))\n",
+        "hoard = []\nwhile True:\n    hoard.append('x' * (1 << 20))\nreturn len(hoard)\n",
     );
     let good = cluster.script("good.py", SEQUENTIAL);
     let children = [
-        spawn(cluster.run(&fuel, &["--thread", "fuel-bomb", "--fuel", "2000000000"])),
-        spawn(cluster.run(&memory, &["--thread", "memory-bomb", "--memory-mib", "64"])),
-        spawn(cluster.run(&good, &["--thread", "good-1"])),
-        spawn(cluster.run(&good, &["--thread", "good-2"])),
+        spawn(&mut cluster.run(&fuel, &["--thread", "fuel-bomb", "--fuel", "2000000000"])),
+        spawn(&mut cluster.run(&memory, &["--thread", "memory-bomb", "--memory-mib", "64"])),
+        spawn(&mut cluster.run(&good, &["--thread", "good-1"])),
+        spawn(&mut cluster.run(&good, &["--thread", "good-2"])),
     ];
     let [fuel, memory, good1, good2] = children.map(finish);
-    assert_eq!(fuel.status.code(), Some(3), "{}", String::from_utf8_lossy(&fuel.stderr));
+    assert_eq!(
+        fuel.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&fuel.stdout)
+    );
     assert_eq!(json_of(&fuel)["error"]["kind"], "out_of_fuel");
-    assert_eq!(memory.status.code(), Some(3), "{}", String::from_utf8_lossy(&memory.stderr));
+    assert_eq!(
+        memory.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&memory.stdout)
+    );
     assert_eq!(json_of(&memory)["error"]["kind"], "out_of_memory");
     for good in [good1, good2] {
-        assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
+        assert!(
+            good.status.success(),
+            "{}",
+            String::from_utf8_lossy(&good.stderr)
+        );
         assert_eq!(json_of(&good)["summary"]["agents_spawned"], 6);
     }
     // A breached limit is the thread's outcome, not a failure to retry: attaching again gets
     // the same error at once.
-    let again = output(
-        flowbox().args(["attach", "fuel-bomb", "--json", "--restate", &cluster.server.ingress]),
-    );
+    let again = output(flowbox().args([
+        "attach",
+        "fuel-bomb",
+        "--json",
+        "--restate",
+        &cluster.server.ingress,
+    ]));
     assert_eq!(again.status.code(), Some(3));
     assert_eq!(json_of(&again)["error"]["kind"], "out_of_fuel");
 }
@@ -536,14 +564,22 @@ fn a_changed_script_diverges_and_attach_gets_the_outcome_of_a_killed_submitter()
     let cluster = Cluster::start(150);
     let script = cluster.script("sequential.py", SEQUENTIAL);
     // The submitting CLI dies mid-run; the run goes on without it.
-    let mut submitter = spawn(cluster.run(&script, &["--thread", "orphan"]));
+    let mut submitter = spawn(&mut cluster.run(&script, &["--thread", "orphan"]));
     wait_for_calls(&cluster, 2);
     submitter.kill().unwrap();
     submitter.wait().unwrap();
-    let attached = output(
-        flowbox().args(["attach", "orphan", "--json", "--restate", &cluster.server.ingress]),
+    let attached = output(flowbox().args([
+        "attach",
+        "orphan",
+        "--json",
+        "--restate",
+        &cluster.server.ingress,
+    ]));
+    assert!(
+        attached.status.success(),
+        "{}",
+        String::from_utf8_lossy(&attached.stderr)
     );
-    assert!(attached.status.success(), "{}", String::from_utf8_lossy(&attached.stderr));
     let outcome = json_of(&attached);
     assert_eq!(outcome["summary"]["agents_spawned"], 6);
     assert_eq!(outcome["result"]["notes"][5], "step 5 done");
@@ -553,16 +589,20 @@ fn a_changed_script_diverges_and_attach_gets_the_outcome_of_a_killed_submitter()
     let printed: Value = serde_json::from_slice(&text.stdout).unwrap();
     assert_eq!(printed, outcome["result"]);
     // The same script on the thread gets the recorded outcome; another one is a divergence.
-    let same = output(cluster.run(&script, &["--thread", "orphan"]));
+    let same = output(&mut cluster.run(&script, &["--thread", "orphan"]));
     assert_eq!(json_of(&same), outcome);
     let changed = cluster.script("changed.py", &SEQUENTIAL.replace("range(6)", "range(7)"));
-    let diverged = output(cluster.run(&changed, &["--thread", "orphan"]));
+    let diverged = output(&mut cluster.run(&changed, &["--thread", "orphan"]));
     assert_eq!(diverged.status.code(), Some(1));
     assert_eq!(json_of(&diverged)["error"]["kind"], "divergence");
     // A thread Restate never saw, and a bad URL, are clear errors.
-    let unknown = output(
-        flowbox().args(["attach", "never-ran", "--json", "--restate", &cluster.server.ingress]),
-    );
+    let unknown = output(flowbox().args([
+        "attach",
+        "never-ran",
+        "--json",
+        "--restate",
+        &cluster.server.ingress,
+    ]));
     assert_eq!(unknown.status.code(), Some(2));
     assert_eq!(json_of(&unknown)["error"]["kind"], "unknown_thread");
     let bad = output(flowbox().args(["attach", "orphan", "--restate", "ftp://x"]));
@@ -578,7 +618,10 @@ fn assert_paid_once(cluster: &Cluster, labels: usize, repeats: usize) {
     }
     assert_eq!(seen.len(), labels, "{calls:?}");
     let twice: usize = seen.values().map(|n| n - 1).sum();
-    assert!(twice <= repeats, "{twice} leaves were paid again: {calls:?}");
+    assert!(
+        twice <= repeats,
+        "{twice} leaves were paid again: {calls:?}"
+    );
 }
 
 #[test]
@@ -586,30 +629,82 @@ fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
     let _one = one_at_a_time();
     let mut cluster = Cluster::start(150);
     let script = cluster.script("sequential.py", SEQUENTIAL);
-    let submitter = spawn(cluster.run(&script, &["--thread", "kill-workflow"]));
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-workflow"]));
     wait_for_calls(&cluster, 3);
     cluster.workflow.as_mut().expect("running").kill9();
     cluster.start_workflow();
     let done = finish(submitter);
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     assert_eq!(json_of(&done)["summary"]["agents_spawned"], 6);
     // At most the leaf in flight at the kill ran again.
     assert_paid_once(&cluster, 6, 1);
 }
 
+const FANOUT_THEN_STEPS: &str = r#"
+reviews = await parallel([lambda i=i: agent(f"Review part {i}", label=f"review {i}") for i in range(8)])
+notes = []
+for i in range(4):
+    notes.append(await agent(f"Do step {i}", label=f"step {i}"))
+return {"reviews": reviews, "notes": notes}
+"#;
+
 #[test]
-fn a_killed_server_restarts_on_its_data_and_nothing_is_paid_twice() {
+fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal() {
+    let _one = one_at_a_time();
+    let mut cluster = Cluster::start(100);
+    let script = cluster.script("fanout-steps.py", FANOUT_THEN_STEPS);
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-after-fanout"]));
+    wait_for_calls(&cluster, 8 + 2);
+    cluster.workflow.as_mut().expect("running").kill9();
+    cluster.start_workflow();
+    let done = finish(submitter);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stdout)
+    );
+    let outcome = json_of(&done);
+    assert_eq!(outcome["summary"]["agents_spawned"], 12);
+    assert_eq!(outcome["result"]["reviews"][7], "review 7: fine");
+    assert_eq!(outcome["result"]["notes"][3], "step 3 done");
+    // The fan-out's completions, in the batches the first attempt received them, came from the
+    // journal: none of its leaves ran again, and at most the step in flight did.
+    let calls = cluster.leaf_calls();
+    for i in 0..8 {
+        let label = format!("review {i}");
+        assert_eq!(
+            calls.iter().filter(|(_, l)| *l == label).count(),
+            1,
+            "{label}: {calls:?}"
+        );
+    }
+    assert_paid_once(&cluster, 12, 1);
+}
+
+#[test]
+fn a_killed_server_restarts_on_its_data_and_only_the_leaf_in_flight_repeats() {
     let _one = one_at_a_time();
     let mut cluster = Cluster::start(150);
     let script = cluster.script("sequential.py", SEQUENTIAL);
-    let submitter = spawn(cluster.run(&script, &["--thread", "kill-server"]));
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-server"]));
     wait_for_calls(&cluster, 3);
     cluster.server.kill9();
     cluster.server.run();
     let done = finish(submitter);
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     assert_eq!(json_of(&done)["result"]["notes"][5], "step 5 done");
-    assert_paid_once(&cluster, 6, 0);
+    // Every journaled leaf came from the journal. The one in flight at the kill had called its
+    // provider without its answer reaching the journal, so its retry calls again (with the same
+    // idempotency key, which the HTTP providers send as `Idempotency-Key`).
+    assert_paid_once(&cluster, 6, 1);
 }
 
 #[test]
@@ -617,12 +712,16 @@ fn a_killed_leaf_worker_s_leaves_run_elsewhere_and_the_run_completes() {
     let _one = one_at_a_time();
     let mut cluster = Cluster::start(400);
     let script = cluster.script("fanout.py", FANOUT);
-    let submitter = spawn(cluster.run(&script, &["--thread", "kill-leaf"]));
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-leaf"]));
     wait_for_calls(&cluster, 8);
     let in_flight_at_kill = logged(cluster.dir.path(), "leaf0").len();
     cluster.leaves[0].as_mut().expect("running").kill9();
     let done = finish(submitter);
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     let outcome = json_of(&done);
     assert_eq!(outcome["summary"]["agents_spawned"], 12);
     assert_eq!(outcome["result"]["reviews"][11], "review 11: fine");

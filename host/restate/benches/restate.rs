@@ -42,7 +42,13 @@ fn rss_mib(pid: u32) -> f64 {
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
@@ -63,8 +69,9 @@ fn fan_out(leaves: usize) -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let binary = root()
-        .join("target/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server");
+    let binary = root().join(
+        "target/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
+    );
     assert!(binary.exists(), "run `make restate-setup` first");
     let dir = tempfile::tempdir().unwrap();
     let (fabric, admin, ingress) = (free_port(), free_port(), free_port());
@@ -86,7 +93,13 @@ async fn main() {
             .arg(&config)
             .arg("--base-dir")
             .arg(dir.path().join("data"))
-            .args(["--node-name", "n1", "--no-logo", "--log-disable-ansi-codes", "true"])
+            .args([
+                "--node-name",
+                "n1",
+                "--no-logo",
+                "--log-disable-ansi-codes",
+                "true",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -108,7 +121,11 @@ async fn main() {
         services: Services::All,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let uri = format!("http://{}/{}", listener.local_addr().unwrap(), worker.version());
+    let uri = format!(
+        "http://{}/{}",
+        listener.local_addr().unwrap(),
+        worker.version()
+    );
     tokio::spawn(flowbox_restate::serve(
         listener,
         worker.endpoint(),
@@ -116,7 +133,10 @@ async fn main() {
     ));
     let started = Instant::now();
     while admin.register(&uri).await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "Restate never came up");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "Restate never came up"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
@@ -171,7 +191,10 @@ async fn main() {
     let out = root().join("target/bench");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("restate.json"), format!("{report:#}\n")).unwrap();
-    println!("{:>7} {:>10} {:>12} {:>16}", "leaves", "local ms", "restate ms", "added ms/leaf");
+    println!(
+        "{:>7} {:>10} {:>12} {:>16}",
+        "leaves", "local ms", "restate ms", "added ms/leaf"
+    );
     for row in report["workloads"].as_array().unwrap() {
         println!(
             "{:>7} {:>10} {:>12} {:>16}",

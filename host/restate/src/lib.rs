@@ -37,7 +37,9 @@ use serde_json::Value;
 /// The outcome a workflow returned (`{"ok", "result", "error", "summary"}`) as a
 /// [`RunOutcome`]; its error, if it failed, as [`RunError::Recorded`].
 pub fn outcome_from_json(thread_id: &str, outcome: Value) -> Result<RunOutcome, RunError> {
-    let record: flowbox::store::RecordedOutcome = serde_json::from_value(outcome)
-        .map_err(|error| RunError::Host(format!("the workflow's outcome is unreadable: {error}")))?;
+    let record: flowbox::store::RecordedOutcome =
+        serde_json::from_value(outcome).map_err(|error| {
+            RunError::Host(format!("the workflow's outcome is unreadable: {error}"))
+        })?;
     Ok(RunOutcome::from_record(thread_id, record))
 }

@@ -21,9 +21,7 @@ use restate_sdk::prelude::*;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::protocol::{
-    LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WorkflowInput, sha256_hex,
-};
+use crate::protocol::{LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WorkflowInput, sha256_hex};
 
 /// The state key holding the thread's [`StartRecord`].
 const START_KEY: &str = "start";
@@ -94,9 +92,7 @@ impl FlowboxWorkflow {
             start_unix_nanos: start.start_unix_nanos,
             source: Box::new(ChannelSource { commands }),
         };
-        let mut guest = Guest(tokio::spawn(
-            async move { runtime.run_external(run).await },
-        ));
+        let mut guest = Guest(tokio::spawn(async move { runtime.run_external(run).await }));
         drive(&ctx, receiver, max_concurrency).await?;
         let outcome = (&mut guest.0)
             .await
@@ -276,7 +272,9 @@ impl<'a> Calls<'a> {
     /// The next batch: at least one finished call and every other one already finished. Its
     /// membership is journaled (unless a single call was pending), so an attempt replaying the
     /// journal delivers the same batch whatever has arrived by then.
-    async fn next_batch(&mut self) -> Result<Result<Vec<ExternalCompletion>, RunError>, HandlerError> {
+    async fn next_batch(
+        &mut self,
+    ) -> Result<Result<Vec<ExternalCompletion>, RunError>, HandlerError> {
         let pending = self.pending();
         if pending == 0 {
             return Ok(Err(RunError::Host(
@@ -327,10 +325,7 @@ impl<'a> Calls<'a> {
     }
 }
 
-fn completion(
-    handle: u64,
-    output: Result<Json<LeafResult>, TerminalError>,
-) -> ExternalCompletion {
+fn completion(handle: u64, output: Result<Json<LeafResult>, TerminalError>) -> ExternalCompletion {
     let (result, duration_ms) = match output {
         Ok(result) => result.into_inner().into_reply(),
         Err(error) => (
