@@ -358,7 +358,7 @@ impl Calls {
             match &mut self.checkpoints.external {
                 Some(source) => {
                     self.events.emit(|| leaf_started(&leaf, path));
-                    source.start(handle, ExternalCall::Agent(leaf));
+                    source.start(handle, ExternalCall::Agent(Box::new(leaf)));
                 }
                 None => self.add_leaf(leaf, path),
             }

@@ -20,7 +20,7 @@ use crate::{RunError, RunRequest};
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExternalCall {
     /// A leaf agent call, as a [`LeafBackend`](crate::LeafBackend) would receive it.
-    Agent(LeafRequest),
+    Agent(Box<LeafRequest>),
     /// A code-callable host tool (`call_tool`), its arguments already checked against its
     /// schema.
     Tool {

@@ -49,7 +49,7 @@ pub enum LeafCall {
     /// A leaf agent call.
     Agent {
         /// The request, as the backend receives it.
-        request: LeafRequest,
+        request: Box<LeafRequest>,
     },
     /// A host tool.
     Tool {
