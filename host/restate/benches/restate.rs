@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use flowbox::backends::FakeBackend;
 use flowbox::tools::ToolSet;
-use flowbox::{RunRequest, Runtime};
+use flowbox::{Limits, RunRequest, Runtime};
 use flowbox_restate::{Client, Services, Worker, WorkflowInput};
 use serde_json::{Value, json};
 
@@ -142,7 +142,15 @@ async fn main() {
 
     let mut rows = Vec::new();
     let mut thread = 0u64;
-    for (leaves, iterations) in [(1usize, 40usize), (16, 25), (256, 8)] {
+    // The default limits (at most 16 leaves in flight), then 256 in flight: a fan-out of 256
+    // at 16 runs in 16 waves, each as long as one leaf's round trip through Restate.
+    let wide = Limits::default().with_max_concurrency(256);
+    for (leaves, iterations, limits) in [
+        (1usize, 40usize, None),
+        (16, 25, None),
+        (256, 8, None),
+        (256, 8, Some(wide)),
+    ] {
         let script = fan_out(leaves);
         let mut local = Vec::new();
         let mut remote = Vec::new();
@@ -150,15 +158,17 @@ async fn main() {
             thread += 1;
             let id = format!("bench-{}-{thread}", std::process::id());
             let at = Instant::now();
-            let outcome = runtime
-                .run_request(RunRequest::new(script.clone()).thread_id(format!("local-{id}")))
-                .await;
+            let mut request = RunRequest::new(script.clone()).thread_id(format!("local-{id}"));
+            if let Some(limits) = &limits {
+                request = request.limits(limits.clone());
+            }
+            let outcome = runtime.run_request(request).await;
             let local_time = at.elapsed();
             assert!(outcome.result.is_ok(), "{:?}", outcome.result);
             let input = WorkflowInput {
                 script: script.clone(),
                 args: json!({}),
-                limits: None,
+                limits: limits.clone(),
                 guard: true,
             };
             let at = Instant::now();
@@ -175,6 +185,7 @@ async fn main() {
         let (local, remote) = (median(local), median(remote));
         rows.push(json!({
             "leaves": leaves,
+            "max_concurrency": limits.as_ref().map_or(Limits::default().max_concurrency, |l| l.max_concurrency),
             "runs": iterations,
             "local_ms": (local * 1000.0).round() / 1000.0,
             "restate_ms": (remote * 1000.0).round() / 1000.0,
@@ -192,13 +203,17 @@ async fn main() {
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("restate.json"), format!("{report:#}\n")).unwrap();
     println!(
-        "{:>7} {:>10} {:>12} {:>16}",
-        "leaves", "local ms", "restate ms", "added ms/leaf"
+        "{:>7} {:>12} {:>10} {:>12} {:>16}",
+        "leaves", "concurrency", "local ms", "restate ms", "added ms/leaf"
     );
     for row in report["workloads"].as_array().unwrap() {
         println!(
-            "{:>7} {:>10} {:>12} {:>16}",
-            row["leaves"], row["local_ms"], row["restate_ms"], row["added_ms_per_leaf"]
+            "{:>7} {:>12} {:>10} {:>12} {:>16}",
+            row["leaves"],
+            row["max_concurrency"],
+            row["local_ms"],
+            row["restate_ms"],
+            row["added_ms_per_leaf"]
         );
     }
     println!("server RSS: {} MiB", report["server_rss_mib"]);

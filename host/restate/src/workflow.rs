@@ -15,13 +15,15 @@ use std::time::Duration;
 
 use flowbox::external::{CompletionSource, ExternalCall, ExternalCompletion, ExternalRun};
 use flowbox::{BackendError, RunError, RunOutcome, RunRequest, Runtime, Summary};
-use futures_util::FutureExt;
 use restate_sdk::context::{DurableFuture, RequestTarget};
 use restate_sdk::prelude::*;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::protocol::{LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WorkflowInput, sha256_hex};
+
+/// How long a batch waits for more completions once one has come, while others are pending.
+const GATHER: Duration = Duration::from_micros(1500);
 
 /// The state key holding the thread's [`StartRecord`].
 const START_KEY: &str = "start";
@@ -284,13 +286,15 @@ impl<'a> Calls<'a> {
         if self.taken.is_empty() {
             self.take_next().await?;
         }
+        // Each batch of several costs a journaled record (a round trip to the server), so
+        // completions arriving within a moment of each other share one.
         while !self.issued.is_empty() {
-            match self.issued.next().now_or_never() {
-                Some(Ok(Some((index, output)))) => {
+            match tokio::time::timeout(GATHER, self.issued.next()).await {
+                Ok(Ok(Some((index, output)))) => {
                     self.taken.push((self.handles[index], output));
                 }
-                Some(Err(error)) => return Err(error.into()),
-                _ => break,
+                Ok(Err(error)) => return Err(error.into()),
+                Ok(Ok(None)) | Err(_) => break,
             }
         }
         let candidate: Vec<u64> = self.taken.iter().map(|(handle, _)| *handle).collect();
