@@ -194,6 +194,58 @@ fn healthy(url: &str) -> bool {
     answer.starts_with("HTTP/1.1 200")
 }
 
+/// POSTs `body` to `url` (plain HTTP/1.1) and returns the JSON answer.
+fn post_json(url: &str, body: &Value) -> Value {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http URL");
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = std::net::TcpStream::connect(host).expect("the server listens");
+    let body = body.to_string();
+    let request = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nAccept: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    serde_json::from_str(&body).unwrap_or_else(|error| panic!("{error}: {body}"))
+}
+
+/// The body of a chunked HTTP/1.1 answer.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    body
+}
+
+/// Rows of the admin API's SQL introspection (what the README tells to read threads with).
+fn query(server: &Server, sql: &str) -> Vec<Value> {
+    let answer = post_json(
+        &format!("{}/query", server.admin),
+        &serde_json::json!({ "query": sql }),
+    );
+    answer["rows"].as_array().cloned().unwrap_or_default()
+}
+
 /// The backend file of one worker: the same canned rules, its own call log.
 fn backend_file(dir: &Path, name: &str, latency_ms: u64) -> PathBuf {
     let path = dir.join(format!("{name}.backend.json"));
@@ -206,7 +258,8 @@ fn backend_file(dir: &Path, name: &str, latency_ms: u64) -> PathBuf {
         "rules": [
             {"label": "^review ", "text": "{label}: fine", "tokens": {"input": 40, "output": 6}},
             {"label": "^step ", "text": "{label} done", "tokens": {"input": 10, "output": 2}},
-            {"label": "^broken$", "error": "the provider is down", "retryable": false}
+            {"label": "^broken$", "error": "the provider refused", "retryable": false},
+            {"label": "^flaky$", "error": "the provider is overloaded", "retryable": true}
         ]
     });
     std::fs::write(&path, config.to_string()).unwrap();
@@ -506,6 +559,16 @@ fn wait_for_calls(cluster: &Cluster, n: usize) {
     }
 }
 
+const LEAF_FAILURES: &str = r#"
+caught = {}
+for label in ["broken", "flaky"]:
+    try:
+        await agent("Do it", label=label)
+    except AgentError as error:
+        caught[label] = [type(error).__name__, str(error), error.retryable]
+return caught
+"#;
+
 #[test]
 fn hostile_scripts_end_in_their_limit_errors_and_good_runs_beside_them_complete() {
     let _one = one_at_a_time();
@@ -516,13 +579,15 @@ fn hostile_scripts_end_in_their_limit_errors_and_good_runs_beside_them_complete(
         "hoard = []\nwhile True:\n    hoard.append('x' * (1 << 20))\nreturn len(hoard)\n",
     );
     let good = cluster.script("good.py", SEQUENTIAL);
+    let failing = cluster.script("failing.py", LEAF_FAILURES);
     let children = [
         spawn(&mut cluster.run(&fuel, &["--thread", "fuel-bomb", "--fuel", "2000000000"])),
         spawn(&mut cluster.run(&memory, &["--thread", "memory-bomb", "--memory-mib", "64"])),
         spawn(&mut cluster.run(&good, &["--thread", "good-1"])),
         spawn(&mut cluster.run(&good, &["--thread", "good-2"])),
+        spawn(&mut cluster.run(&failing, &["--thread", "failing-leaves"])),
     ];
-    let [fuel, memory, good1, good2] = children.map(finish);
+    let [fuel, memory, good1, good2, failing] = children.map(finish);
     assert_eq!(
         fuel.status.code(),
         Some(3),
@@ -545,6 +610,34 @@ fn hostile_scripts_end_in_their_limit_errors_and_good_runs_beside_them_complete(
         );
         assert_eq!(json_of(&good)["summary"]["agents_spawned"], 6);
     }
+    // Failing leaves reach the script as `AgentError`: a refusal at once, a retryable failure
+    // after the leaf's bounded attempts.
+    assert!(
+        failing.status.success(),
+        "{}",
+        String::from_utf8_lossy(&failing.stdout)
+    );
+    let caught = &json_of(&failing)["result"];
+    assert_eq!(caught["broken"][0], "AgentError");
+    assert!(
+        caught["broken"][1]
+            .as_str()
+            .unwrap()
+            .contains("the provider refused"),
+        "{caught}"
+    );
+    assert_eq!(caught["broken"][2], false);
+    assert_eq!(caught["flaky"][0], "AgentError");
+    assert!(
+        caught["flaky"][1]
+            .as_str()
+            .unwrap()
+            .contains("failed 3 times"),
+        "{caught}"
+    );
+    let calls = cluster.leaf_calls();
+    let tries = |label: &str| calls.iter().filter(|(_, l)| l == label).count();
+    assert_eq!((tries("broken"), tries("flaky")), (1, 3), "{calls:?}");
     // A breached limit is the thread's outcome, not a failure to retry: attaching again gets
     // the same error at once.
     let again = output(flowbox().args([
@@ -683,6 +776,26 @@ fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal
         );
     }
     assert_paid_once(&cluster, 12, 1);
+    // The README's queries find the thread and its journal, batches included.
+    let threads = query(
+        &cluster.server,
+        "SELECT id, target, status, created_at FROM sys_invocation \
+         WHERE target_service_name = 'FlowboxWorkflow' AND target_handler_name = 'run'",
+    );
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_eq!(
+        threads[0]["target"],
+        "FlowboxWorkflow/kill-after-fanout/run"
+    );
+    assert_eq!(threads[0]["status"], "completed");
+    let id = threads[0]["id"].as_str().unwrap();
+    let journal = query(
+        &cluster.server,
+        &format!("SELECT index, entry_type, name FROM sys_journal WHERE id = '{id}'"),
+    );
+    let named = |name: &str| journal.iter().filter(|e| e["name"] == name).count();
+    assert_eq!(named("start"), 1, "{journal:?}");
+    assert!(named("batch") >= 1, "{journal:?}");
 }
 
 #[test]
@@ -728,4 +841,30 @@ fn a_killed_leaf_worker_s_leaves_run_elsewhere_and_the_run_completes() {
     assert!(in_flight_at_kill > 0);
     // The killed worker's leaves were answered by the other one.
     assert_paid_once(&cluster, 12, in_flight_at_kill);
+}
+
+#[test]
+fn a_workflow_that_keeps_failing_ends_with_a_machinery_error_after_bounded_attempts() {
+    let _one = one_at_a_time();
+    let mut cluster = Cluster::start(150);
+    let script = cluster.script("sequential.py", SEQUENTIAL);
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "no-worker"]));
+    wait_for_calls(&cluster, 2);
+    // The workflow's deployment never answers again: every attempt fails, and Restate stops.
+    cluster.workflow.as_mut().expect("running").kill9();
+    let started = Instant::now();
+    let done = finish(submitter);
+    let outcome = json_of(&done);
+    assert_eq!(done.status.code(), Some(1), "{outcome}");
+    assert_eq!(outcome["error"]["kind"], "restate", "{outcome}");
+    let message = outcome["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the run of thread no-worker failed on Restate"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
 }
