@@ -57,6 +57,34 @@ pub trait CompletionSource: Send + std::fmt::Debug {
     async fn next_batch(&mut self) -> Result<Vec<ExternalCompletion>, RunError>;
 }
 
+/// Where a [`Runtime`](crate::Runtime) built with
+/// [`RuntimeBuilder::engine`](crate::RuntimeBuilder::engine) sends its runs: another
+/// durable-execution engine (`flowbox_restate::RestateEngine`), so an embedder's
+/// `run_workflow` runs there by configuration alone.
+#[async_trait::async_trait]
+pub trait Engine: Send + Sync + std::fmt::Debug {
+    /// Runs `request` to its outcome.
+    async fn run(&self, request: RunRequest) -> crate::RunOutcome;
+}
+
+/// A [`RunRequest`]'s parts, for an [`Engine`] that carries the request elsewhere.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct RunRequestParts<'a> {
+    /// The script's source.
+    pub script: &'a str,
+    /// Its `args`.
+    pub args: &'a Value,
+    /// The thread id, when the request names one.
+    pub thread_id: Option<&'a str>,
+    /// The request's own limits, when it has them.
+    pub limits: Option<&'a crate::Limits>,
+    /// Whether the in-guest script guard is on.
+    pub guard: bool,
+    /// The earlier thread whose leaves the request reuses, if any.
+    pub reuse_leaves_from: Option<&'a str>,
+}
+
 /// A run whose calls a [`CompletionSource`] carries out; see [`crate::Runtime::run_external`].
 #[derive(Debug)]
 pub struct ExternalRun {

@@ -12,18 +12,22 @@
 //! - **`FlowboxLeaf`**: one leaf agent (or host tool) call per invocation, the provider request
 //!   inside `ctx.run` so that a retry after the provider answered does not pay again.
 //!
-//! [`Client`] submits runs to the ingress, attaches to their outcomes and registers workers with
-//! the admin API.
+//! [`RestateEngine`] is the engine choice for an embedder: a runtime built with
+//! `RuntimeBuilder::engine(Arc::new(RestateEngine::new(ingress_url)?))` sends every
+//! `run_request` (and so its orchestrator's `run_workflow`) to Restate. [`Client`] submits runs
+//! to the ingress, attaches to their outcomes and registers workers with the admin API.
 
 #![warn(missing_docs)]
 
 mod client;
+mod engine;
 mod leaf;
 mod protocol;
 mod serve;
 mod workflow;
 
 pub use client::{Client, ClientError, Submitted};
+pub use engine::RestateEngine;
 pub use leaf::{FlowboxLeaf, LEAF_ATTEMPTS};
 pub use protocol::{
     LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WORKFLOW_SERVICE, WorkflowInput, sha256_hex,
