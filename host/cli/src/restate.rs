@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use flowbox::{Limits, RunError, Runtime};
-use flowbox_restate::{Client, ClientError, Services, Worker, WorkflowInput, sha256_hex};
+use flowbox_restate::{
+    Client, ClientError, RestateEngine, Services, Worker, WorkflowInput, sha256_hex,
+};
 use serde_json::Value;
 
 use crate::Failure;
@@ -188,33 +190,18 @@ pub(crate) async fn attach(args: AttachArgs) -> Result<u8, Failure> {
     outcome(&client, &args.thread, args.json, false).await
 }
 
-/// How long a waiting `run` keeps asking a server it lost for the outcome.
-const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// Waits for the thread's outcome and prints it as a local run's; `patient`, through a lost
-/// connection and the server's restart (within [`PATIENCE`]).
+/// connection and the server's restart (as [`RestateEngine::attach`] waits).
 async fn outcome(
     client: &Client,
     thread_id: &str,
     json: bool,
     patient: bool,
 ) -> Result<u8, Failure> {
-    let started = std::time::Instant::now();
-    let mut answer = client.attach(thread_id).await;
-    while patient
-        && started.elapsed() < PATIENCE
-        && matches!(
-            &answer,
-            Err(ClientError::Unreachable { .. })
-                | Err(ClientError::Status {
-                    status: 502..=504,
-                    ..
-                })
-        )
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        answer = client.attach(thread_id).await;
-    }
+    let answer = match patient {
+        true => RestateEngine::from(client.clone()).attach(thread_id).await,
+        false => client.attach(thread_id).await,
+    };
     let outcome = match answer {
         Ok(Some(outcome)) => outcome,
         Ok(None) => return Err(Failure::run(RunError::UnknownThread(thread_id.to_owned()))),

@@ -20,7 +20,8 @@ pub struct RestateEngine {
 }
 
 impl RestateEngine {
-    /// An engine submitting to the Restate ingress at `url` (`http://host:port`).
+    /// An engine submitting to the Restate ingress at `url` (`http://host:port`); a [`Client`]
+    /// of the ingress converts into one too.
     pub fn new(url: &str) -> Result<Self, ClientError> {
         Ok(Self {
             ingress: Client::new(url)?,
@@ -94,6 +95,12 @@ impl RestateEngine {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+impl From<Client> for RestateEngine {
+    fn from(ingress: Client) -> Self {
+        Self { ingress }
     }
 }
 
