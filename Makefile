@@ -65,3 +65,25 @@ bench-history: guest
 bench-view: build
 	tests/browser/setup.sh
 	node tests/browser/view.mjs target/release/flowbox target/browser/out --bench
+
+# flowbox on Restate (host/cli/tests/restate.rs): the pinned server from the npm registry and
+# HAProxy from the system packages (the load balancer in front of two leaf workers), both
+# installed once into places the tests look in; nothing is downloaded at test time.
+RESTATE_DIR := target/restate
+RESTATE_SERVER := $(RESTATE_DIR)/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server
+
+.PHONY: restate-setup bench-restate
+
+test: restate-setup
+
+restate-setup: $(RESTATE_SERVER)
+	@command -v haproxy >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; }
+
+$(RESTATE_SERVER):
+	mkdir -p $(RESTATE_DIR)
+	cd $(RESTATE_DIR) && npm install --no-save --no-audit --no-fund --loglevel=error @restatedev/restate-server@1.7.12
+	test -x $@ && touch $@
+
+# flowbox on Restate against the local engine (see the README's Benchmarks).
+bench-restate: guest restate-setup
+	$(CARGO) bench --locked -p flowbox-restate --bench restate

@@ -25,6 +25,7 @@ mod guidance;
 mod options;
 mod plan;
 mod progress;
+mod restate;
 mod resume;
 mod run;
 mod serve;
@@ -88,6 +89,12 @@ enum Command {
     /// Print the guidance a root model gets on this host (what `ask` gives its root agent):
     /// the script contract, the profiles, templates, tools and limits the flags configure.
     Guidance(guidance::GuidanceArgs),
+    /// Serve flowbox's Restate services (the workflow service, the leaf service) and register
+    /// them with a Restate server.
+    Worker(restate::WorkerArgs),
+    /// Wait for (or print) the outcome of a run submitted to Restate (`run --restate`).
+    #[command(after_help = AFTER_HELP)]
+    Attach(restate::AttachArgs),
 }
 
 impl Command {
@@ -98,7 +105,9 @@ impl Command {
             Self::Resume(args) => args.json,
             Self::Ask(args) => args.json,
             Self::Plan(args) => args.json,
-            Self::Threads(_)
+            Self::Attach(args) => args.json,
+            Self::Worker(_)
+            | Self::Threads(_)
             | Self::Show(_)
             | Self::Serve(_)
             | Self::Check(_)
@@ -208,6 +217,8 @@ fn main() -> ExitCode {
             Command::Plan(args) => plan::plan(args).await,
             Command::Workflows(args) => workflows::workflows(args).await,
             Command::Guidance(args) => guidance::guidance(args).await,
+            Command::Worker(args) => restate::worker(args).await,
+            Command::Attach(args) => restate::attach(args).await,
         }
     });
     // A tool call stuck in a blocking read must not keep the finished command from exiting.

@@ -41,6 +41,10 @@ pub(crate) struct RunArgs {
     /// lost: a slow reader makes the script's `log` calls wait (never its leaves).
     #[arg(long, value_name = "FILE|-")]
     events: Option<PathBuf>,
+    /// Run on Restate: submit the run to this ingress URL (served by `flowbox worker`) and wait
+    /// for its outcome, which prints as a local run's; `--thread` names the Restate workflow.
+    #[arg(long, value_name = "INGRESS_URL", conflicts_with_all = ["reuse_leaves", "no_journal", "events"])]
+    restate: Option<String>,
     #[command(flatten)]
     options: RunOptions,
     #[command(flatten)]
@@ -53,6 +57,14 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         .map_err(Failure::input)?;
     let script_args =
         read_args(args.args.as_deref(), args.args_file.as_deref()).map_err(Failure::input)?;
+    if let Some(ingress) = &args.restate {
+        let limits = match args.options.sets_limits() {
+            true => Some(args.options.limits().map_err(Failure::input)?),
+            false => None,
+        };
+        let thread = args.thread.unwrap_or_else(RunRequest::new_thread_id);
+        return crate::restate::run(ingress, script, script_args, thread, limits, args.json).await;
+    }
     let journal = (!args.no_journal).then_some(&args.journal);
     let runtime = build_runtime(&args.options, journal.map(Journal::Create))?;
     let thread_id = args

@@ -37,6 +37,7 @@ use crate::call_request::{CallFailure, DecodedAgent, message_with_causes};
 use crate::clock::millis;
 use crate::entry::{agent_request, entry_reply, entry_usage, journal_entry};
 use crate::events::{EventKind, Position, RunEvents};
+use crate::external::{CompletionSource, ExternalCall, ExternalCompletion};
 use crate::journal::{CallRecord, JournalWriter, LeafCache, Replay};
 use crate::plan::{FanoutProfile, PriceTable, ProjectedLeaf, Projection, worst_case};
 
@@ -89,6 +90,9 @@ pub(crate) struct Checkpoints {
     pub replay: Option<Replay>,
     /// Results lent by an earlier thread.
     pub cache: Option<LeafCache>,
+    /// Another engine carrying out the calls and ordering their completions (its journal is
+    /// the checkpoint log, so there is no `journal` or `replay` beside it).
+    pub external: Option<Box<dyn CompletionSource>>,
 }
 
 /// Per-run call state.
@@ -360,7 +364,13 @@ impl Calls {
             return Ok(Ok(handle));
         }
         if !replayed && cached.is_none() {
-            self.add_leaf(leaf, path);
+            match &mut self.checkpoints.external {
+                Some(source) => {
+                    self.events.emit(|| leaf_started(&leaf, path));
+                    source.start(handle, ExternalCall::Agent(Box::new(leaf)));
+                }
+                None => self.add_leaf(leaf, path),
+            }
             return Ok(Ok(handle));
         }
         // Answered from a journal: no backend, but the same events as a live leaf.
@@ -448,6 +458,10 @@ impl Calls {
                 }),
                 duration: Duration::ZERO,
             });
+            return Ok(Ok(handle));
+        }
+        if let Some(source) = &mut self.checkpoints.external {
+            source.start(handle, ExternalCall::Tool { name, arguments });
             return Ok(Ok(handle));
         }
         let tools = self.tools.clone();
@@ -586,7 +600,22 @@ impl Calls {
                 "the journal ran out while the script waits for a call it recorded".into(),
             ));
         }
-        let first = self.next_finished().await;
+        // Another engine's batch is delivered whole: its boundaries are part of its journal.
+        let (first, mut external) = match &mut self.checkpoints.external {
+            Some(source) => {
+                let mut batch: VecDeque<Finished> = source
+                    .next_batch()
+                    .await?
+                    .into_iter()
+                    .map(Finished::from)
+                    .collect();
+                let first = batch.pop_front().ok_or_else(|| {
+                    RunError::Host("the completion source returned an empty batch".into())
+                })?;
+                (first, Some(batch))
+            }
+            None => (self.next_finished().await, None),
+        };
         let mut completions = Vec::new();
         let mut entries = Vec::new();
         let mut batch_bytes = 0;
@@ -598,10 +627,19 @@ impl Calls {
         let mut next = Some(first);
         while let Some(done) = next.take() {
             let offset = completions.len();
-            let call = self
-                .in_flight
-                .remove(&done.handle)
-                .expect("only started calls finish");
+            let call = match self.in_flight.remove(&done.handle) {
+                Some(call) => call,
+                // Only a source can name a call that was never started (or twice).
+                None => {
+                    return Err(RunError::Host(format!(
+                        "the completion source delivered call {}, which is not pending",
+                        done.handle
+                    )));
+                }
+            };
+            if external.is_some() {
+                self.events.emit(|| external_finished(call.kind, &done));
+            }
             let (completion, usage) = self.deliverable(done.handle, call.kind, done.result);
             batch_bytes += completion.outcome.as_ref().map_or(0, String::len);
             if let (Some((seq, batch)), Some(record)) = (position, call.record) {
@@ -620,7 +658,9 @@ impl Calls {
                 self.dollars.settle(call.cost.as_ref(), usage);
             }
             completions.push(completion);
-            if batch_bytes < BATCH_MESSAGES.saturating_mul(self.max_reply_bytes) {
+            if let Some(batch) = &mut external {
+                next = batch.pop_front();
+            } else if batch_bytes < BATCH_MESSAGES.saturating_mul(self.max_reply_bytes) {
                 next = self.try_finished();
             }
         }
@@ -788,6 +828,37 @@ fn leaf_finished(
         duration_ms: millis(duration),
         replayed,
         error: result.err(),
+    }
+}
+
+impl From<ExternalCompletion> for Finished {
+    fn from(completion: ExternalCompletion) -> Self {
+        Self {
+            handle: completion.handle,
+            result: completion.result,
+            duration: completion.duration,
+        }
+    }
+}
+
+/// The event of a call another engine carried out, published when the guest receives it.
+fn external_finished(kind: CallKind, done: &Finished) -> EventKind {
+    match kind {
+        CallKind::Agent => {
+            let usage = done
+                .result
+                .as_ref()
+                .map(|reply| reply.usage)
+                .map_err(|error| message_with_causes(error));
+            leaf_finished(done.handle, usage, done.duration, false)
+        }
+        CallKind::Tool => EventKind::ToolFinished {
+            call_id: done.handle,
+            ok: done.result.is_ok(),
+            duration_ms: millis(done.duration),
+            replayed: false,
+            error: done.result.as_ref().err().map(ToString::to_string),
+        },
     }
 }
 

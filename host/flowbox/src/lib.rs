@@ -34,6 +34,7 @@ mod entry;
 mod error;
 mod event_queue;
 mod events;
+pub mod external;
 pub mod history;
 mod host;
 mod journal;

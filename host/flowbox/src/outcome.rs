@@ -41,7 +41,7 @@ impl RunOutcome {
     }
 
     /// The outcome as its thread's journal records it.
-    pub(crate) fn to_record(&self) -> RecordedOutcome {
+    pub fn to_record(&self) -> RecordedOutcome {
         RecordedOutcome {
             result: self.result.as_ref().cloned().map_err(ErrorInfo::from),
             summary: self.summary.clone(),
@@ -50,7 +50,7 @@ impl RunOutcome {
 
     /// The outcome a finished thread recorded: its error, if it failed, as
     /// [`RunError::Recorded`].
-    pub(crate) fn from_record(thread_id: &str, record: RecordedOutcome) -> Self {
+    pub fn from_record(thread_id: &str, record: RecordedOutcome) -> Self {
         let mut summary = record.summary;
         summary.thread_id = thread_id.to_owned();
         Self {

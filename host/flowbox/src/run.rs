@@ -4,7 +4,7 @@
 //! placeholder leaves.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use wasmtime::Store;
@@ -17,6 +17,7 @@ use crate::calls::Checkpoints;
 use crate::clock::{millis, unix_millis, unix_nanos};
 use crate::error;
 use crate::events::{EventKind, RunEvents};
+use crate::external::ExternalRun;
 use crate::journal::journal_error;
 use crate::plan::{self, GateRefusal};
 use crate::pool::WarmPool;
@@ -130,6 +131,115 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     // The `run_finished` event follows the journaled end. Should writing it fail, the end is
     // still the thread's record, which readers of the history fall back on.
     let _ = events.flush().await;
+    RunOutcome {
+        result,
+        summary,
+        recorded: false,
+    }
+}
+
+/// Runs one request whose calls another engine carries out (see [`crate::external`]): the
+/// same guest, limits and summary as [`execute`], with no journal of the runtime's own; the
+/// clocks start, and the deadline counts, from the thread's recorded start.
+pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOutcome {
+    let started = Instant::now();
+    let ExternalRun {
+        request,
+        start_unix_nanos,
+        source,
+    } = run;
+    let thread_id = request.thread_id.clone().unwrap_or_default();
+    let mut summary = Summary::new(thread_id.clone());
+    let events = Arc::new(RunEvents::new(
+        thread_id.clone(),
+        Arc::clone(&shared.events),
+    ));
+    let limits = request
+        .limits
+        .clone()
+        .unwrap_or_else(|| shared.limits.clone());
+    let admitted = async {
+        if request.thread_id.is_none() {
+            return Err(RunError::Host(
+                "a run on another engine must name its thread".into(),
+            ));
+        }
+        crate::thread::check_thread_id(&thread_id)?;
+        let args_text = check_input(
+            &request.script,
+            &request.args,
+            &limits,
+            shared.prices.is_some(),
+        )?;
+        gate(shared, &request, &thread_id).await?;
+        // The deadline counts from the recorded start, so a retried attempt gets what is left.
+        let elapsed = Duration::from_nanos(unix_nanos().saturating_sub(start_unix_nanos));
+        match limits.timeout.checked_sub(elapsed) {
+            Some(left) if !left.is_zero() => Ok((args_text, left)),
+            _ => Err(RunError::Timeout {
+                after: limits.timeout,
+            }),
+        }
+    }
+    .await;
+    let (args_text, left) = match admitted {
+        Ok(admitted) => admitted,
+        Err(error) => {
+            let result = Err(error);
+            summary.duration_ms = millis(started.elapsed());
+            publish_end(&events, &summary, &result);
+            return RunOutcome {
+                result,
+                summary,
+                recorded: false,
+            };
+        }
+    };
+    let mut attempt_limits = limits.clone();
+    attempt_limits.timeout = left;
+    let plan = Plan {
+        thread_id: thread_id.clone(),
+        events: Arc::clone(&events),
+        limits: attempt_limits.clone(),
+        guard: request.guard,
+        start_unix_nanos,
+        checkpoints: Checkpoints {
+            external: Some(source),
+            ..Checkpoints::default()
+        },
+    };
+    let _ended = RunEnded {
+        backend: shared.backend.as_ref(),
+        thread_id: &thread_id,
+    };
+    let _running = shared.pool.as_ref().map(WarmPool::run_started);
+    let result = match start(shared, plan) {
+        Err(error) => Err(error),
+        Ok((mut store, instance)) => {
+            let result = call_run(
+                shared,
+                &mut store,
+                instance,
+                &request.script,
+                &args_text,
+                &attempt_limits,
+            )
+            .await;
+            fill_summary(&mut summary, &mut store, &limits);
+            drop(store);
+            result
+        }
+    };
+    // The deadline is the thread's, not what was left of it for this attempt.
+    let result = result.map_err(|error| match error {
+        RunError::Timeout { .. } => RunError::Timeout {
+            after: limits.timeout,
+        },
+        other => other,
+    });
+    summary.ok = result.is_ok();
+    summary.duration_ms = millis(started.elapsed());
+    publish_end(&events, &summary, &result);
     RunOutcome {
         result,
         summary,

@@ -35,6 +35,25 @@ impl RunRequest {
         crate::thread::new_thread_id()
     }
 
+    /// The request's parts, for an [`Engine`](crate::external::Engine) that carries it to
+    /// another engine.
+    pub fn parts(&self) -> crate::external::RunRequestParts<'_> {
+        crate::external::RunRequestParts {
+            script: &self.script,
+            args: &self.args,
+            thread_id: self.thread_id.as_deref(),
+            limits: self.limits.as_ref(),
+            guard: self.guard,
+            reuse_leaves_from: self.reuse_leaves_from.as_deref(),
+        }
+    }
+
+    /// Checks a thread id as a run checks it (1 to 128 ASCII letters, digits, `-`, `_`, `.`,
+    /// `:`), for callers that put it in a URL before any run sees it.
+    pub fn check_thread_id(thread_id: &str) -> Result<(), crate::RunError> {
+        crate::thread::check_thread_id(thread_id)
+    }
+
     /// The JSON value the script sees as `args`.
     pub fn args(mut self, args: Value) -> Self {
         self.args = args;

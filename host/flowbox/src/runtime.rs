@@ -97,6 +97,7 @@ pub struct RuntimeBuilder {
     prices: Option<PriceTable>,
     fanout: Option<FanoutProfile>,
     warm_pool: usize,
+    engine: Option<Arc<dyn crate::external::Engine>>,
 }
 
 #[derive(Debug)]
@@ -194,6 +195,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Sends [`Runtime::run_request`]s (and [`Runtime::run`]s, and so the orchestrator's
+    /// `run_workflow`) to another durable-execution engine instead of running them here, such
+    /// as `flowbox_restate::RestateEngine`. The runtime still checks scripts and plans runs
+    /// itself. Off by default.
+    pub fn engine(mut self, engine: Arc<dyn crate::external::Engine>) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+
     /// Creates the engine and loads the guest: from the cache in milliseconds, or compiled in
     /// a few seconds the first time (then cached).
     pub fn build(self) -> Result<Runtime, SetupError> {
@@ -257,6 +267,7 @@ impl RuntimeBuilder {
                 prices: self.prices.map(Arc::new),
                 fanout: self.fanout,
                 pool,
+                remote: self.engine,
             }),
         })
     }
@@ -276,6 +287,7 @@ impl Runtime {
             prices: None,
             fanout: None,
             warm_pool: 0,
+            engine: None,
         }
     }
 
@@ -286,7 +298,17 @@ impl Runtime {
 
     /// Runs a script with the options of `request`.
     pub async fn run_request(&self, request: RunRequest) -> RunOutcome {
+        if let Some(engine) = &self.shared.remote {
+            return engine.run(request).await;
+        }
         run::execute(&self.shared, request).await
+    }
+
+    /// Runs a request whose calls another durable-execution engine carries out, its journal
+    /// the checkpoint log (see [`crate::external`]): limits, caps, budgets, events and the
+    /// summary as for [`Self::run_request`]; the runtime's own journal, if any, is not used.
+    pub async fn run_external(&self, run: crate::external::ExternalRun) -> RunOutcome {
+        run::execute_external(&self.shared, run).await
     }
 
     /// Plans a run of `request` without making it: the script runs in the real guest, under
@@ -365,6 +387,12 @@ impl Runtime {
     /// the linear memory they hold, and how many runs found an instance ready.
     pub fn warm_pool(&self) -> Option<WarmPoolStats> {
         self.shared.pool.as_ref().map(WarmPool::stats)
+    }
+
+    /// SHA-256 (hex) of the guest component this build embeds: with the crate's version, what
+    /// names a deployment of the same code (a distributed engine keeps in-flight runs on it).
+    pub fn guest_sha256(&self) -> &'static str {
+        GUEST_SHA256
     }
 
     /// The limits runs get by default.

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) fanout: Option<FanoutProfile>,
     /// Guests instantiated ahead of demand, when the runtime keeps a warm pool.
     pub(crate) pool: Option<WarmPool>,
+    /// Another engine that runs requests instead, when the runtime sends them there.
+    pub(crate) remote: Option<Arc<dyn crate::external::Engine>>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.
     pub(crate) _ticker: EpochTicker,
 }

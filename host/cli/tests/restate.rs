@@ -1,0 +1,870 @@
+//! flowbox on Restate end to end: a real `restate-server` (installed by `make restate-setup`),
+//! the workflow service and two leaf workers as separate `flowbox worker` processes, the leaf
+//! workers behind HAProxy (one HTTP/2 endpoint, as a fleet is deployed), and a scripted backend
+//! whose every call lands in a per-worker log. Servers bind loopback on free ports, keep their
+//! data in temporary directories, and are stopped by pid.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// One cluster at a time: each test starts its own, and two at once would only compete for
+/// the same two cores.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn restate_server() -> PathBuf {
+    let path = root().join(
+        "target/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
+    );
+    assert!(
+        path.exists(),
+        "no Restate server at {}: run `make restate-setup` (part of `make test`)",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A child process, killed (SIGKILL, by its pid) when dropped.
+struct Process {
+    child: Child,
+    /// Its stderr lines as they come.
+    lines: mpsc::Receiver<String>,
+    name: String,
+}
+
+impl Process {
+    fn spawn(name: &str, command: &mut Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {name}: {error}"));
+        let stderr = child.stderr.take().expect("piped");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            name: name.to_owned(),
+        }
+    }
+
+    /// Waits for a stderr line starting with `prefix`; returns the rest of it.
+    fn wait_for(&self, prefix: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(rest) = line.strip_prefix(prefix) {
+                        return rest.to_owned();
+                    }
+                    seen.push(line);
+                }
+                Err(_) => break,
+            }
+        }
+        panic!(
+            "{} never printed {prefix:?}; it printed:\n{}",
+            self.name,
+            seen.join("\n")
+        );
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A Restate server on loopback with its data in a temporary directory.
+struct Server {
+    process: Option<Process>,
+    config: PathBuf,
+    data: PathBuf,
+    ingress: String,
+    admin: String,
+}
+
+impl Server {
+    fn start(dir: &Path) -> Self {
+        let (fabric, admin, ingress) = (free_port(), free_port(), free_port());
+        let config = dir.join("restate.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "disable-telemetry = true\nlisten-mode = \"tcp\"\nbind-ip = \"127.0.0.1\"\n\
+                 bind-port = {fabric}\ndefault-num-partitions = 4\n\
+                 rocksdb-total-memory-size = \"256 MiB\"\n\
+                 [admin]\nbind-port = {admin}\ndisable-web-ui = true\n\
+                 [ingress]\nbind-port = {ingress}\n"
+            ),
+        )
+        .unwrap();
+        let mut server = Self {
+            process: None,
+            config,
+            data: dir.join("restate-data"),
+            ingress: format!("http://127.0.0.1:{ingress}"),
+            admin: format!("http://127.0.0.1:{admin}"),
+        };
+        server.run();
+        server
+    }
+
+    fn run(&mut self) {
+        let process = Process::spawn(
+            "restate-server",
+            Command::new(restate_server())
+                .arg("--config-file")
+                .arg(&self.config)
+                .arg("--base-dir")
+                .arg(&self.data)
+                .args(["--node-name", "n1", "--no-logo"])
+                .args(["--log-disable-ansi-codes", "true"]),
+        );
+        self.process = Some(process);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !healthy(&format!("{}/health", self.admin))
+            || !healthy(&format!("{}/restate/health", self.ingress))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the Restate server never came up"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill9();
+        }
+    }
+}
+
+/// Whether `url` answers 200 (one plain HTTP/1.1 GET).
+fn healthy(url: &str) -> bool {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http URL");
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let Ok(mut stream) = std::net::TcpStream::connect(host) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.starts_with("HTTP/1.1 200")
+}
+
+/// POSTs `body` to `url` (plain HTTP/1.1) and returns the JSON answer.
+fn post_json(url: &str, body: &Value) -> Value {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("http URL");
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let mut stream = std::net::TcpStream::connect(host).expect("the server listens");
+    let body = body.to_string();
+    let request = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nAccept: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    serde_json::from_str(&body).unwrap_or_else(|error| panic!("{error}: {body}"))
+}
+
+/// The body of a chunked HTTP/1.1 answer.
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    body
+}
+
+/// Rows of the admin API's SQL introspection (what the README tells to read threads with).
+fn query(server: &Server, sql: &str) -> Vec<Value> {
+    let answer = post_json(
+        &format!("{}/query", server.admin),
+        &serde_json::json!({ "query": sql }),
+    );
+    answer["rows"].as_array().cloned().unwrap_or_default()
+}
+
+/// The backend file of one worker: the same canned rules, its own call log.
+fn backend_file(dir: &Path, name: &str, latency_ms: u64) -> PathBuf {
+    let path = dir.join(format!("{name}.backend.json"));
+    let config = serde_json::json!({
+        "seed": 3,
+        "latency_ms": latency_ms,
+        "jitter_ms": latency_ms,
+        "fallback": "fake",
+        "call_log": format!("{name}.calls.jsonl"),
+        "rules": [
+            {"label": "^review ", "text": "{label}: fine", "tokens": {"input": 40, "output": 6}},
+            {"label": "^step ", "text": "{label} done", "tokens": {"input": 10, "output": 2}},
+            {"label": "^broken$", "error": "the provider refused", "retryable": false},
+            {"label": "^flaky$", "error": "the provider is overloaded", "retryable": true}
+        ]
+    });
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+/// The calls a worker's backend logged (by label).
+fn logged(dir: &Path, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join(format!("{name}.calls.jsonl"))).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|call| call["label"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+fn flowbox() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
+    command
+        .current_dir(root())
+        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"));
+    command
+}
+
+/// Starts a worker serving `services`, registered at `advertise` (its own address by
+/// default); returns it once registered.
+fn worker(
+    server: &Server,
+    dir: &Path,
+    name: &str,
+    services: &str,
+    listen: &str,
+    advertise: Option<&str>,
+    latency_ms: u64,
+) -> Process {
+    let backend = backend_file(dir, name, latency_ms);
+    let mut command = flowbox();
+    command
+        .args(["worker", "--listen", listen, "--services", services])
+        .arg("--backend")
+        .arg(format!("scripted:{}", backend.display()))
+        .args(["--register", &server.admin]);
+    if let Some(url) = advertise {
+        command.args(["--advertise", url]);
+    }
+    let process = Process::spawn(name, &mut command);
+    process.wait_for("listening on ");
+    process.wait_for("registered ");
+    process
+}
+
+/// HAProxy in front of the leaf workers at `servers`: one h2c endpoint, round robin per
+/// request, a dead worker taken out by its health check.
+fn haproxy(dir: &Path, port: u16, servers: &[u16]) -> Process {
+    let config = dir.join("haproxy.cfg");
+    let mut text = format!(
+        "global\n  maxconn 2000\ndefaults\n  mode http\n  timeout connect 1s\n  \
+         timeout client 10m\n  timeout server 10m\n  retries 3\n  option redispatch\n\
+         frontend leaves\n  bind 127.0.0.1:{port} proto h2\n  default_backend workers\n\
+         backend workers\n  balance roundrobin\n"
+    );
+    for (n, server) in servers.iter().enumerate() {
+        text.push_str(&format!(
+            "  server w{n} 127.0.0.1:{server} proto h2 check inter 200ms fall 1 rise 1\n"
+        ));
+    }
+    std::fs::write(&config, text).unwrap();
+    let process = Process::spawn(
+        "haproxy",
+        Command::new("haproxy").args(["-db", "-f"]).arg(&config),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "HAProxy never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    process
+}
+
+/// A server, a workflow worker and two leaf workers behind HAProxy.
+struct Cluster {
+    dir: tempfile::TempDir,
+    server: Server,
+    workflow: Option<Process>,
+    leaves: Vec<Option<Process>>,
+    /// The workflow worker's port: a restarted worker must come back at the address its
+    /// deployment was registered with.
+    workflow_port: u16,
+    _proxy: Process,
+    latency_ms: u64,
+}
+
+impl Cluster {
+    fn start(latency_ms: u64) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(dir.path());
+        let leaf_ports = [free_port(), free_port()];
+        let proxy_port = free_port();
+        let proxy = haproxy(dir.path(), proxy_port, &leaf_ports);
+        let advertise = format!("http://127.0.0.1:{proxy_port}");
+        let leaves = leaf_ports
+            .iter()
+            .enumerate()
+            .map(|(n, port)| {
+                Some(worker(
+                    &server,
+                    dir.path(),
+                    &format!("leaf{n}"),
+                    "leaf",
+                    &format!("127.0.0.1:{port}"),
+                    Some(&advertise),
+                    latency_ms,
+                ))
+            })
+            .collect();
+        let mut cluster = Self {
+            dir,
+            server,
+            workflow: None,
+            leaves,
+            workflow_port: free_port(),
+            _proxy: proxy,
+            latency_ms,
+        };
+        cluster.start_workflow();
+        cluster
+    }
+
+    fn start_workflow(&mut self) {
+        self.workflow = Some(worker(
+            &self.server,
+            self.dir.path(),
+            "workflow",
+            "workflow",
+            &format!("127.0.0.1:{}", self.workflow_port),
+            None,
+            self.latency_ms,
+        ));
+    }
+
+    fn script(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `flowbox run SCRIPT --restate INGRESS --json` with `extra` arguments.
+    fn run(&self, script: &Path, extra: &[&str]) -> Command {
+        let mut command = flowbox();
+        command
+            .arg("run")
+            .arg(script)
+            .args(["--restate", &self.server.ingress, "--json"])
+            .args(extra);
+        command
+    }
+
+    /// All leaf calls the backends logged, with the worker that made each.
+    fn leaf_calls(&self) -> Vec<(usize, String)> {
+        (0..self.leaves.len())
+            .flat_map(|n| {
+                logged(self.dir.path(), &format!("leaf{n}"))
+                    .into_iter()
+                    .map(move |label| (n, label))
+            })
+            .collect()
+    }
+}
+
+fn output(command: &mut Command) -> Output {
+    let output = command.output().expect("flowbox runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("panicked at"),
+        "flowbox panicked:\n{stderr}"
+    );
+    output
+}
+
+fn json_of(output: &Output) -> Value {
+    let text = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(text.trim()).unwrap_or_else(|error| {
+        panic!(
+            "not one JSON object ({error}): {text}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// The summary's fields that must match between engines (not durations).
+fn comparable(outcome: &Value) -> Value {
+    let mut outcome = outcome.clone();
+    let summary = outcome["summary"].as_object_mut().expect("a summary");
+    summary.remove("duration_ms");
+    summary.remove("thread_id");
+    outcome
+}
+
+const FANOUT: &str = r#"
+meta = {"name": "fanout", "description": "review twelve parts", "phases": [{"title": "review"}]}
+
+async def main():
+    phase("review")
+    reviews = await parallel([
+        lambda i=i: agent(f"Review part {i}", label=f"review {i}") for i in range(12)
+    ])
+    log(f"{len(reviews)} reviews")
+    return {"reviews": reviews, "big": 123456789012345678901234567890, "x": 0.1}
+"#;
+
+const SEQUENTIAL: &str = r#"
+import random
+import time
+
+notes = []
+for i in range(6):
+    notes.append(await agent(f"Do step {i} after {notes[-1:] }", label=f"step {i}"))
+return {"notes": notes, "random": random.random(), "now": int(time.time()) > 0}
+"#;
+
+#[test]
+fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
+    let _one = one_at_a_time();
+    let cluster = Cluster::start(5);
+    let backend = backend_file(cluster.dir.path(), "local", 5);
+    for (name, text) in [("fanout.py", FANOUT), ("sequential.py", SEQUENTIAL)] {
+        let script = cluster.script(name, text);
+        let thread = format!("t-{}", name.replace('.', "-"));
+        let remote = output(&mut cluster.run(&script, &["--thread", &thread]));
+        assert!(
+            remote.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&remote.stdout),
+            String::from_utf8_lossy(&remote.stderr)
+        );
+        // Under the same thread id, which seeds the guest's randomness.
+        let local = output(
+            flowbox()
+                .arg("run")
+                .arg(&script)
+                .args(["--json", "--thread", &thread])
+                .arg("--backend")
+                .arg(format!("scripted:{}", backend.display()))
+                .env("FLOWBOX_DB", cluster.dir.path().join("local.db")),
+        );
+        assert!(local.status.success());
+        let (mut remote, mut local) = (json_of(&remote), json_of(&local));
+        if name == "fanout.py" {
+            // Completions of a fan-out arrive in batches that depend on timing, locally as on
+            // Restate, and the guest's fuel depends on the batches.
+            for outcome in [&mut remote, &mut local] {
+                outcome["summary"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("fuel_used");
+            }
+        }
+        assert_eq!(comparable(&remote), comparable(&local), "{name}");
+        assert_eq!(remote["summary"]["thread_id"], thread.as_str());
+    }
+    // Exact JSON numbers and key order came through Restate unchanged.
+    let calls = cluster.leaf_calls();
+    assert_eq!(calls.len(), 12 + 6, "{calls:?}");
+    for n in 0..2 {
+        assert!(
+            calls.iter().any(|(worker, _)| *worker == n),
+            "leaf worker {n} served no leaf: {calls:?}"
+        );
+    }
+}
+
+/// Waits for a running `flowbox` child and returns its output.
+fn finish(child: Child) -> Output {
+    let output = child.wait_with_output().expect("flowbox runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("panicked at"),
+        "flowbox panicked:\n{stderr}"
+    );
+    output
+}
+
+fn spawn(command: &mut Command) -> Child {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flowbox starts")
+}
+
+/// Waits until the leaf workers logged at least `n` calls.
+fn wait_for_calls(cluster: &Cluster, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cluster.leaf_calls().len() < n {
+        assert!(Instant::now() < deadline, "the leaves never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const LEAF_FAILURES: &str = r#"
+caught = {}
+for label in ["broken", "flaky"]:
+    try:
+        await agent("Do it", label=label)
+    except AgentError as error:
+        caught[label] = [type(error).__name__, str(error), error.retryable]
+return caught
+"#;
+
+#[test]
+fn hostile_scripts_end_in_their_limit_errors_and_good_runs_beside_them_complete() {
+    let _one = one_at_a_time();
+    let cluster = Cluster::start(20);
+    let fuel = cluster.script("fuel.py", "n = 0\nwhile True:\n    n += 1\nreturn n\n");
+    let memory = cluster.script(
+        "memory.py",
+        "hoard = []\nwhile True:\n    hoard.append('x' * (1 << 20))\nreturn len(hoard)\n",
+    );
+    let good = cluster.script("good.py", SEQUENTIAL);
+    let failing = cluster.script("failing.py", LEAF_FAILURES);
+    let children = [
+        spawn(&mut cluster.run(&fuel, &["--thread", "fuel-bomb", "--fuel", "2000000000"])),
+        spawn(&mut cluster.run(&memory, &["--thread", "memory-bomb", "--memory-mib", "64"])),
+        spawn(&mut cluster.run(&good, &["--thread", "good-1"])),
+        spawn(&mut cluster.run(&good, &["--thread", "good-2"])),
+        spawn(&mut cluster.run(&failing, &["--thread", "failing-leaves"])),
+    ];
+    let [fuel, memory, good1, good2, failing] = children.map(finish);
+    assert_eq!(
+        fuel.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&fuel.stdout)
+    );
+    assert_eq!(json_of(&fuel)["error"]["kind"], "out_of_fuel");
+    assert_eq!(
+        memory.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&memory.stdout)
+    );
+    assert_eq!(json_of(&memory)["error"]["kind"], "out_of_memory");
+    for good in [good1, good2] {
+        assert!(
+            good.status.success(),
+            "{}",
+            String::from_utf8_lossy(&good.stderr)
+        );
+        assert_eq!(json_of(&good)["summary"]["agents_spawned"], 6);
+    }
+    // Failing leaves reach the script as `AgentError`: a refusal at once, a retryable failure
+    // after the leaf's bounded attempts.
+    assert!(
+        failing.status.success(),
+        "{}",
+        String::from_utf8_lossy(&failing.stdout)
+    );
+    let caught = &json_of(&failing)["result"];
+    assert_eq!(caught["broken"][0], "AgentError");
+    assert!(
+        caught["broken"][1]
+            .as_str()
+            .unwrap()
+            .contains("the provider refused"),
+        "{caught}"
+    );
+    assert_eq!(caught["broken"][2], false);
+    assert_eq!(caught["flaky"][0], "AgentError");
+    assert!(
+        caught["flaky"][1]
+            .as_str()
+            .unwrap()
+            .contains("failed 3 times"),
+        "{caught}"
+    );
+    let calls = cluster.leaf_calls();
+    let tries = |label: &str| calls.iter().filter(|(_, l)| l == label).count();
+    assert_eq!((tries("broken"), tries("flaky")), (1, 3), "{calls:?}");
+    // A breached limit is the thread's outcome, not a failure to retry: attaching again gets
+    // the same error at once.
+    let again = output(flowbox().args([
+        "attach",
+        "fuel-bomb",
+        "--json",
+        "--restate",
+        &cluster.server.ingress,
+    ]));
+    assert_eq!(again.status.code(), Some(3));
+    assert_eq!(json_of(&again)["error"]["kind"], "out_of_fuel");
+}
+
+#[test]
+fn a_changed_script_diverges_and_attach_gets_the_outcome_of_a_killed_submitter() {
+    let _one = one_at_a_time();
+    let cluster = Cluster::start(150);
+    let script = cluster.script("sequential.py", SEQUENTIAL);
+    // The submitting CLI dies mid-run; the run goes on without it.
+    let mut submitter = spawn(&mut cluster.run(&script, &["--thread", "orphan"]));
+    wait_for_calls(&cluster, 2);
+    submitter.kill().unwrap();
+    submitter.wait().unwrap();
+    let attached = output(flowbox().args([
+        "attach",
+        "orphan",
+        "--json",
+        "--restate",
+        &cluster.server.ingress,
+    ]));
+    assert!(
+        attached.status.success(),
+        "{}",
+        String::from_utf8_lossy(&attached.stderr)
+    );
+    let outcome = json_of(&attached);
+    assert_eq!(outcome["summary"]["agents_spawned"], 6);
+    assert_eq!(outcome["result"]["notes"][5], "step 5 done");
+    // Text output too, as a local run prints it.
+    let text = output(flowbox().args(["attach", "orphan", "--restate", &cluster.server.ingress]));
+    assert!(text.status.success());
+    let printed: Value = serde_json::from_slice(&text.stdout).unwrap();
+    assert_eq!(printed, outcome["result"]);
+    // The same script on the thread gets the recorded outcome; another one is a divergence.
+    let same = output(&mut cluster.run(&script, &["--thread", "orphan"]));
+    assert_eq!(json_of(&same), outcome);
+    let changed = cluster.script("changed.py", &SEQUENTIAL.replace("range(6)", "range(7)"));
+    let diverged = output(&mut cluster.run(&changed, &["--thread", "orphan"]));
+    assert_eq!(diverged.status.code(), Some(1));
+    assert_eq!(json_of(&diverged)["error"]["kind"], "divergence");
+    // A thread Restate never saw, and a bad URL, are clear errors.
+    let unknown = output(flowbox().args([
+        "attach",
+        "never-ran",
+        "--json",
+        "--restate",
+        &cluster.server.ingress,
+    ]));
+    assert_eq!(unknown.status.code(), Some(2));
+    assert_eq!(json_of(&unknown)["error"]["kind"], "unknown_thread");
+    let bad = output(flowbox().args(["attach", "orphan", "--restate", "ftp://x"]));
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+/// Asserts every step ran to completion and at most `repeats` leaves were called twice.
+fn assert_paid_once(cluster: &Cluster, labels: usize, repeats: usize) {
+    let calls = cluster.leaf_calls();
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for (_, label) in &calls {
+        *seen.entry(label.clone()).or_default() += 1;
+    }
+    assert_eq!(seen.len(), labels, "{calls:?}");
+    let twice: usize = seen.values().map(|n| n - 1).sum();
+    assert!(
+        twice <= repeats,
+        "{twice} leaves were paid again: {calls:?}"
+    );
+}
+
+#[test]
+fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
+    let _one = one_at_a_time();
+    let mut cluster = Cluster::start(150);
+    let script = cluster.script("sequential.py", SEQUENTIAL);
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-workflow"]));
+    wait_for_calls(&cluster, 3);
+    cluster.workflow.as_mut().expect("running").kill9();
+    cluster.start_workflow();
+    let done = finish(submitter);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(json_of(&done)["summary"]["agents_spawned"], 6);
+    // At most the leaf in flight at the kill ran again.
+    assert_paid_once(&cluster, 6, 1);
+}
+
+const FANOUT_THEN_STEPS: &str = r#"
+reviews = await parallel([lambda i=i: agent(f"Review part {i}", label=f"review {i}") for i in range(8)])
+notes = []
+for i in range(4):
+    notes.append(await agent(f"Do step {i}", label=f"step {i}"))
+return {"reviews": reviews, "notes": notes}
+"#;
+
+#[test]
+fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal() {
+    let _one = one_at_a_time();
+    let mut cluster = Cluster::start(100);
+    let script = cluster.script("fanout-steps.py", FANOUT_THEN_STEPS);
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-after-fanout"]));
+    wait_for_calls(&cluster, 8 + 2);
+    cluster.workflow.as_mut().expect("running").kill9();
+    cluster.start_workflow();
+    let done = finish(submitter);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stdout)
+    );
+    let outcome = json_of(&done);
+    assert_eq!(outcome["summary"]["agents_spawned"], 12);
+    assert_eq!(outcome["result"]["reviews"][7], "review 7: fine");
+    assert_eq!(outcome["result"]["notes"][3], "step 3 done");
+    // The fan-out's completions, in the batches the first attempt received them, came from the
+    // journal: none of its leaves ran again, and at most the step in flight did.
+    let calls = cluster.leaf_calls();
+    for i in 0..8 {
+        let label = format!("review {i}");
+        assert_eq!(
+            calls.iter().filter(|(_, l)| *l == label).count(),
+            1,
+            "{label}: {calls:?}"
+        );
+    }
+    assert_paid_once(&cluster, 12, 1);
+    // The README's queries find the thread and its journal, batches included.
+    let threads = query(
+        &cluster.server,
+        "SELECT id, target, status, created_at FROM sys_invocation \
+         WHERE target_service_name = 'FlowboxWorkflow' AND target_handler_name = 'run'",
+    );
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    assert_eq!(
+        threads[0]["target"],
+        "FlowboxWorkflow/kill-after-fanout/run"
+    );
+    assert_eq!(threads[0]["status"], "completed");
+    let id = threads[0]["id"].as_str().unwrap();
+    let journal = query(
+        &cluster.server,
+        &format!("SELECT index, entry_type, name FROM sys_journal WHERE id = '{id}'"),
+    );
+    let named = |name: &str| journal.iter().filter(|e| e["name"] == name).count();
+    assert_eq!(named("start"), 1, "{journal:?}");
+    assert!(named("batch") >= 1, "{journal:?}");
+}
+
+#[test]
+fn a_killed_server_restarts_on_its_data_and_only_the_leaf_in_flight_repeats() {
+    let _one = one_at_a_time();
+    let mut cluster = Cluster::start(150);
+    let script = cluster.script("sequential.py", SEQUENTIAL);
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-server"]));
+    wait_for_calls(&cluster, 3);
+    cluster.server.kill9();
+    cluster.server.run();
+    let done = finish(submitter);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(json_of(&done)["result"]["notes"][5], "step 5 done");
+    // Every journaled leaf came from the journal. The one in flight at the kill had called its
+    // provider without its answer reaching the journal, so its retry calls again (with the same
+    // idempotency key, which the HTTP providers send as `Idempotency-Key`).
+    assert_paid_once(&cluster, 6, 1);
+}
+
+#[test]
+fn a_killed_leaf_worker_s_leaves_run_elsewhere_and_the_run_completes() {
+    let _one = one_at_a_time();
+    let mut cluster = Cluster::start(400);
+    let script = cluster.script("fanout.py", FANOUT);
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-leaf"]));
+    wait_for_calls(&cluster, 8);
+    let in_flight_at_kill = logged(cluster.dir.path(), "leaf0").len();
+    cluster.leaves[0].as_mut().expect("running").kill9();
+    let done = finish(submitter);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let outcome = json_of(&done);
+    assert_eq!(outcome["summary"]["agents_spawned"], 12);
+    assert_eq!(outcome["result"]["reviews"][11], "review 11: fine");
+    assert!(in_flight_at_kill > 0);
+    // The killed worker's leaves were answered by the other one.
+    assert_paid_once(&cluster, 12, in_flight_at_kill);
+}
+
+#[test]
+fn a_workflow_that_keeps_failing_ends_with_a_machinery_error_after_bounded_attempts() {
+    let _one = one_at_a_time();
+    let mut cluster = Cluster::start(150);
+    let script = cluster.script("sequential.py", SEQUENTIAL);
+    let submitter = spawn(&mut cluster.run(&script, &["--thread", "no-worker"]));
+    wait_for_calls(&cluster, 2);
+    // The workflow's deployment never answers again: every attempt fails, and Restate stops.
+    cluster.workflow.as_mut().expect("running").kill9();
+    let started = Instant::now();
+    let done = finish(submitter);
+    let outcome = json_of(&done);
+    assert_eq!(done.status.code(), Some(1), "{outcome}");
+    assert_eq!(outcome["error"]["kind"], "restate", "{outcome}");
+    let message = outcome["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the run of thread no-worker failed on Restate"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -1,0 +1,49 @@
+//! flowbox on [Restate](https://restate.dev): the same workflow scripts as durable Restate
+//! workflows, their leaves on a fleet of workers, and Restate's journal as the checkpoint log.
+//!
+//! Two services, served by `flowbox worker` (or by an embedder through [`Worker`] and
+//! [`serve`]):
+//!
+//! - **`FlowboxWorkflow`**, keyed by thread id: runs the guest with
+//!   [`Runtime::run_external`](flowbox::Runtime::run_external). Each call the script makes is a
+//!   durable call to the leaf service; the start time and the membership of every batch of
+//!   completions are journaled, so an attempt that replays the journal takes the same path and
+//!   uses the same fuel. Its result is the outcome `flowbox run --json` prints.
+//! - **`FlowboxLeaf`**: one leaf agent (or host tool) call per invocation, the provider request
+//!   inside `ctx.run` so that a retry after the provider answered does not pay again.
+//!
+//! [`RestateEngine`] is the engine choice for an embedder: a runtime built with
+//! `RuntimeBuilder::engine(Arc::new(RestateEngine::new(ingress_url)?))` sends every
+//! `run_request` (and so its orchestrator's `run_workflow`) to Restate. [`Client`] submits runs
+//! to the ingress, attaches to their outcomes and registers workers with the admin API.
+
+#![warn(missing_docs)]
+
+mod client;
+mod engine;
+mod leaf;
+mod protocol;
+mod serve;
+mod workflow;
+
+pub use client::{Client, ClientError, Submitted};
+pub use engine::RestateEngine;
+pub use leaf::{FlowboxLeaf, LEAF_ATTEMPTS};
+pub use protocol::{
+    LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WORKFLOW_SERVICE, WorkflowInput, sha256_hex,
+};
+pub use serve::{Services, WORKFLOW_ATTEMPTS, Worker, serve};
+pub use workflow::FlowboxWorkflow;
+
+use flowbox::{RunError, RunOutcome};
+use serde_json::Value;
+
+/// The outcome a workflow returned (`{"ok", "result", "error", "summary"}`) as a
+/// [`RunOutcome`]; its error, if it failed, as [`RunError::Recorded`].
+pub fn outcome_from_json(thread_id: &str, outcome: Value) -> Result<RunOutcome, RunError> {
+    let record: flowbox::store::RecordedOutcome =
+        serde_json::from_value(outcome).map_err(|error| {
+            RunError::Host(format!("the workflow's outcome is unreadable: {error}"))
+        })?;
+    Ok(RunOutcome::from_record(thread_id, record))
+}
