@@ -1,7 +1,7 @@
 //! A run's events, published in the workflow's own Restate state so that any process can
 //! follow them through the workflow's shared `events` handler while the run goes on.
 //!
-//! The runtime hands every event of the run to a [`Publisher`]'s buffer (bounded: past
+//! The runtime hands every event of the run to the workflow's buffer (bounded: past
 //! [`MAX_BUFFERED`] events or [`MAX_BUFFERED_BYTES`] the newest are dropped, which a follower
 //! sees as a gap in the sequence numbers). Whenever the guest waits for completions — its
 //! calls in flight, so the round trip overlaps them — and once at the end, the workflow
