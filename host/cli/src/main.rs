@@ -21,6 +21,7 @@ mod ask;
 mod check;
 mod events;
 mod guidance;
+mod mcp;
 mod options;
 mod plan;
 mod progress;
@@ -84,6 +85,8 @@ enum Command {
     /// Print the guidance a root model gets on this host (what `ask` gives its root agent):
     /// the script contract, the profiles, templates, tools and limits the flags configure.
     Guidance(guidance::GuidanceArgs),
+    /// Serve the workflow tools to an agent host over the Model Context Protocol (stdio).
+    Mcp(mcp::McpArgs),
 }
 
 impl Command {
@@ -98,7 +101,8 @@ impl Command {
             | Self::Show(_)
             | Self::Check(_)
             | Self::Workflows(_)
-            | Self::Guidance(_) => false,
+            | Self::Guidance(_)
+            | Self::Mcp(_) => false,
         }
     }
 }
@@ -202,6 +206,7 @@ fn main() -> ExitCode {
             Command::Plan(args) => plan::plan(args).await,
             Command::Workflows(args) => workflows::workflows(args).await,
             Command::Guidance(args) => guidance::guidance(args).await,
+            Command::Mcp(args) => mcp::mcp(args).await,
         }
     });
     // A tool call stuck in a blocking read must not keep the finished command from exiting.

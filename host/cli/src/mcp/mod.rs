@@ -1,0 +1,63 @@
+//! `flowbox mcp`: a Model Context Protocol server over stdio, so an agent host (a coding agent,
+//! a desktop chat app, an IDE) can run the workflows its model writes. The tools are in
+//! [`server`], their schemas in [`tools`], and what a running call tells its client (progress,
+//! the script's log lines) in [`progress`]. Runs go through the same [`flowbox::Runtime`] as
+//! `flowbox run`, built from the same flags.
+
+mod progress;
+mod server;
+mod tools;
+
+use std::time::Duration;
+
+use clap::Args;
+use rmcp::ServiceExt;
+
+use crate::Failure;
+use crate::options::{JournalOptions, RunOptions};
+use crate::run::{Journal, build_runtime_with};
+
+/// How long the server waits, once the client has gone, for the runs it cancelled to let go of
+/// their threads (journal writes finish; leaves in flight are dropped).
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// Arguments of `flowbox mcp`.
+#[derive(Debug, Args)]
+pub(crate) struct McpArgs {
+    /// Add the pattern library (fan-out, pipeline, review loop, plan-execute-check templates)
+    /// to the workflow guidance the server sends as its instructions.
+    #[arg(long)]
+    patterns: bool,
+    /// Guests kept instantiated ahead of the next run (0 turns the warm pool off): a tool
+    /// call then starts without paying for an instantiation.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    warm_pool: usize,
+    #[command(flatten)]
+    options: RunOptions,
+    #[command(flatten)]
+    journal: JournalOptions,
+}
+
+/// Serves MCP on stdin/stdout until the client closes stdin; messages for people go to
+/// stderr. A line that is not JSON is skipped, a JSON value that is not a JSON-RPC message is
+/// answered with an Invalid Request error, and neither ends the server.
+pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
+    let runtime = build_runtime_with(&args.options, Some(Journal::Create(&args.journal)))?
+        .warm_pool(args.warm_pool)
+        .build()
+        .map_err(Failure::setup)?;
+    let server = server::Server::new(runtime, args.patterns);
+    let service = match server.clone().serve(rmcp::transport::stdio()).await {
+        Ok(service) => service,
+        Err(error) => {
+            // A client that leaves before the handshake is not a failure of the server.
+            err!("flowbox mcp: the client left before initializing: {error}");
+            return Ok(0);
+        }
+    };
+    let _ = service.waiting().await;
+    // The client has gone: rmcp has cancelled the calls still running; their runs stop, and
+    // their threads stay in the journal, resumable.
+    server.drained(DRAIN).await;
+    Ok(0)
+}
