@@ -46,3 +46,18 @@ bench: guest
 # The request-decoding fuzz properties run briefly in `make test`; this runs them for longer.
 fuzz: guest
 	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release --locked -p flowbox fuzz
+
+# The official Python MCP SDK, pinned, in its own virtualenv: the client of the `flowbox mcp`
+# tests (host/cli/tests/mcp.rs).
+MCP_VENV := target/mcp-venv
+MCP_REQUIREMENTS := host/cli/tests/mcp/requirements.txt
+
+.PHONY: mcp-client
+test: mcp-client
+
+mcp-client: $(MCP_VENV)/installed
+
+$(MCP_VENV)/installed: $(MCP_REQUIREMENTS)
+	python3 -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(MCP_REQUIREMENTS)
+	touch $@

@@ -1,0 +1,321 @@
+"""End-to-end scenarios of `flowbox mcp`, driven by the official Python MCP SDK.
+
+Run by host/cli/tests/mcp.rs as `python client.py SCENARIO`, with the flowbox binary in
+FLOWBOX_BIN, a scratch directory in FLOWBOX_SCRATCH and the journal in FLOWBOX_DB. Each scenario
+asserts what the client sees and exits non-zero (with a traceback) when something is off.
+"""
+
+import json
+import os
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+SCRATCH = Path(os.environ["FLOWBOX_SCRATCH"])
+
+
+def backend_file(rules, **extra):
+    """A scripted backend: leaves whose label matches a rule answer after its latency."""
+    path = SCRATCH / "backend.json"
+    config = {"seed": 1, "fallback": "fake", "call_log": str(SCRATCH / "calls.jsonl"), "rules": rules}
+    config.update(extra)
+    path.write_text(json.dumps(config))
+    return path
+
+
+def calls():
+    """The prompts the backend was called with, in order."""
+    log = SCRATCH / "calls.jsonl"
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+@asynccontextmanager
+async def server(*flags, **session_options):
+    params = StdioServerParameters(
+        command=os.environ["FLOWBOX_BIN"],
+        args=["mcp", *flags],
+        env={
+            "FLOWBOX_DB": os.environ["FLOWBOX_DB"],
+            "FLOWBOX_CACHE_DIR": os.environ["FLOWBOX_CACHE_DIR"],
+        },
+    )
+    with open(SCRATCH / "server.stderr", "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write, **session_options) as session:
+                yield session
+
+
+def error_of(result):
+    assert result.is_error is True, result
+    error = result.structured_content["error"]
+    # The text rendering carries the same error, for hosts that ignore structured content.
+    assert json.loads(result.content[0].text)["error"] == error
+    return error
+
+
+FANOUT = """
+meta = {"name": "fanout", "description": "review each item", "phases": [{"title": "review"}]}
+
+async def main():
+    phase("review")
+    log("reviewing " + str(len(args["items"])) + " items")
+    replies = await parallel([lambda item=item: agent("review " + item, label="review " + item)
+                              for item in args["items"]])
+    return {"count": len(replies), "big": 12345678901234567890, "exact": 0.1, "replies": replies}
+"""
+
+
+async def basics():
+    logs = []
+
+    async def on_log(params):
+        logs.append(params)
+
+    async with server(logging_callback=on_log) as session:
+        init = await session.initialize()
+        assert init.protocol_version == "2025-11-25", init.protocol_version
+        assert init.server_info.name == "flowbox"
+        assert "run_workflow" in init.instructions and "agent(" in init.instructions
+
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert sorted(tools) == ["list_threads", "resume_workflow", "run_workflow", "show_thread"]
+        run = tools["run_workflow"]
+        assert run.description.startswith("Run a Python workflow script"), run.description
+        assert "ONLY" in run.description
+        assert run.input_schema["required"] == ["script"]
+        assert run.output_schema["required"] == ["ok"]
+
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append((value, message))
+
+        items = ["a", "b", "c", "d"]
+        result = await session.call_tool(
+            "run_workflow",
+            {"script": FANOUT, "args": {"items": items}, "thread_id": "fanout-1"},
+            progress_callback=on_progress,
+        )
+        assert result.is_error is not True, result
+        out = result.structured_content
+        assert out["ok"] is True, out
+        assert out["result"]["count"] == 4
+        assert out["result"]["big"] == 12345678901234567890
+        assert out["result"]["exact"] == 0.1
+        assert len(out["result"]["replies"]) == 4 and all(out["result"]["replies"])
+        summary = out["summary"]
+        assert summary["thread_id"] == "fanout-1" and summary["name"] == "fanout"
+        assert summary["leaves"] == 4 and summary["tokens"] > 0, summary
+        assert json.loads(result.content[0].text) == out
+        # Progress: leaves start and finish under the phase; the values grow.
+        values = [value for value, _ in progress]
+        assert values == sorted(values) and len(set(values)) == len(values), progress
+        messages = [message for _, message in progress]
+        assert any(m.startswith("review · ") for m in messages), messages
+        assert messages[-1].startswith("review · 4/4 leaves · "), messages
+        assert messages[-1].endswith(" tokens"), messages
+        # The script's log() line arrived as an MCP log message.
+        assert any(entry.data == "reviewing 4 items" for entry in logs), logs
+        assert all(entry.level == "info" and entry.logger == "flowbox" for entry in logs), logs
+
+        # A script with an import: an isError result with the line and a hint, not a protocol
+        # error.
+        result = await session.call_tool("run_workflow", {"script": "x = 1\nimport os\nreturn x"})
+        error = error_of(result)
+        assert error["kind"] == "forbidden", error
+        assert error["line"] == 2, error
+        assert "import" in error["message"] and error["hint"], error
+
+        # A script that fails while running: its exception and line.
+        result = await session.call_tool("run_workflow", {"script": "x = 1\nreturn x / 0"})
+        error = error_of(result)
+        assert error["kind"] == "uncaught" and error["line"] == 2, error
+        assert error["exception"] == "ZeroDivisionError", error
+
+        # Bad inputs: each a clear answer, and the server goes on serving.
+        try:
+            await session.call_tool("no_such_tool", {})
+        except MCPError as e:
+            assert e.code == -32602 and "no_such_tool" in e.message, e
+        else:
+            raise AssertionError("an unknown tool was not refused")
+        error = error_of(await session.call_tool("run_workflow", {}))
+        assert error["kind"] == "invalid_arguments" and "script" in error["message"], error
+        error = error_of(await session.call_tool("run_workflow", {"script": 5}))
+        assert error["kind"] == "invalid_arguments" and "string" in error["message"], error
+        error = error_of(await session.call_tool("run_workflow", {"script": "return 1", "bogus": 1}))
+        assert error["kind"] == "invalid_arguments" and "bogus" in error["message"], error
+        error = error_of(await session.call_tool("show_thread", {"thread_id": 7}))
+        assert error["kind"] == "invalid_arguments", error
+        error = error_of(await session.call_tool("run_workflow", {"script": "x = 1\n" * 40000}))
+        assert error["kind"] == "script_too_large", error
+        error = error_of(await session.call_tool("run_workflow", {"script": "return 1", "thread_id": "no spaces"}))
+        assert error["kind"] == "invalid_thread_id", error
+
+        # The threads, as `flowbox threads` and `flowbox show` print them.
+        listing = await session.call_tool("list_threads", {})
+        assert listing.is_error is not True, listing
+        threads = {t["thread_id"]: t for t in listing.structured_content["threads"]}
+        assert threads["fanout-1"]["status"] == "succeeded", threads["fanout-1"]
+        assert listing.content[0].text.startswith("thread "), listing.content[0].text
+        assert "fanout-1" in listing.content[0].text
+        shown = await session.call_tool("show_thread", {"thread_id": "fanout-1"})
+        assert shown.is_error is not True, shown
+        assert len(shown.structured_content["entries"]) == 4
+        assert shown.structured_content["outcome"]["result"]["big"] == 12345678901234567890
+        assert "journal  4 completions" in shown.content[0].text, shown.content[0].text
+        error = error_of(await session.call_tool("show_thread", {"thread_id": "missing"}))
+        assert error["kind"] == "unknown_thread", error
+        error = error_of(await session.call_tool("resume_workflow", {"thread_id": "missing"}))
+        assert error["kind"] == "unknown_thread", error
+
+        # A finished thread resumed: its recorded outcome, nothing runs again.
+        before = len(calls())
+        result = await session.call_tool("resume_workflow", {"thread_id": "fanout-1"})
+        assert result.structured_content["ok"] is True and "note" in result.structured_content
+        assert result.structured_content["result"]["big"] == 12345678901234567890
+        assert len(calls()) == before
+
+
+SLOW = """
+first = await agent("first", label="first")
+rest = await parallel([lambda i=i: agent("slow " + str(i), label="slow " + str(i)) for i in range(3)])
+return {"first": first, "rest": rest}
+"""
+
+
+async def wait_for(predicate, what, seconds=30):
+    with anyio.fail_after(seconds):
+        while not predicate():
+            await anyio.sleep(0.02)
+
+
+async def cancel_and_resume():
+    backend = backend_file([
+        {"label": "^first$", "text": "first done", "latency_ms": 0},
+        {"label": "^slow ", "text": "slow done", "latency_ms": 1500},
+    ])
+    flags = ["--backend", f"scripted:{backend}"]
+    async with server(*flags) as session:
+        await session.initialize()
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append(message)
+
+        async with anyio.create_task_group() as group:
+            cancel = anyio.CancelScope()
+
+            async def slow_call():
+                with cancel:
+                    await session.call_tool(
+                        "run_workflow", {"script": SLOW, "thread_id": "slow-1"},
+                        progress_callback=on_progress,
+                    )
+                    raise AssertionError("the cancelled call answered")
+
+            group.start_soon(slow_call)
+            # Once the first leaf is done and the slow ones are running, cancel the call: the
+            # SDK sends notifications/cancelled.
+            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
+            # Two calls in flight at once: another completes while the slow one runs, and a
+            # second run of the running thread is refused.
+            quick = await session.call_tool("run_workflow", {"script": "return await agent('quick')"})
+            assert quick.structured_content["ok"] is True, quick
+            busy = await session.call_tool("resume_workflow", {"thread_id": "slow-1"})
+            error = error_of(busy)
+            assert error["kind"] == "thread_in_use", error
+            cancel.cancel()
+
+        # The journal keeps the finished leaf; the thread stays open and resumes from it.
+        async def still_running():
+            listing = await session.call_tool("list_threads", {})
+            threads = {t["thread_id"]: t for t in listing.structured_content["threads"]}
+            return threads["slow-1"]["status"]
+
+        with anyio.fail_after(10):
+            while True:
+                shown = await session.call_tool("show_thread", {"thread_id": "slow-1"})
+                if shown.structured_content["entries"]:
+                    break
+                await anyio.sleep(0.05)
+        assert await still_running() == "running"
+        firsts = [c for c in calls() if c.get("label") == "first"]
+        assert len(firsts) == 1, calls()
+        result = await session.call_tool("resume_workflow", {"thread_id": "slow-1"})
+        out = result.structured_content
+        assert out["ok"] is True, out
+        assert out["result"] == {"first": "first done", "rest": ["slow done"] * 3}, out
+        # The finished leaf was replayed from the journal, not called again.
+        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
+
+
+async def hostile_script():
+    backend = backend_file([{"label": "^slow$", "text": "slow done", "latency_ms": 800}])
+    async with server("--backend", f"scripted:{backend}", "--fuel", "100000000") as session:
+        await session.initialize()
+        results = {}
+
+        async def call(name, script):
+            results[name] = await session.call_tool("run_workflow", {"script": script})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, "slow", "return await agent('slow', label='slow')")
+            group.start_soon(call, "bomb", "while True:\n    pass\nreturn 1")
+            group.start_soon(call, "quick", "return 1 + 1")
+        error = error_of(results["bomb"])
+        assert error["kind"] == "out_of_fuel", error
+        assert results["slow"].structured_content["result"] == "slow done", results["slow"]
+        assert results["quick"].structured_content["result"] == 2, results["quick"]
+
+
+async def disconnect():
+    backend = backend_file([
+        {"label": "^first$", "text": "first done", "latency_ms": 0},
+        {"label": "^slow ", "text": "slow done", "latency_ms": 3000},
+    ])
+    flags = ["--backend", f"scripted:{backend}"]
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(message)
+
+    # The client goes away mid-run: stdin closes, the server cancels the run and exits.
+    async with server(*flags) as session:
+        await session.initialize()
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                lambda: session.call_tool(
+                    "run_workflow", {"script": SLOW, "thread_id": "gone-1"}, progress_callback=on_progress
+                )
+            )
+            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
+            group.cancel_scope.cancel()
+    # A new session finds the thread open and resumes it.
+    async with server(*flags) as session:
+        await session.initialize()
+        shown = await session.call_tool("show_thread", {"thread_id": "gone-1"})
+        assert shown.structured_content["status"] == "running", shown.structured_content
+        result = await session.call_tool("resume_workflow", {"thread_id": "gone-1"})
+        assert result.structured_content["ok"] is True, result
+        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
+
+
+SCENARIOS = {
+    "basics": basics,
+    "cancel_and_resume": cancel_and_resume,
+    "hostile_script": hostile_script,
+    "disconnect": disconnect,
+}
+
+if __name__ == "__main__":
+    anyio.run(SCENARIOS[sys.argv[1]])
+    print(f"{sys.argv[1]}: ok")
