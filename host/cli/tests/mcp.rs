@@ -59,9 +59,135 @@ fn a_fuel_bomb_ends_in_its_own_error_while_other_calls_complete() {
     scenario("hostile_script");
 }
 
+/// A client that goes away mid-run without cancelling (its process died): stdin closes, the
+/// server cancels the run at once and exits by itself, and the thread resumes from its
+/// journal without calling the finished leaf again.
 #[test]
 fn a_client_that_disconnects_mid_run_leaves_the_thread_resumable() {
-    scenario("disconnect");
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let backend = scratch.path().join("backend.json");
+    let calls = scratch.path().join("calls.jsonl");
+    std::fs::write(
+        &backend,
+        json!({"seed": 1, "fallback": "fake", "call_log": calls, "rules": [
+            {"label": "^first$", "text": "first done", "latency_ms": 0},
+            {"label": "^slow ", "text": "slow done", "latency_ms": 3000}]})
+        .to_string(),
+    )
+    .unwrap();
+    let backend_flag = format!("scripted:{}", backend.display());
+    let mut server = Server::start(scratch.path(), &["--backend", &backend_flag]);
+    server.initialize();
+    let script = "first = await agent('first', label='first')\n\
+                  rest = await parallel([lambda i=i: agent('slow', label='slow ' + str(i)) for i in range(2)])\n\
+                  return [first, rest]";
+    server.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run_workflow", "arguments": {"script": script, "thread_id": "gone-1"},
+            "_meta": {"progressToken": "t"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    // Progress says the first leaf is done and the slow ones are running.
+    loop {
+        let message = server.recv();
+        assert_eq!(message["method"], "notifications/progress", "{message}");
+        let text = message["params"]["message"].as_str().unwrap_or_default();
+        if text.starts_with("1/3 leaves · ") {
+            break;
+        }
+    }
+    // Had the run not been cancelled, it would have finished before the server exited.
+    let stderr = server.close();
+    assert!(
+        stderr.contains("the client left; 1 running call(s) cancelled"),
+        "{stderr}"
+    );
+    let resumed = Command::new(env!("CARGO_BIN_EXE_flowbox"))
+        .args(["resume", "gone-1", "--json", "--backend", &backend_flag])
+        .env("FLOWBOX_DB", scratch.path().join("journal.db"))
+        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
+        .output()
+        .unwrap();
+    let outcome: Value = serde_json::from_slice(&resumed.stdout).expect("one JSON object");
+    assert_eq!(
+        outcome["result"],
+        json!(["first done", ["slow done", "slow done"]]),
+        "{outcome}"
+    );
+    let log = std::fs::read_to_string(&calls).unwrap();
+    let firsts = log
+        .lines()
+        .filter(|l| l.contains("\"label\":\"first\""))
+        .count();
+    assert_eq!(firsts, 1, "{log}");
+}
+
+/// `flowbox mcp` as a child process spoken to in raw JSON-RPC lines.
+struct Server {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Server {
+    fn start(scratch: &Path, flags: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
+            .arg("mcp")
+            .args(flags)
+            .env("FLOWBOX_DB", scratch.join("journal.db"))
+            .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("flowbox mcp starts");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, line: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn recv(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    fn initialize(&mut self) -> Value {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}})
+            .to_string()
+            .as_bytes(),
+        );
+        let init = self.recv();
+        self.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        init
+    }
+
+    /// Closes stdin, waits for the server to exit by itself (successfully, without a panic)
+    /// and returns its stderr.
+    fn close(mut self) -> String {
+        drop(self.stdin.take());
+        let status = self.child.wait().expect("flowbox mcp exits");
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert!(status.success(), "{status}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        stderr
+    }
 }
 
 /// Lines no SDK sends: text that is not JSON, JSON that is not JSON-RPC, invalid UTF-8. The
@@ -69,59 +195,32 @@ fn a_client_that_disconnects_mid_run_leaves_the_thread_resumable() {
 #[test]
 fn garbage_lines_do_not_end_the_server() {
     let scratch = tempfile::tempdir().expect("a temporary directory");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
-        .arg("mcp")
-        .env("FLOWBOX_DB", scratch.path().join("journal.db"))
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flowbox mcp starts");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = move |line: &[u8]| {
-        stdin.write_all(line).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut recv = || {
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-    };
-    send(b"this is not json");
-    send(b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ");
-    send(&[0xff, 0xfe, b'{', b'}']);
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}})
-        .to_string()
-        .as_bytes(),
-    );
-    let init = recv();
+    let mut server = Server::start(scratch.path(), &[]);
+    server.send(b"this is not json");
+    server.send(b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": ");
+    server.send(&[0xff, 0xfe, b'{', b'}']);
+    let init = server.initialize();
     assert_eq!(init["id"], 1, "{init}");
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
-    send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    send(br#"{"not": "json-rpc"}"#);
-    let refused = recv();
+    server.send(br#"{"not": "json-rpc"}"#);
+    let refused = server.recv();
     assert_eq!(refused["error"]["code"], -32600, "{refused}");
-    send(b"still not json");
-    send(br#"{"jsonrpc":"2.0","id":2,"method":"no/such/method"}"#);
-    let unknown = recv();
+    server.send(b"still not json");
+    server.send(br#"{"jsonrpc":"2.0","id":2,"method":"no/such/method"}"#);
+    let unknown = server.recv();
     assert_eq!(
         (unknown["id"].clone(), unknown["error"]["code"].clone()),
         (json!(2), json!(-32601)),
         "{unknown}"
     );
-    send(
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-               "params": {"name": "run_workflow", "arguments": {"script": "return [1, 2.5, 12345678901234567890]"}}})
+    server.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "run_workflow",
+            "arguments": {"script": "return [1, 2.5, 12345678901234567890]"}}})
         .to_string()
         .as_bytes(),
     );
-    let called = recv();
+    let called = server.recv();
     assert_eq!(called["id"], 3, "{called}");
     // The result's numbers are the script's, to the digit.
     assert_eq!(
@@ -129,10 +228,5 @@ fn garbage_lines_do_not_end_the_server() {
         "[1,2.5,12345678901234567890]",
         "{called}"
     );
-    drop(send);
-    let status = child.wait().expect("flowbox mcp exits");
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert!(status.success(), "{status}: {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
+    server.close();
 }

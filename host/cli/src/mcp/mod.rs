@@ -6,8 +6,10 @@
 
 mod progress;
 mod server;
+mod stdin;
 mod tools;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -46,8 +48,13 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         .warm_pool(args.warm_pool)
         .build()
         .map_err(Failure::setup)?;
-    let server = server::Server::new(runtime, args.patterns);
-    let service = match server.clone().serve(rmcp::transport::stdio()).await {
+    let gone = Arc::new(stdin::ClientGone::default());
+    let server = server::Server::new(runtime, args.patterns, Arc::clone(&gone));
+    let transport = (
+        stdin::Watched::new(tokio::io::stdin(), gone),
+        tokio::io::stdout(),
+    );
+    let service = match server.clone().serve(transport).await {
         Ok(service) => service,
         Err(error) => {
             // A client that leaves before the handshake is not a failure of the server.
@@ -56,8 +63,15 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         }
     };
     let _ = service.waiting().await;
-    // The client has gone: rmcp has cancelled the calls still running; their runs stop, and
-    // their threads stay in the journal, resumable.
+    // The client has gone: the calls still running were cancelled when stdin closed; their
+    // threads stay in the journal, resumable.
+    let cancelled = server.cancelled_on_exit();
     server.drained(DRAIN).await;
+    if cancelled > 0 {
+        err!(
+            "flowbox mcp: the client left; {cancelled} running call(s) cancelled, their threads \
+             resumable"
+        );
+    }
     Ok(0)
 }

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::progress::{self, LogLevel};
+use super::stdin::ClientGone;
 use super::tools::{self, LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
 
 /// The server; clones share one runtime.
@@ -39,12 +40,13 @@ struct Inner {
     tools: Vec<Tool>,
     level: Arc<LogLevel>,
     in_flight: InFlight,
+    gone: Arc<ClientGone>,
 }
 
 impl Server {
     /// A server running workflows on `runtime`; `patterns` puts the pattern library in its
     /// instructions.
-    pub(crate) fn new(runtime: Runtime, patterns: bool) -> Self {
+    pub(crate) fn new(runtime: Runtime, patterns: bool, gone: Arc<ClientGone>) -> Self {
         let guidance = if patterns {
             Guidance::new(&runtime)
         } else {
@@ -60,8 +62,14 @@ impl Server {
                 tools,
                 level: Arc::default(),
                 in_flight: InFlight::default(),
+                gone,
             }),
         }
+    }
+
+    /// How many calls were running when the client went away (and so were cancelled).
+    pub(crate) fn cancelled_on_exit(&self) -> usize {
+        self.inner.in_flight.cancelled.load(Ordering::SeqCst)
     }
 
     /// Waits, at most `limit`, until no call is running any more.
@@ -89,6 +97,10 @@ impl Server {
         let output = tokio::select! {
             output = work => Some(output),
             () = context.ct.cancelled() => None,
+            () = self.inner.gone.wait() => {
+                self.inner.in_flight.cancelled.fetch_add(1, Ordering::SeqCst);
+                None
+            }
         };
         forwarder.finish().await;
         output
@@ -317,6 +329,8 @@ impl ServerHandler for Server {
 #[derive(Debug, Default)]
 struct InFlight {
     count: AtomicUsize,
+    /// Calls cancelled because the client went away.
+    cancelled: AtomicUsize,
     idle: Notify,
 }
 

@@ -277,43 +277,10 @@ async def hostile_script():
         assert results["quick"].structured_content["result"] == 2, results["quick"]
 
 
-async def disconnect():
-    backend = backend_file([
-        {"label": "^first$", "text": "first done", "latency_ms": 0},
-        {"label": "^slow ", "text": "slow done", "latency_ms": 3000},
-    ])
-    flags = ["--backend", f"scripted:{backend}"]
-    progress = []
-
-    async def on_progress(value, total, message):
-        progress.append(message)
-
-    # The client goes away mid-run: stdin closes, the server cancels the run and exits.
-    async with server(*flags) as session:
-        await session.initialize()
-        async with anyio.create_task_group() as group:
-            group.start_soon(
-                lambda: session.call_tool(
-                    "run_workflow", {"script": SLOW, "thread_id": "gone-1"}, progress_callback=on_progress
-                )
-            )
-            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
-            group.cancel_scope.cancel()
-    # A new session finds the thread open and resumes it.
-    async with server(*flags) as session:
-        await session.initialize()
-        shown = await session.call_tool("show_thread", {"thread_id": "gone-1"})
-        assert shown.structured_content["status"] == "running", shown.structured_content
-        result = await session.call_tool("resume_workflow", {"thread_id": "gone-1"})
-        assert result.structured_content["ok"] is True, result
-        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
-
-
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
     "hostile_script": hostile_script,
-    "disconnect": disconnect,
 }
 
 if __name__ == "__main__":
