@@ -116,7 +116,7 @@ impl Server {
             RUN_WORKFLOW => {
                 let mut input: WorkflowInput = match parse(name, arguments) {
                     Ok(input) => input,
-                    Err(result) => return Ok(result),
+                    Err(message) => return Ok(invalid_arguments(&message)),
                 };
                 // The call's events are found by its thread id, so every call has one.
                 let thread_id = input
@@ -134,7 +134,7 @@ impl Server {
             RESUME_WORKFLOW => {
                 let ThreadInput { thread_id } = match parse(name, arguments) {
                     Ok(input) => input,
-                    Err(result) => return Ok(result),
+                    Err(message) => return Ok(invalid_arguments(&message)),
                 };
                 let workflow = &self.inner.workflow;
                 let work = workflow.resume(&thread_id);
@@ -144,15 +144,15 @@ impl Server {
                 })
             }
             LIST_THREADS => {
-                if let Err(result) = parse::<NoInput>(name, arguments) {
-                    return Ok(result);
+                if let Err(message) = parse::<NoInput>(name, arguments) {
+                    return Ok(invalid_arguments(&message));
                 }
                 Ok(self.list_threads().await)
             }
             SHOW_THREAD => {
                 let ThreadInput { thread_id } = match parse(name, arguments) {
                     Ok(input) => input,
-                    Err(result) => return Ok(result),
+                    Err(message) => return Ok(invalid_arguments(&message)),
                 };
                 Ok(self.show_thread(&thread_id).await)
             }
@@ -225,18 +225,19 @@ struct ThreadInput {
 #[serde(deny_unknown_fields)]
 struct NoInput {}
 
-/// The tool's arguments as `T`, or the `isError` result saying what is wrong with them.
-fn parse<T: serde::de::DeserializeOwned>(
-    tool: &str,
-    arguments: Value,
-) -> Result<T, CallToolResult> {
-    serde_json::from_value(arguments).map_err(|error| {
-        failure(
-            "invalid_arguments",
-            &format!("invalid arguments for {tool}: {error}"),
-            "call the tool with the arguments its input schema lists, with their types",
-        )
-    })
+/// The tool's arguments as `T`, or what is wrong with them.
+fn parse<T: serde::de::DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, String> {
+    serde_json::from_value(arguments)
+        .map_err(|error| format!("invalid arguments for {tool}: {error}"))
+}
+
+/// The `isError` result of arguments that do not fit the tool's input schema.
+fn invalid_arguments(message: &str) -> CallToolResult {
+    failure(
+        "invalid_arguments",
+        message,
+        "call the tool with the arguments its input schema lists, with their types",
+    )
 }
 
 /// A run's output as a tool result: an error when the run did not succeed.
