@@ -15,25 +15,34 @@ fn root() -> PathBuf {
 /// Runs one scenario of tests/mcp/client.py against a fresh journal, failing with the
 /// client's and the server's output.
 fn scenario(name: &str) {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    scenario_in(name, scratch.path(), None);
+}
+
+/// Runs a scenario with its scratch directory `scratch`, against `url` when it is given.
+fn scenario_in(name: &str, scratch: &Path, url: Option<&str>) {
     let python = root().join("target/mcp-venv/bin/python");
     assert!(
         python.exists(),
         "the Python MCP client is not installed at {}: run `make mcp-client` (`make test` does)",
         python.display()
     );
-    let scratch = tempfile::tempdir().expect("a temporary directory");
-    let output = Command::new(&python)
+    let mut command = Command::new(&python);
+    if let Some(url) = url {
+        command.env("FLOWBOX_URL", url);
+    }
+    let output = command
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py"))
         .arg(name)
         .env("FLOWBOX_BIN", env!("CARGO_BIN_EXE_flowbox"))
-        .env("FLOWBOX_SCRATCH", scratch.path())
-        .env("FLOWBOX_DB", scratch.path().join("journal.db"))
+        .env("FLOWBOX_SCRATCH", scratch)
+        .env("FLOWBOX_DB", scratch.join("journal.db"))
         .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
         .stdin(Stdio::null())
         .output()
         .expect("the Python client runs");
     let server_stderr =
-        std::fs::read_to_string(scratch.path().join("server.stderr")).unwrap_or_default();
+        std::fs::read_to_string(scratch.join("server.stderr")).unwrap_or_default();
     assert!(
         output.status.success() && !server_stderr.contains("panicked at"),
         "scenario {name} failed ({}):\n--- client stdout\n{}\n--- client stderr\n{}\n--- server \
@@ -57,6 +66,54 @@ fn a_cancelled_call_leaves_its_thread_resumable_while_other_calls_go_on() {
 #[test]
 fn a_fuel_bomb_ends_in_its_own_error_while_other_calls_complete() {
     scenario("hostile_script");
+}
+
+/// Over Streamable HTTP (`--listen`, on a free loopback port): several clients at once, a
+/// cancelled call resumed from another session.
+#[test]
+fn streamable_http_serves_several_clients() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let backend = scratch.path().join("backend.json");
+    std::fs::write(
+        &backend,
+        json!({"seed": 1, "fallback": "fake", "call_log": scratch.path().join("calls.jsonl"),
+               "rules": [{"label": "^first$", "text": "first done", "latency_ms": 0},
+                         {"label": "^slow ", "text": "slow done", "latency_ms": 1500}]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
+        .args(["mcp", "--listen", "127.0.0.1:0", "--backend"])
+        .arg(format!("scripted:{}", backend.display()))
+        .env("FLOWBOX_DB", scratch.path().join("journal.db"))
+        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flowbox mcp --listen starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let url = loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("flowbox mcp --listen exited before listening");
+        }
+        if let Some(url) = line.trim().strip_prefix("flowbox mcp: listening on ") {
+            break url.to_owned();
+        }
+    };
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let result = std::panic::catch_unwind(|| scenario_in("http", scratch.path(), Some(&url)));
+    // Stopped by its pid, whatever the scenario did.
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(!rest.contains("panicked"), "{rest}");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// A client that goes away mid-run without cancelling (its process died): stdin closes, the

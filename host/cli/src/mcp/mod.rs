@@ -4,6 +4,7 @@
 //! the script's log lines) in [`progress`]. Runs go through the same [`flowbox::Runtime`] as
 //! `flowbox run`, built from the same flags.
 
+mod http;
 mod progress;
 mod server;
 mod stdin;
@@ -34,14 +35,18 @@ pub(crate) struct McpArgs {
     /// call then starts without paying for an instantiation.
     #[arg(long, value_name = "N", default_value_t = 2)]
     warm_pool: usize,
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio, for several clients at
+    /// once: `PORT` (on 127.0.0.1) or `HOST:PORT`. The address is printed on stderr.
+    #[arg(long, value_name = "ADDR", value_parser = http::parse_listen)]
+    listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     options: RunOptions,
     #[command(flatten)]
     journal: JournalOptions,
 }
 
-/// Serves MCP on stdin/stdout until the client closes stdin; messages for people go to
-/// stderr. A line that is not JSON is skipped, a JSON value that is not a JSON-RPC message is
+/// Serves MCP on stdin/stdout until the client closes stdin (or over HTTP with `--listen`);
+/// messages for people go to stderr. A line that is not JSON is skipped, a JSON value that is not a JSON-RPC message is
 /// answered with an Invalid Request error, and neither ends the server.
 pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
     let runtime = build_runtime_with(&args.options, Some(Journal::Create(&args.journal)))?
@@ -50,6 +55,9 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         .map_err(Failure::setup)?;
     let gone = Arc::new(stdin::ClientGone::default());
     let server = server::Server::new(runtime, args.patterns, Arc::clone(&gone));
+    if let Some(addr) = args.listen {
+        return http::serve(server, addr).await;
+    }
     let transport = (
         stdin::Watched::new(tokio::io::stdin(), gone),
         tokio::io::stdout(),

@@ -15,6 +15,7 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 SCRATCH = Path(os.environ["FLOWBOX_SCRATCH"])
@@ -277,10 +278,93 @@ async def hostile_script():
         assert results["quick"].structured_content["result"] == 2, results["quick"]
 
 
+@asynccontextmanager
+async def http_session(**session_options):
+    async with streamable_http_client(os.environ["FLOWBOX_URL"]) as (read, write):
+        async with ClientSession(read, write, **session_options) as session:
+            yield session
+
+
+async def http():
+    """Over Streamable HTTP: several clients at once, each its own session, with progress, log
+    lines, isError results and a cancelled call that resumes."""
+    progress = {}
+    logs = []
+
+    async def on_log(params):
+        logs.append(params.data)
+
+    async def client(name, items):
+        async with http_session(logging_callback=on_log) as session:
+            init = await session.initialize()
+            assert init.protocol_version == "2025-11-25", init.protocol_version
+            assert "run_workflow" in init.instructions
+            tools = {tool.name for tool in (await session.list_tools()).tools}
+            assert tools == {"list_threads", "resume_workflow", "run_workflow", "show_thread"}
+            progress[name] = []
+
+            async def on_progress(value, total, message):
+                progress[name].append(message)
+
+            result = await session.call_tool(
+                "run_workflow",
+                {"script": FANOUT, "args": {"items": items}, "thread_id": f"http-{name}"},
+                progress_callback=on_progress,
+            )
+            out = result.structured_content
+            assert out["ok"] is True, out
+            assert out["result"]["count"] == len(items) and out["result"]["big"] == 12345678901234567890
+            error = error_of(await session.call_tool("run_workflow", {"script": "import os\nreturn 1"}))
+            assert error["kind"] == "forbidden" and error["line"] == 1, error
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(client, "one", ["a", "b"])
+        group.start_soon(client, "two", ["c", "d", "e"])
+        group.start_soon(client, "three", ["f"])
+    assert progress["two"][-1].startswith("review · 3/3 leaves"), progress
+    assert progress["three"][-1].startswith("review · 1/1 leaves"), progress
+    assert sorted(logs) == ["reviewing 1 items", "reviewing 2 items", "reviewing 3 items"], logs
+
+    # A cancelled call over HTTP: the thread stays open, and another session resumes it.
+    async with http_session() as session:
+        await session.initialize()
+        seen = []
+
+        async def on_progress(value, total, message):
+            seen.append(message)
+
+        async with anyio.create_task_group() as group:
+            cancel = anyio.CancelScope()
+
+            async def slow_call():
+                with cancel:
+                    await session.call_tool(
+                        "run_workflow", {"script": SLOW, "thread_id": "http-slow"},
+                        progress_callback=on_progress,
+                    )
+
+            group.start_soon(slow_call)
+            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in seen), "the slow leaves")
+            cancel.cancel()
+    async with http_session() as session:
+        await session.initialize()
+        with anyio.fail_after(10):
+            while True:
+                busy = await session.call_tool("resume_workflow", {"thread_id": "http-slow"})
+                if busy.structured_content["ok"]:
+                    break
+                # Until the cancelled run has let go of the thread, it is in use.
+                assert busy.structured_content["error"]["kind"] == "thread_in_use", busy
+                await anyio.sleep(0.1)
+        assert busy.structured_content["result"]["first"] == "first done", busy
+        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
+
+
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
     "hostile_script": hostile_script,
+    "http": http,
 }
 
 if __name__ == "__main__":
