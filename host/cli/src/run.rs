@@ -91,18 +91,21 @@ pub(crate) fn build_runtime(
     options: &RunOptions,
     journal: Option<Journal<'_>>,
 ) -> Result<Runtime, Failure> {
-    build_runtime_with(options, journal)?
+    build_runtime_with(options, journal, |_| Ok(()))?
         .build()
         .map_err(Failure::setup)
 }
 
-/// The builder of [`build_runtime`], for a command that adds to it.
+/// The builder of [`build_runtime`], for a command that adds to it, with the backends the
+/// flags name changed by `adjust` (`mcp --leaves sampling` puts its own leaf backend in).
 pub(crate) fn build_runtime_with(
     options: &RunOptions,
     journal: Option<Journal<'_>>,
+    adjust: impl FnOnce(&mut Backends) -> anyhow::Result<()>,
 ) -> Result<flowbox::RuntimeBuilder, Failure> {
     let limits = options.limits().map_err(Failure::input)?;
-    let backends = options.backends().map_err(Failure::input)?;
+    let mut backends = options.backends().map_err(Failure::input)?;
+    adjust(&mut backends).map_err(Failure::input)?;
     if backends.prices.is_none() {
         let dollar_flags = [
             ("--budget-usd", limits.budget_usd),

@@ -41,8 +41,7 @@ fn scenario_in(name: &str, scratch: &Path, url: Option<&str>) {
         .stdin(Stdio::null())
         .output()
         .expect("the Python client runs");
-    let server_stderr =
-        std::fs::read_to_string(scratch.join("server.stderr")).unwrap_or_default();
+    let server_stderr = std::fs::read_to_string(scratch.join("server.stderr")).unwrap_or_default();
     assert!(
         output.status.success() && !server_stderr.contains("panicked at"),
         "scenario {name} failed ({}):\n--- client stdout\n{}\n--- client stderr\n{}\n--- server \
@@ -61,6 +60,11 @@ fn initialize_list_tools_run_a_fanout_and_refuse_bad_input() {
 #[test]
 fn a_cancelled_call_leaves_its_thread_resumable_while_other_calls_go_on() {
     scenario("cancel_and_resume");
+}
+
+#[test]
+fn sampling_leaves_are_answered_by_the_clients_model() {
+    scenario("sampling");
 }
 
 #[test]

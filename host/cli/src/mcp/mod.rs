@@ -6,6 +6,7 @@
 
 mod http;
 mod progress;
+mod sampling;
 mod server;
 mod stdin;
 mod tools;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+use flowbox::backends::AgentBackend;
 use rmcp::ServiceExt;
 
 use crate::Failure;
@@ -39,6 +41,11 @@ pub(crate) struct McpArgs {
     /// once: `PORT` (on 127.0.0.1) or `HOST:PORT`. The address is printed on stderr.
     #[arg(long, value_name = "ADDR", value_parser = http::parse_listen)]
     listen: Option<std::net::SocketAddr>,
+    /// Who answers leaves: `backend` (the --backend flag's) or `sampling` (the client's own
+    /// model: each model turn of a leaf is a sampling/createMessage request to the client
+    /// running the call, which must declare the sampling capability; tokens are estimated).
+    #[arg(long, value_name = "WHO", default_value = "backend", value_parser = ["backend", "sampling"])]
+    leaves: String,
     #[command(flatten)]
     options: RunOptions,
     #[command(flatten)]
@@ -49,12 +56,28 @@ pub(crate) struct McpArgs {
 /// messages for people go to stderr. A line that is not JSON is skipped, a JSON value that is not a JSON-RPC message is
 /// answered with an Invalid Request error, and neither ends the server.
 pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
-    let runtime = build_runtime_with(&args.options, Some(Journal::Create(&args.journal)))?
-        .warm_pool(args.warm_pool)
-        .build()
-        .map_err(Failure::setup)?;
+    let clients = Arc::new(sampling::Clients::default());
+    let sampled = args.leaves == "sampling";
+    let journal = Some(Journal::Create(&args.journal));
+    let backend = &args.options.backend;
+    let runtime = build_runtime_with(&args.options, journal, |backends| {
+        if sampled {
+            let chat = Arc::new(sampling::SamplingChat::new(Arc::clone(&clients)));
+            let config = backend.agent_config_on("host", &backends.tools)?;
+            backends.leaf = Arc::new(AgentBackend::new(chat, config, backends.tools.clone()));
+        }
+        Ok(())
+    })?
+    .warm_pool(args.warm_pool)
+    .build()
+    .map_err(Failure::setup)?;
     let gone = Arc::new(stdin::ClientGone::default());
-    let server = server::Server::new(runtime, args.patterns, Arc::clone(&gone));
+    let server = server::Server::new(
+        runtime,
+        args.patterns,
+        Arc::clone(&gone),
+        sampled.then_some(clients),
+    );
     if let Some(addr) = args.listen {
         return http::serve(server, addr).await;
     }

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use super::progress::{self, LogLevel};
+use super::sampling::Clients;
 use super::stdin::ClientGone;
 use super::tools::{self, LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
 
@@ -41,12 +42,19 @@ struct Inner {
     level: Arc<LogLevel>,
     in_flight: InFlight,
     gone: Arc<ClientGone>,
+    /// With `--leaves sampling`: where each running thread's leaves go.
+    sampling: Option<Arc<Clients>>,
 }
 
 impl Server {
     /// A server running workflows on `runtime`; `patterns` puts the pattern library in its
     /// instructions.
-    pub(crate) fn new(runtime: Runtime, patterns: bool, gone: Arc<ClientGone>) -> Self {
+    pub(crate) fn new(
+        runtime: Runtime,
+        patterns: bool,
+        gone: Arc<ClientGone>,
+        sampling: Option<Arc<Clients>>,
+    ) -> Self {
         let guidance = if patterns {
             Guidance::new(&runtime)
         } else {
@@ -56,13 +64,17 @@ impl Server {
         let tools = tools::list(&workflow);
         Self {
             inner: Arc::new(Inner {
-                instructions: guidance.text().to_owned(),
+                instructions: match sampling {
+                    Some(_) => format!("{}\n\n{SAMPLING_NOTE}", guidance.text()),
+                    None => guidance.text().to_owned(),
+                },
                 runtime,
                 workflow,
                 tools,
                 level: Arc::default(),
                 in_flight: InFlight::default(),
                 gone,
+                sampling,
             }),
         }
     }
@@ -85,6 +97,11 @@ impl Server {
         work: impl Future<Output = Value>,
         context: &RequestContext<RoleServer>,
     ) -> Option<Value> {
+        let _attached = self
+            .inner
+            .sampling
+            .as_ref()
+            .map(|clients| clients.attach(&thread_id, context.peer.clone()));
         let forwarder = progress::spawn(
             self.inner.runtime.subscribe(),
             thread_id,
@@ -210,6 +227,12 @@ impl Server {
         }
     }
 }
+
+/// What the instructions add under `--leaves sampling`.
+const SAMPLING_NOTE: &str = "On this server every leaf is answered by the client's own model: \
+each model turn of a leaf is a sampling/createMessage request to the client running the \
+workflow, so the client must offer the sampling capability (a run on a client without it fails \
+at its first leaf). Leaves cannot use tools here, and token counts are estimates.";
 
 const JOURNAL_HINT: &str = "the host's journal failed, not the script; tell the user";
 

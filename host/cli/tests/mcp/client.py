@@ -360,11 +360,75 @@ async def http():
         assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
 
 
+SAMPLED = """
+meta = {"name": "sampled", "description": "leaves on the host's model"}
+
+async def main():
+    verdict = await agent("Is 2 + 2 = 4?", label="judge", instruction="Answer briefly.",
+                          schema={"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                  "required": ["ok"]})
+    note = await agent("Say hi", model="fast")
+    return {"verdict": verdict, "note": note}
+"""
+
+
+async def sampling():
+    """--leaves sampling: each leaf turn a sampling/createMessage to this client."""
+    received = []
+
+    async def on_sample(context, params):
+        received.append(params)
+        system = params.system_prompt or ""
+        if "JSON Schema" in system:
+            # The first structured reply is not JSON: the server asks once more (repair).
+            text = "certainly!" if sum("JSON Schema" in (p.system_prompt or "") for p in received) == 1 else '{"ok": true}'
+        else:
+            text = "hi from the host"
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=text), model="host-model"
+        )
+
+    flags = ["--leaves", "sampling", "--profile", "fast=small-model:cheap"]
+    async with server(*flags, sampling_callback=on_sample) as session:
+        init = await session.initialize()
+        assert "sampling/createMessage" in init.instructions, init.instructions[-400:]
+        result = await session.call_tool("run_workflow", {"script": SAMPLED, "thread_id": "sampled-1"})
+        out = result.structured_content
+        assert out["ok"] is True, out
+        assert out["result"] == {"verdict": {"ok": True}, "note": "hi from the host"}, out
+        assert out["summary"]["tokens"] > 0, out
+        # What the callback received: the schema request, then its repair, then the plain leaf.
+        assert len(received) == 3, received
+        first, repair, plain = received
+        assert "Answer briefly." in first.system_prompt, first.system_prompt
+        assert '"required": ["ok"]' in first.system_prompt or '"required":["ok"]' in first.system_prompt, first.system_prompt
+        assert first.messages[0].role == "user"
+        assert "Is 2 + 2 = 4?" in first.messages[0].content.text, first.messages
+        assert [m.role for m in repair.messages] == ["user", "assistant", "user"], repair.messages
+        assert repair.messages[1].content.text == "certainly!"
+        assert "JSON Schema" not in plain.system_prompt
+        assert plain.messages[0].content.text == "Say hi", plain.messages
+        assert [h.name for h in plain.model_preferences.hints] == ["small-model"], plain.model_preferences
+        assert [h.name for h in first.model_preferences.hints] == ["host"], first.model_preferences
+        # Journaled like any leaf: the finished thread answers from the journal, no sampling.
+        result = await session.call_tool("resume_workflow", {"thread_id": "sampled-1"})
+        assert result.structured_content["result"] == out["result"], result
+        assert len(received) == 3
+
+    # A client without the sampling capability: a clear error at the first leaf.
+    async with server(*flags) as session:
+        await session.initialize()
+        error = error_of(await session.call_tool("run_workflow", {"script": SAMPLED}))
+        assert "sampling capability" in error["message"], error
+        assert error["line"] == 5, error
+
+
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
     "hostile_script": hostile_script,
     "http": http,
+    "sampling": sampling,
 }
 
 if __name__ == "__main__":
