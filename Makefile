@@ -61,3 +61,11 @@ $(MCP_VENV)/installed: $(MCP_REQUIREMENTS)
 	python3 -m venv $(MCP_VENV)
 	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(MCP_REQUIREMENTS)
 	touch $@
+
+# `make bench` also measures what `flowbox mcp` over stdio adds to the library's runs
+# (target/bench/mcp.json).
+.PHONY: bench-mcp
+bench: bench-mcp
+
+bench-mcp: guest
+	$(CARGO) bench --locked -p flowbox-cli --bench mcp
