@@ -85,7 +85,8 @@ enum Command {
     /// Print the guidance a root model gets on this host (what `ask` gives its root agent):
     /// the script contract, the profiles, templates, tools and limits the flags configure.
     Guidance(guidance::GuidanceArgs),
-    /// Serve the workflow tools to an agent host over the Model Context Protocol (stdio).
+    /// Serve the workflow tools to an agent host over the Model Context Protocol (stdio, or
+    /// Streamable HTTP with --listen).
     Mcp(mcp::McpArgs),
 }
 

@@ -253,6 +253,24 @@ impl Server {
 
 /// Lines no SDK sends: text that is not JSON, JSON that is not JSON-RPC, invalid UTF-8. The
 /// server skips the first and last, answers the second with Invalid Request, and goes on.
+/// A client asking for the stateless 2026-07-28 revision, which this server does not offer
+/// yet, is offered 2025-11-25.
+#[test]
+fn the_newest_revision_offered_is_2025_11_25() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let mut server = Server::start(scratch.path(), &[]);
+    server.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2026-07-28", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    let init = server.recv();
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    server.close();
+}
+
 #[test]
 fn garbage_lines_do_not_end_the_server() {
     let scratch = tempfile::tempdir().expect("a temporary directory");
