@@ -284,9 +284,12 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
     // A pipeline's leaves say which item and which stage they are in, a parallel's inside a
     // stage nest under it.
     let staged = write(dir.path(), "staged.py", STAGED);
-    let run = command(&db, &["run", &staged, "--thread", "staged", "--backend", "fake"])
-        .output()
-        .unwrap();
+    let run = command(
+        &db,
+        &["run", &staged, "--thread", "staged", "--backend", "fake"],
+    )
+    .output()
+    .unwrap();
     assert!(
         run.status.success(),
         "{}",
@@ -305,9 +308,7 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
         serde_json::json!({"group": 1, "kind": "pipeline", "index": index, "size": 2,
             "stage": stage})
     };
-    let par = |group, index| {
-        serde_json::json!({"group": group, "kind": "parallel", "index": index, "size": 2})
-    };
+    let par = |group, index| serde_json::json!({"group": group, "kind": "parallel", "index": index, "size": 2});
     assert_eq!(
         places,
         [

@@ -384,7 +384,10 @@ mod tests {
         ] {
             let mut r = request("\"x\"");
             r.path = vec![position(kind, stage)];
-            assert!(failure(r).contains("needs a stage from 1"), "{kind:?} {stage:?}");
+            assert!(
+                failure(r).contains("needs a stage from 1"),
+                "{kind:?} {stage:?}"
+            );
         }
     }
 
@@ -453,13 +456,34 @@ mod tests {
             prop::option::of(prop_oneof![".{0,20}", "[a-z]{250,300}", "\\PC*"])
         }
 
+        fn position() -> impl Strategy<Value = WitPosition> {
+            (
+                any::<u32>(),
+                any::<bool>(),
+                any::<u32>(),
+                any::<u32>(),
+                prop::option::of(0u32..4),
+            )
+                .prop_map(|(group, pipeline, index, size, stage)| WitPosition {
+                    group,
+                    kind: if pipeline {
+                        WitGroupKind::Pipeline
+                    } else {
+                        WitGroupKind::Parallel
+                    },
+                    index,
+                    size,
+                    stage,
+                })
+        }
+
         fn request() -> impl Strategy<Value = Request> {
             (
                 json_text(),
                 prop::option::of(json_text()),
                 (name(), name(), name(), name(), name()),
                 prop::option::of(prop::collection::vec(".{0,12}", 0..300)),
-                prop::collection::vec((any::<u32>(), any::<u32>(), any::<u32>()), 0..80),
+                prop::collection::vec(position(), 0..80),
             )
                 .prop_map(
                     |(
@@ -495,6 +519,10 @@ mod tests {
                     Ok(decoded) => {
                         prop_assert!(prompt_len <= 4096);
                         prop_assert!(decoded.path.len() <= MAX_PATH_DEPTH);
+                        for position in &decoded.path {
+                            let pipeline = position.kind == Some(GroupKind::Pipeline);
+                            prop_assert_eq!(pipeline, position.stage.is_some_and(|s| s > 0));
+                        }
                         for name in [&decoded.leaf.label, &decoded.leaf.model, &decoded.leaf.agent_type]
                             .into_iter()
                             .flatten()

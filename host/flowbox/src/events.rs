@@ -651,7 +651,10 @@ mod tests {
             stage: None,
         };
         assert_eq!(position, expected);
-        assert_eq!(serde_json::to_string(&position).unwrap(), old.replace(' ', ""));
+        assert_eq!(
+            serde_json::to_string(&position).unwrap(),
+            old.replace(' ', "")
+        );
     }
 
     #[test]
