@@ -175,6 +175,9 @@ try {
     assert.equal(await fan.count(), 1);
     assert.deepEqual(await fan.locator("> .branches > .branch .leaf .label").allTextContents(),
       ["check " + item, "style " + item]);
+    const [check, style] = [await fan.locator('.branch[data-branch="0"]').boundingBox(),
+      await fan.locator('.branch[data-branch="1"]').boundingBox()];
+    assert.ok(check.y === style.y && check.x < style.x, "the fan in a cell is side by side too");
     assert.deepEqual(await cell(3).locator(".leaf .label").allTextContents(), ["revise " + item]);
     const cells = [await cell(1).boundingBox(), await cell(2).boundingBox(), await cell(3).boundingBox()];
     assert.ok(cells[0].x < cells[1].x && cells[1].x < cells[2].x, "stages left to right");

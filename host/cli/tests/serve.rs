@@ -309,17 +309,25 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
             "stage": stage})
     };
     let par = |group, index| serde_json::json!({"group": group, "kind": "parallel", "index": index, "size": 2});
+    // Each item's review opens a parallel of its own, numbered 2 and 3 in the order the items
+    // reach it.
+    let inner = |label: &str| {
+        let (_, path) = places.iter().find(|(l, _)| l == label).unwrap();
+        path[1]["group"].as_u64().unwrap()
+    };
+    let (a, b) = (inner("check a"), inner("check b"));
+    assert_eq!((a.min(b), a.max(b)), (2, 3));
     assert_eq!(
         places,
         [
-            ("check a".into(), serde_json::json!([pipe(0, 2), par(2, 0)])),
-            ("check b".into(), serde_json::json!([pipe(1, 2), par(3, 0)])),
+            ("check a".into(), serde_json::json!([pipe(0, 2), par(a, 0)])),
+            ("check b".into(), serde_json::json!([pipe(1, 2), par(b, 0)])),
             ("draft a".into(), serde_json::json!([pipe(0, 1)])),
             ("draft b".into(), serde_json::json!([pipe(1, 1)])),
             ("revise a".into(), serde_json::json!([pipe(0, 3)])),
             ("revise b".into(), serde_json::json!([pipe(1, 3)])),
-            ("style a".into(), serde_json::json!([pipe(0, 2), par(2, 1)])),
-            ("style b".into(), serde_json::json!([pipe(1, 2), par(3, 1)])),
+            ("style a".into(), serde_json::json!([pipe(0, 2), par(a, 1)])),
+            ("style b".into(), serde_json::json!([pipe(1, 2), par(b, 1)])),
         ]
     );
 
