@@ -87,3 +87,26 @@ $(RESTATE_SERVER):
 # flowbox on Restate against the local engine (see the README's Benchmarks).
 bench-restate: guest restate-setup
 	$(CARGO) bench --locked -p flowbox-restate --bench restate
+
+# The official Python MCP SDK, pinned, in its own virtualenv: the client of the `flowbox mcp`
+# tests (host/cli/tests/mcp.rs).
+MCP_VENV := target/mcp-venv
+MCP_REQUIREMENTS := host/cli/tests/mcp/requirements.txt
+
+.PHONY: mcp-client
+test: mcp-client
+
+mcp-client: $(MCP_VENV)/installed
+
+$(MCP_VENV)/installed: $(MCP_REQUIREMENTS)
+	python3 -m venv $(MCP_VENV)
+	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(MCP_REQUIREMENTS)
+	touch $@
+
+# `make bench` also measures what `flowbox mcp` over stdio adds to the library's runs
+# (target/bench/mcp.json).
+.PHONY: bench-mcp
+bench: bench-mcp
+
+bench-mcp: guest
+	$(CARGO) bench --locked -p flowbox-cli --bench mcp

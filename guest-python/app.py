@@ -18,6 +18,7 @@ from wit_world.imports import host as wit
 
 import flowbox_sdk
 from flowbox_sdk import BudgetState, CallFailed, Completion, ScriptFailure, Settings
+from flowbox_sdk.host import PARALLEL, PIPELINE
 
 
 def _kind_name(kind) -> str:
@@ -58,6 +59,20 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+_GROUP_KINDS = {kind: wit.GroupKind[kind.upper()] for kind in (PARALLEL, PIPELINE)}
+
+
+def _path(path) -> list:
+    """The SDK's path (tuples) as the WIT `path` (position records)."""
+    if not path:
+        return path
+    kinds = _GROUP_KINDS
+    return [
+        wit.Position(group, kinds[kind], index, size, stage)
+        for group, kind, index, size, stage in path
+    ]
+
+
 class WitHost:
     """The SDK's host protocol over the generated import functions."""
 
@@ -80,14 +95,14 @@ class WitHost:
                 _text(options.instance_id, "instance_id"),
             )  # fmt: skip
         try:
-            return wit.start_agent(_text(prompt, "prompt"), record, path)
+            return wit.start_agent(_text(prompt, "prompt"), record, _path(path))
         except Err as error:
             raise _call_failed(error) from None
 
     def start_tool(self, name, arguments_json, path) -> int:
         try:
             return wit.start_tool(
-                _text(name, "tool name"), _text(arguments_json, "tool arguments"), path
+                _text(name, "tool name"), _text(arguments_json, "tool arguments"), _path(path)
             )
         except Err as error:
             raise _call_failed(error) from None

@@ -7,8 +7,10 @@ in `errors`.
 
 from typing import NamedTuple, Protocol
 
-# One step of the script tree: (group, index, size), outermost group first.
-Path = list[tuple[int, int, int]]
+# Where a call sits in the script tree: one position per enclosing group, outermost first,
+# each (group, kind, index, size, stage): kind is PARALLEL or PIPELINE, stage (from 1) is the
+# pipeline stage the item was in, None for a parallel branch. Mirrors the WIT `position` record.
+Path = list[tuple[int, str, int, int, int | None]]
 
 
 class Settings(NamedTuple):
@@ -31,7 +33,7 @@ class Completion(NamedTuple):
     payload: "str | CallFailed"
 
 
-# The primitive a failed branch belongs to; the WIT `group-kind` cases.
+# The primitive a group (and a failed branch) belongs to; the WIT `group-kind` cases.
 PARALLEL = "parallel"
 PIPELINE = "pipeline"
 

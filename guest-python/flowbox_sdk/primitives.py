@@ -220,7 +220,9 @@ class Parallel(_Group):
 
     def _tasks(self, gather, path, number):
         return [
-            _Branch(gather, index, item, is_callable, path + [(number, index, size)])
+            _Branch(
+                gather, index, item, is_callable, path + [(number, PARALLEL, index, size, None)]
+            )
             for size in (len(self._items),)
             for index, (is_callable, item) in enumerate(self._items)
         ]
@@ -238,12 +240,13 @@ class Pipeline(_Group):
         self._stages = stages  # (stage, arity) pairs
 
     def _tasks(self, gather, path, number):
-        return [
-            _Flow(gather, index, _run_flow(item, index, self._stages, self),
-                  path + [(number, index, size)])
-            for size in (len(self._items),)
-            for index, item in enumerate(self._items)
-        ]  # fmt: skip
+        size = len(self._items)
+        flows = []
+        for index, item in enumerate(self._items):
+            flow = _Flow(gather, index, path, (number, PIPELINE, index, size))
+            flow.coroutine = _run_flow(item, index, self._stages, self, flow)
+            flows.append(flow)
+        return flows
 
 
 # The tasks of a group. Internal: the script only ever holds the Parallel or Pipeline object.
@@ -308,23 +311,33 @@ async def _await_branch(awaitable, branch: _Branch) -> Any:
 
 
 class _Flow(CoroutineTask):
-    """One pipeline item, running `_run_flow`."""
+    """One pipeline item, running `_run_flow`. Its path's last position names the stage the
+    item is in, so the calls of each stage say which one they belong to."""
 
-    __slots__ = ("_gather", "_index")
+    __slots__ = ("_gather", "_index", "_outer", "_position")
 
-    def __init__(self, gather: _GroupWait, index: int, coroutine, path: Path):
-        self.path = path
-        self.coroutine = coroutine
+    def __init__(self, gather: _GroupWait, index: int, outer: Path, position: tuple):
+        self._outer = outer  # the path of the task that awaits the pipeline
+        self._position = position  # (group, PIPELINE, index, size), without the stage
+        self.path = outer + [position + (1,)]
+        self.coroutine = None
         self._gather = gather
         self._index = index
+
+    def enter(self, stage: int) -> None:
+        """Moves the item into `stage` (from 1): a new path, as calls already made hold the
+        old one."""
+        self.path = self._outer + [self._position + (stage,)]
 
     def finish(self, value, error):
         self._gather.done(self._index, value, error)
 
 
-async def _run_flow(item, index: int, stages: list, group: Pipeline) -> Any:
+async def _run_flow(item, index: int, stages: list, group: Pipeline, flow: _Flow) -> Any:
     value = item
     for number, (stage, arity) in enumerate(stages, 1):
+        if number > 1:
+            flow.enter(number)
         try:
             value = stage(*(value, item, index)[:arity])
             if is_awaitable(value):

@@ -35,6 +35,11 @@ def bindings(tmp_path_factory):
     sys.path.remove(str(out))
 
 
+def sdk_path(path) -> list:
+    """A WIT path (position records) back as the SDK's tuples."""
+    return [(p.group, p.kind.name.lower(), p.index, p.size, p.stage) for p in path]
+
+
 class WitFake:
     """The generated import functions, answered by a FakeHost and converted to WIT types."""
 
@@ -59,13 +64,13 @@ class WitFake:
             self.agent_requests.append((prompt, options, path))
             record = None if options is None else AgentOptions(**vars(options))
             try:
-                return host.start_agent(prompt, record, list(path))
+                return host.start_agent(prompt, record, sdk_path(path))
             except CallFailed as failure:
                 raise self._err(failure) from None
 
         def start_tool(name, arguments, path):
             try:
-                return host.start_tool(name, arguments, list(path))
+                return host.start_tool(name, arguments, sdk_path(path))
             except CallFailed as failure:
                 raise self._err(failure) from None
 
@@ -138,10 +143,19 @@ def test_run_returns_json_text_and_converts_paths(guest, host):
     }
     assert host.named("started") == [('{"name": "n", "description": "d"}',)]
     prompt, options, path = fake.agent_requests[0]
-    assert prompt == '"a"' and path == [(1, 0, 2)]
+    assert prompt == '"a"'
+    assert path == [fake.wit.Position(1, fake.wit.GroupKind.PARALLEL, 0, 2, None)]
     assert isinstance(options, fake.wit.AgentOptions)
     assert options.tools == ["t"] and options.schema is None
-    assert host.named("start_tool") == [("t", '{"q": 1}', [(1, 1, 2)])]
+    assert host.named("start_tool") == [("t", '{"q": 1}', [(1, "parallel", 1, 2, None)])]
+
+
+def test_pipeline_paths_convert_with_their_stage(guest, host):
+    app, fake, _ = guest
+    script = "return await pipeline(['x'], lambda item: item, lambda prev: agent(prev))\n"
+    assert json.loads(app.WitWorld().run(script, "{}")) == ["echo: x"]
+    _, _, path = fake.agent_requests[0]
+    assert path == [fake.wit.Position(1, fake.wit.GroupKind.PIPELINE, 0, 1, 2)]
 
 
 def test_a_call_without_options_sends_none(guest):

@@ -51,8 +51,23 @@ async def main():
     return {"reviews": len(out)}
 `;
 
+// Drafts, a review by two in parallel, a revision: two items through three stages.
+const staged = `
+meta = {"name": "staged", "description": "d", "phases": [{"title": "stages"}]}
+async def main():
+    phase("stages")
+    async def review(draft, item):
+        return await parallel([lambda: agent(f"check {item}", label=f"check {item}"),
+                               lambda: agent(f"style {item}", label=f"style {item}")])
+    return await pipeline(["a", "b"],
+                          lambda item: agent(f"draft {item}", label=f"draft {item}"),
+                          review,
+                          lambda prev, item: agent(f"revise {item}", label=f"revise {item}"))
+`;
+
 const htmlReply = file("html.json", JSON.stringify({ latency_ms: 5, fallback: "fake",
   rules: [{ label: "^r1$", text: "<script>window.pwned = 1</script><b>bold?</b>" }] }));
+const steady = file("steady.json", JSON.stringify({ latency_ms: 2000, fallback: "fake" }));
 const slow = file("slow.json", JSON.stringify({ latency_ms: 2500, jitter_ms: 1500, fallback: "fake" }));
 
 let browser;
@@ -117,6 +132,63 @@ try {
   await page.locator("#result").waitFor({ timeout: 30000 });
   assert.equal(navigations, 0, "the page was never reloaded");
   assert.equal(await page.locator(".phase.current").textContent(), "sum");
+  // The parallel is a fan: one hub, its four branches side by side (one leaf each).
+  const fanGroup = page.locator('#tree .group[data-kind="parallel"]');
+  assert.equal(await fanGroup.count(), 1);
+  assert.equal(await fanGroup.locator("> .hub").textContent(), "parallel 1 · 4 items");
+  const branches = fanGroup.locator("> .branches > .branch");
+  assert.equal(await branches.count(), 4);
+  const boxes = [];
+  for (let i = 0; i < 4; i++) {
+    const branch = fanGroup.locator(`> .branches > .branch[data-branch="${i}"]`);
+    assert.equal(await branch.locator(".leaf .label").textContent(), "r" + i);
+    boxes.push(await branch.boundingBox());
+  }
+  for (let i = 1; i < 4; i++) {
+    assert.equal(boxes[i].y, boxes[0].y, "branches side by side");
+    assert.ok(boxes[i].x > boxes[i - 1].x, "branches left to right");
+  }
+
+  // A pipeline is lanes: a row per item, a column per stage; a parallel in a stage is a fan
+  // inside its cell. Its later stages appear live, without a reload.
+  start(["run", file("staged.py", staged), "--thread", "staged", "--backend", "scripted:" + steady]);
+  await page.goto(base + "/");
+  await page.click('tr[data-thread="staged"]');
+  await page.waitForURL(/\/runs\/staged$/);
+  navigations = 0;
+  const lanes = page.locator('#tree .group[data-kind="pipeline"]');
+  await lanes.locator('.lane[data-item="0"] .cell[data-stage="1"] .leaf').waitFor({ timeout: 30000 });
+  assert.equal(await lanes.locator('.cell[data-stage="3"] .leaf').count(), 0);
+  await page.waitForFunction(() => document.querySelectorAll('#tree .leaf[data-status="done"]').length === 8, null, { timeout: 30000 });
+  await page.locator("#result").waitFor({ timeout: 30000 });
+  assert.equal(navigations, 0, "the page was never reloaded");
+  assert.equal(await lanes.count(), 1);
+  assert.equal(await lanes.locator("> .hub").textContent(), "pipeline 1 · 2 items");
+  assert.deepEqual(await lanes.locator(".lane.head .lane-head").allTextContents(),
+    ["item", "stage 1", "stage 2", "stage 3"]);
+  const rowY = [];
+  for (const [i, item] of ["a", "b"].entries()) {
+    const lane = lanes.locator(`.lane[data-item="${i}"]`);
+    const cell = (stage) => lane.locator(`> .cell[data-stage="${stage}"]`);
+    assert.deepEqual(await cell(1).locator(".leaf .label").allTextContents(), ["draft " + item]);
+    const fan = cell(2).locator('> .group[data-kind="parallel"]');
+    assert.equal(await fan.count(), 1);
+    assert.deepEqual(await fan.locator("> .branches > .branch .leaf .label").allTextContents(),
+      ["check " + item, "style " + item]);
+    const [check, style] = [await fan.locator('.branch[data-branch="0"]').boundingBox(),
+      await fan.locator('.branch[data-branch="1"]').boundingBox()];
+    assert.ok(check.y === style.y && check.x < style.x, "the fan in a cell is side by side too");
+    assert.deepEqual(await cell(3).locator(".leaf .label").allTextContents(), ["revise " + item]);
+    const cells = [await cell(1).boundingBox(), await cell(2).boundingBox(), await cell(3).boundingBox()];
+    assert.ok(cells[0].x < cells[1].x && cells[1].x < cells[2].x, "stages left to right");
+    assert.ok(cells[0].y === cells[1].y && cells[1].y === cells[2].y, "a lane is one row");
+    rowY.push(cells[0].y);
+  }
+  assert.ok(rowY[1] > rowY[0], "one lane below the other");
+  await page.click('#tree .leaf:has-text("revise a")');
+  await page.locator("#leaf-reply").waitFor();
+  assert.equal(await page.locator("#leaf-prompt").textContent(), "revise a");
+  await page.screenshot({ path: join(outDir, "pipeline.png") });
 
   // A finished run: click a leaf for its prompt and reply; HTML in the reply is text.
   await page.goto(base + "/runs/finished");

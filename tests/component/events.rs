@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use flowbox::backends::FakeBackend;
-use flowbox::store::{CheckpointStore, MemoryStore};
+use flowbox::store::{CheckpointStore, GroupKind, MemoryStore};
 use flowbox::{
     BackendError, Event, EventKind, EventStream, LeafBackend, LeafObserver, LeafReply, LeafRequest,
     Position, RunRequest, Runtime,
@@ -148,14 +148,28 @@ return await pipeline(["a", "b"], lambda prev, item, index: inner(index))
         })
         .collect();
     paths.sort_by(|a, b| a.0.cmp(&b.0));
-    let p = |group, index, size| Position { group, index, size };
+    // The pipeline's items are in its one stage; the parallel branches in them have none.
+    let pipe = |index| Position {
+        group: 1,
+        kind: Some(GroupKind::Pipeline),
+        index,
+        size: 2,
+        stage: Some(1),
+    };
+    let par = |group, index| Position {
+        group,
+        kind: Some(GroupKind::Parallel),
+        index,
+        size: 2,
+        stage: None,
+    };
     assert_eq!(
         paths,
         vec![
-            ("0.0".into(), vec![p(1, 0, 2), p(2, 0, 2)]),
-            ("0.1".into(), vec![p(1, 0, 2), p(2, 1, 2)]),
-            ("1.0".into(), vec![p(1, 1, 2), p(3, 0, 2)]),
-            ("1.1".into(), vec![p(1, 1, 2), p(3, 1, 2)]),
+            ("0.0".into(), vec![pipe(0), par(2, 0)]),
+            ("0.1".into(), vec![pipe(0), par(2, 1)]),
+            ("1.0".into(), vec![pipe(1), par(3, 0)]),
+            ("1.1".into(), vec![pipe(1), par(3, 1)]),
             ("top".into(), vec![]),
         ]
     );

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use flowbox::history::Follower;
-use flowbox::store::{CheckpointStore, RunStatus, SqliteStore};
-use flowbox::{Event, EventKind};
+use flowbox::store::{CheckpointStore, GroupKind, RunStatus, SqliteStore};
+use flowbox::{Event, EventKind, Position};
 
 use crate::Failure;
 use crate::text::{preview, terminal_safe};
@@ -41,6 +41,28 @@ pub(crate) async fn follow(store: SqliteStore, thread: &str, json: bool) -> Resu
     Ok(if ok { 0 } else { 1 })
 }
 
+/// Where a leaf sits, for a person: " in pipeline 1 item 0 stage 2 › parallel 2 branch 1", or
+/// nothing outside any group.
+fn place(path: &[Position]) -> String {
+    let steps: Vec<String> = path
+        .iter()
+        .map(|p| match (p.kind, p.stage) {
+            (Some(GroupKind::Pipeline), stage) => {
+                let stage = stage.map(|s| format!(" stage {s}")).unwrap_or_default();
+                format!("pipeline {} item {}{stage}", p.group, p.index)
+            }
+            (Some(GroupKind::Parallel), _) => format!("parallel {} branch {}", p.group, p.index),
+            // Recorded before kinds were.
+            (None, _) => format!("group {} item {}", p.group, p.index),
+        })
+        .collect();
+    if steps.is_empty() {
+        String::new()
+    } else {
+        format!(" in {}", steps.join(" › "))
+    }
+}
+
 /// One event as one line for a person.
 fn line(event: &Event) -> String {
     let what = match &event.kind {
@@ -66,10 +88,12 @@ fn line(event: &Event) -> String {
             call_id,
             label,
             prompt_preview,
+            path,
             ..
         } => format!(
-            "leaf {call_id} started {}",
-            label.clone().unwrap_or_else(|| preview(prompt_preview, 60))
+            "leaf {call_id} started {}{}",
+            label.clone().unwrap_or_else(|| preview(prompt_preview, 60)),
+            place(path)
         ),
         EventKind::LeafFinished {
             call_id,
@@ -116,4 +140,29 @@ fn line(event: &Event) -> String {
         other => other.name().to_owned(),
     };
     terminal_safe(&format!("#{:<5} {what}", event.seq)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_names_each_group_its_item_and_stage() {
+        let position = |kind, stage| Position {
+            group: 2,
+            kind,
+            index: 1,
+            size: 3,
+            stage,
+        };
+        assert_eq!(place(&[]), "");
+        assert_eq!(
+            place(&[
+                position(Some(GroupKind::Pipeline), Some(2)),
+                position(Some(GroupKind::Parallel), None)
+            ]),
+            " in pipeline 2 item 1 stage 2 › parallel 2 branch 1"
+        );
+        assert_eq!(place(&[position(None, None)]), " in group 2 item 1");
+    }
 }

@@ -22,6 +22,7 @@ mod check;
 mod events;
 mod follow;
 mod guidance;
+mod mcp;
 mod options;
 mod plan;
 mod progress;
@@ -95,6 +96,9 @@ enum Command {
     /// Wait for (or print) the outcome of a run submitted to Restate (`run --restate`).
     #[command(after_help = AFTER_HELP)]
     Attach(restate::AttachArgs),
+    /// Serve the workflow tools to an agent host over the Model Context Protocol (stdio, or
+    /// Streamable HTTP with --listen).
+    Mcp(mcp::McpArgs),
 }
 
 impl Command {
@@ -112,7 +116,8 @@ impl Command {
             | Self::Serve(_)
             | Self::Check(_)
             | Self::Workflows(_)
-            | Self::Guidance(_) => false,
+            | Self::Guidance(_)
+            | Self::Mcp(_) => false,
         }
     }
 }
@@ -219,6 +224,7 @@ fn main() -> ExitCode {
             Command::Guidance(args) => guidance::guidance(args).await,
             Command::Worker(args) => restate::worker(args).await,
             Command::Attach(args) => restate::attach(args).await,
+            Command::Mcp(args) => mcp::mcp(args).await,
         }
     });
     // A tool call stuck in a blocking read must not keep the finished command from exiting.

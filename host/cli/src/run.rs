@@ -113,8 +113,21 @@ pub(crate) fn build_runtime(
     options: &RunOptions,
     journal: Option<Journal<'_>>,
 ) -> Result<Runtime, Failure> {
+    build_runtime_with(options, journal, |_| Ok(()))?
+        .build()
+        .map_err(Failure::setup)
+}
+
+/// The builder of [`build_runtime`], for a command that adds to it, with the backends the
+/// flags name changed by `adjust` (`mcp --leaves sampling` puts its own leaf backend in).
+pub(crate) fn build_runtime_with(
+    options: &RunOptions,
+    journal: Option<Journal<'_>>,
+    adjust: impl FnOnce(&mut Backends) -> anyhow::Result<()>,
+) -> Result<flowbox::RuntimeBuilder, Failure> {
     let limits = options.limits().map_err(Failure::input)?;
-    let backends = options.backends().map_err(Failure::input)?;
+    let mut backends = options.backends().map_err(Failure::input)?;
+    adjust(&mut backends).map_err(Failure::input)?;
     if backends.prices.is_none() {
         let dollar_flags = [
             ("--budget-usd", limits.budget_usd),
@@ -126,7 +139,7 @@ pub(crate) fn build_runtime(
             )));
         }
     }
-    runtime_for(limits, &backends, journal)
+    runtime_builder(limits, &backends, journal)
 }
 
 /// Which journal a runtime writes to, and whether it may create it.
@@ -145,6 +158,17 @@ pub(crate) fn runtime_for(
     backends: &Backends,
     journal: Option<Journal<'_>>,
 ) -> Result<Runtime, Failure> {
+    runtime_builder(limits, backends, journal)?
+        .build()
+        .map_err(Failure::setup)
+}
+
+/// The builder of [`runtime_for`], for a command that adds to it (`mcp`'s warm pool).
+pub(crate) fn runtime_builder(
+    limits: flowbox::Limits,
+    backends: &Backends,
+    journal: Option<Journal<'_>>,
+) -> Result<flowbox::RuntimeBuilder, Failure> {
     let mut builder = Runtime::builder()
         .shared_backend(Arc::clone(&backends.leaf))
         .code_tools(backends.tools.clone())
@@ -162,7 +186,7 @@ pub(crate) fn runtime_for(
         }
         None => {}
     }
-    builder.build().map_err(Failure::setup)
+    Ok(builder)
 }
 
 /// Awaits `work` (runs, or a root agent's turns) with the live progress display of the

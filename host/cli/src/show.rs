@@ -1,7 +1,7 @@
 //! `flowbox show ID`: one thread's header, journal and outcome.
 
 use clap::Args;
-use flowbox::store::{CallRequest, EntryOutcome, SqliteStore, UtcTime};
+use flowbox::store::{CallRequest, EntryOutcome, SqliteStore, StoredRun, UtcTime};
 use serde_json::json;
 
 use crate::Failure;
@@ -35,34 +35,53 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
     }
     let run = load_thread(&store, &args.thread).await?;
     if args.json {
-        let out = json!({
-            "header": run.header,
-            "name": run.name,
-            "status": run.status(),
-            "entries": run.entries,
-            "outcome": run.end.as_ref().map(|end| &end.outcome),
-        });
-        out!("{out}");
+        out!("{}", to_json(&run));
         return Ok(0);
     }
+    for line in lines(&run) {
+        out!("{line}");
+    }
+    Ok(0)
+}
+
+/// The thread as `flowbox show --json` prints it: {"header", "name", "status", "entries",
+/// "outcome"}.
+pub(crate) fn to_json(run: &StoredRun) -> serde_json::Value {
+    json!({
+        "header": run.header,
+        "name": run.name,
+        "status": run.status(),
+        "entries": run.entries,
+        "outcome": run.end.as_ref().map(|end| &end.outcome),
+    })
+}
+
+/// The thread as `flowbox show` prints it, line by line.
+pub(crate) fn lines(run: &StoredRun) -> Vec<String> {
+    let mut lines = Vec::new();
+    macro_rules! push {
+        ($($arg:tt)*) => {
+            lines.push(format!($($arg)*))
+        };
+    }
     let header = &run.header;
-    out!("thread   {}", header.thread_id);
-    out!(
+    push!("thread   {}", header.thread_id);
+    push!(
         "name     {}",
         terminal_safe(run.name.as_deref().unwrap_or("-"))
     );
-    out!("status   {}", crate::threads::status_word(run.status()));
-    out!(
+    push!("status   {}", crate::threads::status_word(run.status()));
+    push!(
         "started  {}",
         UtcTime::from_unix_millis(header.created_unix_ms)
     );
-    out!(
+    push!(
         "script   {} bytes, sha256 {}",
         header.script.len(),
         &header.script_sha256[..16]
     );
-    out!("args     {}", header.args);
-    out!("journal  {} completions", run.entries.len());
+    push!("args     {}", header.args);
+    push!("journal  {} completions", run.entries.len());
     for entry in &run.entries {
         let (status, detail) = match &entry.outcome {
             EntryOutcome::Ok { value } => ("ok", value.clone()),
@@ -75,7 +94,7 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
                 None => agent.prompt.to_string(),
             },
         };
-        out!(
+        push!(
             "  #{:<4} batch {:<4} call {:<5} {:<6} {:>6} tok  {}  -> {}",
             entry.seq,
             entry.batch,
@@ -87,14 +106,14 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
         );
     }
     match &run.end {
-        Some(end) => out!(
+        Some(end) => push!(
             "outcome  {}",
             terminal_safe(&serde_json::to_string_pretty(&end.outcome).expect("outcomes serialise"))
         ),
-        None => out!(
+        None => push!(
             "outcome  (not finished: `flowbox resume {}` continues it)",
             header.thread_id
         ),
     }
-    Ok(0)
+    lines
 }

@@ -1,7 +1,7 @@
 //! `flowbox threads`: the journaled runs, newest first.
 
 use clap::Args;
-use flowbox::store::{CheckpointStore, Listing, RunStatus, UtcTime};
+use flowbox::store::{CheckpointStore, Listing, RunListing, RunStatus, UtcTime};
 
 use crate::Failure;
 use crate::options::JournalOptions;
@@ -39,16 +39,20 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
         );
         return Ok(code);
     }
-    out!(
+    for line in table(&listing) {
+        out!("{line}");
+    }
+    Ok(code)
+}
+
+/// The threads as `flowbox threads` prints them: a header line, then one line per thread.
+pub(crate) fn table(threads: &[RunListing]) -> Vec<String> {
+    let mut lines = vec![format!(
         "{:<32} {:<24} {:<10} {:>7} {:>9}  started",
-        "thread",
-        "name",
-        "status",
-        "leaves",
-        "tokens"
-    );
-    for run in listing {
-        out!(
+        "thread", "name", "status", "leaves", "tokens"
+    )];
+    for run in threads {
+        lines.push(format!(
             "{:<32} {:<24} {:<10} {:>7} {:>9}  {}",
             run.thread_id,
             terminal_safe(run.name.as_deref().unwrap_or("-")),
@@ -56,9 +60,9 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
             run.leaves,
             run.tokens,
             UtcTime::from_unix_millis(run.created_unix_ms)
-        );
+        ));
     }
-    Ok(code)
+    lines
 }
 
 /// How `threads` and `show` name a thread's status.

@@ -1376,7 +1376,8 @@ fn ask_runs_the_offline_demo_with_events_as_json_lines() {
     let grouped = lines
         .iter()
         .filter(|e| {
-            e["type"] == "leaf_started" && e["path"] == json!([{"group": 1, "index": 2, "size": 3}])
+            e["type"] == "leaf_started"
+                && e["path"] == json!([{"group": 1, "kind": "parallel", "index": 2, "size": 3}])
         })
         .count();
     assert_eq!(grouped, 1);

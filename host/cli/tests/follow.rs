@@ -83,6 +83,12 @@ fn follow_prints_a_runs_events_as_another_process_writes_them_and_exits_with_it(
     let done = lines.iter().filter(|l| l.contains(" done ")).count();
     assert_eq!((started, done), (3, 3), "{stdout}");
     assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with(" started r1 in parallel 1 branch 1")),
+        "{stdout}"
+    );
+    assert!(
         lines.last().unwrap().contains("run succeeded (3 leaves"),
         "{stdout}"
     );

@@ -102,6 +102,17 @@ async def main():
 const BACKEND: &str = r#"{"latency_ms": 10, "fallback": "fake",
   "rules": [{"label": "^r1$", "text": "<script>alert(1)</script> is text"}]}"#;
 
+/// Two items through three stages; the second is a parallel of two.
+const STAGED: &str = r#"
+async def review(draft, item):
+    return await parallel([lambda: agent(f"check {item}", label=f"check {item}"),
+                           lambda: agent(f"style {item}", label=f"style {item}")])
+return await pipeline(["a", "b"],
+                      lambda item: agent(f"draft {item}", label=f"draft {item}"),
+                      review,
+                      lambda prev, item: agent(f"revise {item}", label=f"revise {item}"))
+"#;
+
 const SLOW: &str = r#"{"latency_ms": 800, "fallback": "fake"}"#;
 
 /// The (event type, seq) pairs of an SSE stream's text, up to its `end`.
@@ -220,6 +231,11 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
     assert_eq!(leaf["request"]["prompt"], "review 1");
     assert_eq!(leaf["request"]["label"], "r1");
     assert_eq!(leaf["reply"], "<script>alert(1)</script> is text");
+    // Its place: branch 1 of the run's first group, a parallel of three (no stage).
+    assert_eq!(
+        started["path"],
+        serde_json::json!([{"group": 1, "kind": "parallel", "index": 1, "size": 3}])
+    );
 
     // Clear errors.
     for (path, status, says) in [
@@ -264,6 +280,56 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
         ("run_finished".to_owned(), last)
     );
     assert_eq!(streamed.last().unwrap().0, "end");
+
+    // A pipeline's leaves say which item and which stage they are in, a parallel's inside a
+    // stage nest under it.
+    let staged = write(dir.path(), "staged.py", STAGED);
+    let run = command(
+        &db,
+        &["run", &staged, "--thread", "staged", "--backend", "fake"],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (_, staged) = server.json("/api/threads/staged/events");
+    let mut places: Vec<(String, Value)> = staged["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "leaf_started")
+        .map(|e| (e["label"].as_str().unwrap().to_owned(), e["path"].clone()))
+        .collect();
+    places.sort_by(|a, b| a.0.cmp(&b.0));
+    let pipe = |index, stage| {
+        serde_json::json!({"group": 1, "kind": "pipeline", "index": index, "size": 2,
+            "stage": stage})
+    };
+    let par = |group, index| serde_json::json!({"group": group, "kind": "parallel", "index": index, "size": 2});
+    // Each item's review opens a parallel of its own, numbered 2 and 3 in the order the items
+    // reach it.
+    let inner = |label: &str| {
+        let (_, path) = places.iter().find(|(l, _)| l == label).unwrap();
+        path[1]["group"].as_u64().unwrap()
+    };
+    let (a, b) = (inner("check a"), inner("check b"));
+    assert_eq!((a.min(b), a.max(b)), (2, 3));
+    assert_eq!(
+        places,
+        [
+            ("check a".into(), serde_json::json!([pipe(0, 2), par(a, 0)])),
+            ("check b".into(), serde_json::json!([pipe(1, 2), par(b, 0)])),
+            ("draft a".into(), serde_json::json!([pipe(0, 1)])),
+            ("draft b".into(), serde_json::json!([pipe(1, 1)])),
+            ("revise a".into(), serde_json::json!([pipe(0, 3)])),
+            ("revise b".into(), serde_json::json!([pipe(1, 3)])),
+            ("style a".into(), serde_json::json!([pipe(0, 2), par(a, 1)])),
+            ("style b".into(), serde_json::json!([pipe(1, 2), par(b, 1)])),
+        ]
+    );
 
     // The web app: its page and files, from the binary, under a policy that runs no other code.
     let (status, head, page) = server.get("/runs/fan");

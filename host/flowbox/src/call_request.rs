@@ -5,11 +5,11 @@
 //! exception, never a host panic.
 
 use flowbox_backends::{BackendError, BackendErrorKind, LeafRequest};
-use flowbox_store::CallErrorKind;
+use flowbox_store::{CallErrorKind, GroupKind};
 use serde_json::Value;
 
 use crate::Limits;
-use crate::bindings::host::AgentOptions;
+use crate::bindings::host::{AgentOptions, GroupKind as WitGroupKind, Position as WitPosition};
 use crate::events::Position;
 
 /// A call that failed, as the script will see it.
@@ -85,7 +85,7 @@ const MAX_PATH_DEPTH: usize = 64;
 pub(crate) fn decode_agent(
     prompt: &str,
     options: Option<AgentOptions>,
-    path: Vec<(u32, u32, u32)>,
+    path: Vec<WitPosition>,
     limits: &Limits,
 ) -> Result<DecodedAgent, CallFailure> {
     let prompt = parse_json("prompt", prompt, limits.max_message_bytes)?;
@@ -149,18 +149,37 @@ pub(crate) fn decode_tool_arguments(
     Ok(arguments)
 }
 
-/// Converts a group path, bounding its depth.
-pub(crate) fn decode_path(path: Vec<(u32, u32, u32)>) -> Result<Vec<Position>, CallFailure> {
+/// Converts a group path, bounding its depth; a pipeline position names its stage (from 1), a
+/// parallel one none.
+pub(crate) fn decode_path(path: Vec<WitPosition>) -> Result<Vec<Position>, CallFailure> {
     if path.len() > MAX_PATH_DEPTH {
         return Err(CallFailure::invalid(format!(
             "groups are nested {} deep; at most {MAX_PATH_DEPTH} levels are accepted",
             path.len()
         )));
     }
-    Ok(path
-        .into_iter()
-        .map(|(group, index, size)| Position { group, index, size })
-        .collect())
+    path.into_iter()
+        .map(|position| {
+            let kind = match (position.kind, position.stage) {
+                (WitGroupKind::Parallel, None) => GroupKind::Parallel,
+                (WitGroupKind::Pipeline, Some(stage)) if stage > 0 => GroupKind::Pipeline,
+                (kind, stage) => {
+                    return Err(CallFailure::invalid(format!(
+                        "group {} is a {kind:?} with stage {stage:?}: a pipeline position \
+                         needs a stage from 1, a parallel one none",
+                        position.group
+                    )));
+                }
+            };
+            Ok(Position {
+                group: position.group,
+                kind: Some(kind),
+                index: position.index,
+                size: position.size,
+                stage: position.stage,
+            })
+        })
+        .collect()
 }
 
 fn parse_json(what: &str, text: &str, limit: usize) -> Result<Value, CallFailure> {
@@ -207,7 +226,7 @@ mod tests {
     struct Request {
         prompt: String,
         options: AgentOptions,
-        path: Vec<(u32, u32, u32)>,
+        path: Vec<WitPosition>,
     }
 
     fn request(prompt: &str) -> Request {
@@ -247,17 +266,43 @@ mod tests {
         r.options.schema = Some(r#"{"type": "object", "required": ["a"]}"#.into());
         r.options.label = Some("rev".into());
         r.options.tools = Some(vec!["read_file".into()]);
-        r.path = vec![(1, 4, 5)];
+        r.path = vec![
+            WitPosition {
+                group: 1,
+                kind: WitGroupKind::Pipeline,
+                index: 4,
+                size: 5,
+                stage: Some(2),
+            },
+            WitPosition {
+                group: 2,
+                kind: WitGroupKind::Parallel,
+                index: 0,
+                size: 3,
+                stage: None,
+            },
+        ];
         let decoded = decode(r, &Limits::default()).unwrap();
         assert_eq!(decoded.leaf.prompt, serde_json::json!({"file": "ü.rs"}));
         assert_eq!(decoded.leaf.tools, Some(vec!["read_file".to_owned()]));
         assert_eq!(
             decoded.path,
-            vec![Position {
-                group: 1,
-                index: 4,
-                size: 5
-            }]
+            vec![
+                Position {
+                    group: 1,
+                    kind: Some(GroupKind::Pipeline),
+                    index: 4,
+                    size: 5,
+                    stage: Some(2)
+                },
+                Position {
+                    group: 2,
+                    kind: Some(GroupKind::Parallel),
+                    index: 0,
+                    size: 3,
+                    stage: None
+                }
+            ]
         );
     }
 
@@ -330,8 +375,30 @@ mod tests {
         r.options.tools = Some(vec!["t".into(); 300]);
         assert!(failure(r).contains("at most 256"));
         let mut r = request("\"x\"");
-        r.path = vec![(1, 0, 1); 65];
+        r.path = vec![position(WitGroupKind::Parallel, None); 65];
         assert!(failure(r).contains("nested 65 deep"));
+        for (kind, stage) in [
+            (WitGroupKind::Parallel, Some(1)),
+            (WitGroupKind::Pipeline, None),
+            (WitGroupKind::Pipeline, Some(0)),
+        ] {
+            let mut r = request("\"x\"");
+            r.path = vec![position(kind, stage)];
+            assert!(
+                failure(r).contains("needs a stage from 1"),
+                "{kind:?} {stage:?}"
+            );
+        }
+    }
+
+    fn position(kind: WitGroupKind, stage: Option<u32>) -> WitPosition {
+        WitPosition {
+            group: 1,
+            kind,
+            index: 0,
+            size: 1,
+            stage,
+        }
     }
 
     #[test]
@@ -389,13 +456,34 @@ mod tests {
             prop::option::of(prop_oneof![".{0,20}", "[a-z]{250,300}", "\\PC*"])
         }
 
+        fn position() -> impl Strategy<Value = WitPosition> {
+            (
+                any::<u32>(),
+                any::<bool>(),
+                any::<u32>(),
+                any::<u32>(),
+                prop::option::of(0u32..4),
+            )
+                .prop_map(|(group, pipeline, index, size, stage)| WitPosition {
+                    group,
+                    kind: if pipeline {
+                        WitGroupKind::Pipeline
+                    } else {
+                        WitGroupKind::Parallel
+                    },
+                    index,
+                    size,
+                    stage,
+                })
+        }
+
         fn request() -> impl Strategy<Value = Request> {
             (
                 json_text(),
                 prop::option::of(json_text()),
                 (name(), name(), name(), name(), name()),
                 prop::option::of(prop::collection::vec(".{0,12}", 0..300)),
-                prop::collection::vec((any::<u32>(), any::<u32>(), any::<u32>()), 0..80),
+                prop::collection::vec(position(), 0..80),
             )
                 .prop_map(
                     |(
@@ -431,6 +519,10 @@ mod tests {
                     Ok(decoded) => {
                         prop_assert!(prompt_len <= 4096);
                         prop_assert!(decoded.path.len() <= MAX_PATH_DEPTH);
+                        for position in &decoded.path {
+                            let pipeline = position.kind == Some(GroupKind::Pipeline);
+                            prop_assert_eq!(pipeline, position.stage.is_some_and(|s| s > 0));
+                        }
                         for name in [&decoded.leaf.label, &decoded.leaf.model, &decoded.leaf.agent_type]
                             .into_iter()
                             .flatten()

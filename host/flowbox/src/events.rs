@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use flowbox_store::{CheckpointStore, StoreError, StoredEvent};
+use flowbox_store::{CheckpointStore, GroupKind, StoreError, StoredEvent};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
@@ -36,15 +36,27 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-/// Where a call sits in the script's tree of `parallel`/`pipeline` groups.
+/// Where a call sits in one enclosing `parallel`/`pipeline` group of the script's tree (a
+/// call's path holds one per group, outermost first).
+///
+/// In JSON, `kind` and `stage` are left out when `None`, so events written before they
+/// existed read back as they were written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Position {
     /// The group, numbered per run from 1 in the order the script opened groups.
     pub group: u32,
-    /// The index within the group, from 0.
+    /// Whether the group is a `parallel` or a `pipeline`: always set by this build; `None`
+    /// only in events recorded by earlier ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<GroupKind>,
+    /// The index within the group, from 0: a `parallel` branch or a `pipeline` item.
     pub index: u32,
     /// The group's number of items.
     pub size: u32,
+    /// For a `pipeline` item, the stage it was in when it made the call, from 1; `None` for
+    /// a `parallel` branch (and in events recorded before stages were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<u32>,
 }
 
 /// A phase from the script's `meta`.
@@ -610,11 +622,22 @@ mod tests {
                 label: Some("a".into()),
                 agent_type: None,
                 prompt_preview: "p".into(),
-                path: vec![Position {
-                    group: 1,
-                    index: 2,
-                    size: 3,
-                }],
+                path: vec![
+                    Position {
+                        group: 1,
+                        kind: Some(GroupKind::Pipeline),
+                        index: 2,
+                        size: 3,
+                        stage: Some(2),
+                    },
+                    Position {
+                        group: 4,
+                        kind: Some(GroupKind::Parallel),
+                        index: 0,
+                        size: 5,
+                        stage: None,
+                    },
+                ],
             },
         };
         let json = serde_json::to_value(&event).unwrap();
@@ -622,10 +645,29 @@ mod tests {
             json,
             serde_json::json!({"thread_id": "t", "seq": 3, "type": "leaf_started", "call_id": 9,
                 "label": "a", "agent_type": null, "prompt_preview": "p",
-                "path": [{"group": 1, "index": 2, "size": 3}]})
+                "path": [{"group": 1, "kind": "pipeline", "index": 2, "size": 3, "stage": 2},
+                    {"group": 4, "kind": "parallel", "index": 0, "size": 5}]})
         );
         let back: Event = serde_json::from_value(json).unwrap();
         assert_eq!(back, event);
+    }
+
+    #[test]
+    fn positions_recorded_before_kinds_and_stages_still_read() {
+        let old = r#"{"group": 1, "index": 2, "size": 3}"#;
+        let position: Position = serde_json::from_str(old).unwrap();
+        let expected = Position {
+            group: 1,
+            kind: None,
+            index: 2,
+            size: 3,
+            stage: None,
+        };
+        assert_eq!(position, expected);
+        assert_eq!(
+            serde_json::to_string(&position).unwrap(),
+            old.replace(' ', "")
+        );
     }
 
     #[test]

@@ -54,17 +54,8 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             publish_end(&events, &outcome.summary, &outcome.result);
             return outcome;
         }
-        Err(error) => {
-            // Rejected before a store existed: publish the end of the run all the same.
-            let result = Err(error);
-            summary.duration_ms = millis(started.elapsed());
-            publish_end(&events, &summary, &result);
-            return RunOutcome {
-                result,
-                summary,
-                recorded: false,
-            };
-        }
+        // Rejected before a store existed: publish the end of the run all the same.
+        Err(error) => return rejected(&events, summary, started, error),
     };
     let journaled = plan.checkpoints.journal.is_some();
     let limits = plan.limits.clone();
@@ -183,16 +174,7 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
     .await;
     let (args_text, left) = match admitted {
         Ok(admitted) => admitted,
-        Err(error) => {
-            let result = Err(error);
-            summary.duration_ms = millis(started.elapsed());
-            publish_end(&events, &summary, &result);
-            return RunOutcome {
-                result,
-                summary,
-                recorded: false,
-            };
-        }
+        Err(error) => return rejected(&events, summary, started, error),
     };
     let mut attempt_limits = limits.clone();
     attempt_limits.timeout = left;
@@ -375,6 +357,23 @@ fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limit
 }
 
 /// Publishes the end of a run.
+/// The outcome of a run rejected before its guest started, its end published all the same.
+fn rejected(
+    events: &RunEvents,
+    mut summary: Summary,
+    started: Instant,
+    error: RunError,
+) -> RunOutcome {
+    let result = Err(error);
+    summary.duration_ms = millis(started.elapsed());
+    publish_end(events, &summary, &result);
+    RunOutcome {
+        result,
+        summary,
+        recorded: false,
+    }
+}
+
 fn publish_end(events: &RunEvents, summary: &Summary, result: &Result<Value, RunError>) {
     events.emit(|| EventKind::RunFinished {
         ok: result.is_ok(),

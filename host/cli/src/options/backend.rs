@@ -322,6 +322,24 @@ impl BackendOptions {
         let model = self.model.clone().ok_or_else(|| {
             anyhow::anyhow!("the openai and anthropic backends need --model (or FLOWBOX_MODEL)")
         })?;
+        self.agent_config_for(model, tools)
+    }
+
+    /// The agent loop's settings for leaves on another chat model (`mcp --leaves sampling`),
+    /// whose default model is `--model`, else `default_model`.
+    pub(crate) fn agent_config_on(
+        &self,
+        default_model: &str,
+        tools: &ToolSet,
+    ) -> anyhow::Result<AgentConfig> {
+        let model = self
+            .model
+            .clone()
+            .unwrap_or_else(|| default_model.to_owned());
+        self.agent_config_for(model, tools)
+    }
+
+    fn agent_config_for(&self, model: String, tools: &ToolSet) -> anyhow::Result<AgentConfig> {
         let defaults = AgentConfig::default();
         Ok(AgentConfig {
             model,

@@ -111,6 +111,20 @@ impl WorkflowTool {
             };
         }
         let outcome = self.runtime.run_request(request).await;
+        self.answer(outcome).await
+    }
+
+    /// Resumes the journaled thread `thread_id` (see [`Runtime::resume`]) and returns what
+    /// [`execute`](Self::execute) returns for a run: the thread's own script, args and limits
+    /// run on, and a finished thread answers with its recorded outcome. Thread ids are taken
+    /// as they are, without the [`conversation`](Self::conversation) scope.
+    pub async fn resume(&self, thread_id: &str) -> Value {
+        let outcome = self.runtime.resume(thread_id, None).await;
+        self.answer(outcome).await
+    }
+
+    /// What the root model gets back for `outcome`, recorded as one of this tool's runs.
+    async fn answer(&self, outcome: crate::RunOutcome) -> Value {
         let summary = &outcome.summary;
         let record = WorkflowRecord {
             conversation_id: self.conversation_id.clone().unwrap_or_default(),
@@ -142,8 +156,9 @@ impl WorkflowTool {
             Ok(result) => output["result"] = self.truncated(result),
             Err(error) => output["error"] = error_json(error),
         }
-        // A finished thread asked for again, or one another run holds, ran nothing here: it
-        // is not a run of its own, so the totals count every run once.
+        // A finished thread asked for again, one another run holds, or one that does not
+        // exist ran nothing here: it is not a run of its own, so the totals count every run
+        // once.
         if outcome.recorded {
             output["note"] = json!(
                 "this thread had already finished: this is its recorded outcome and nothing ran \
@@ -151,7 +166,10 @@ impl WorkflowTool {
             );
             return output;
         }
-        if matches!(outcome.result, Err(crate::RunError::ThreadInUse(_))) {
+        if matches!(
+            outcome.result,
+            Err(crate::RunError::ThreadInUse(_) | crate::RunError::UnknownThread(_))
+        ) {
             return output;
         }
         if let Some(store) = self.runtime.store() {

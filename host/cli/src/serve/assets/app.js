@@ -180,17 +180,53 @@ function runPage(threadId) {
     return node;
   }
 
+  // A node of the tree holds the leaves started at that place and the groups opened there.
+  // A parallel is drawn as a fan: one hub, its branches side by side below it. A pipeline is
+  // drawn as lanes: one row per item, one column per stage, each cell what that item did in
+  // that stage. Groups from events recorded before kinds were are drawn as fans.
   function drawNode(node) {
     const out = [];
     for (const id of node.leaves) out.push(leafNode(state.leaves.get(id)));
     for (const [groupId, group] of [...node.groups].sort((a, b) => a[0] - b[0])) {
-      const slots = [...group.slots].sort((a, b) => a[0] - b[0]).map(([, child]) =>
-        el("div", { class: "slot" }, ...drawNode(child)));
-      out.push(el("div", { class: "group", "data-group": groupId },
-        el("div", { class: "title" }, "group " + groupId + " · " + group.size + " items"),
-        el("div", { class: "slots" }, ...slots)));
+      out.push(group.kind === "pipeline" ? drawLanes(groupId, group) : drawFan(groupId, group));
     }
     return out;
+  }
+
+  function items(n) {
+    return n + (n === 1 ? " item" : " items");
+  }
+
+  function drawFan(groupId, group) {
+    const kind = group.kind || "group";
+    const branches = [...group.slots].sort((a, b) => a[0] - b[0]).map(([index, slot]) =>
+      el("div", { class: "branch", "data-branch": index }, ...drawNode(slot.node)));
+    return el("div", { class: "group fan", "data-group": groupId, "data-kind": kind },
+      el("div", { class: "hub" }, kind + " " + groupId + " · " + items(group.size)),
+      el("div", { class: "branches" }, ...branches));
+  }
+
+  function drawLanes(groupId, group) {
+    let stages = 0;
+    for (const slot of group.slots.values()) stages = Math.max(stages, ...slot.stages.keys());
+    const head = [el("div", { class: "lane-head" }, "item")];
+    for (let stage = 1; stage <= stages; stage++) {
+      head.push(el("div", { class: "lane-head" }, "stage " + stage));
+    }
+    const rows = [];
+    for (const [index, slot] of [...group.slots].sort((a, b) => a[0] - b[0])) {
+      const cells = [el("div", { class: "lane-item" }, "item " + index)];
+      for (let stage = 1; stage <= stages; stage++) {
+        const node = slot.stages.get(stage);
+        cells.push(el("div", { class: "cell", "data-stage": stage },
+          ...(node ? drawNode(node) : [])));
+      }
+      rows.push(el("div", { class: "lane", "data-item": index }, ...cells));
+    }
+    const grid = el("div", { class: "grid" }, el("div", { class: "lane head" }, ...head), ...rows);
+    grid.style.setProperty("--stages", String(stages));
+    return el("div", { class: "group lanes", "data-group": groupId, "data-kind": "pipeline" },
+      el("div", { class: "hub" }, "pipeline " + groupId + " · " + items(group.size)), grid);
   }
 
   let drawPending = false;
@@ -204,13 +240,29 @@ function runPage(threadId) {
     });
   }
 
+  function newNode() {
+    return { groups: new Map(), leaves: [] };
+  }
+
+  // A leaf's path: for each enclosing group, the item it is in and, in a pipeline, the stage.
   function place(callId, path) {
     let node = state.tree;
     for (const pos of path) {
-      if (!node.groups.has(pos.group)) node.groups.set(pos.group, { size: pos.size, slots: new Map() });
+      if (!node.groups.has(pos.group)) {
+        node.groups.set(pos.group, { kind: pos.kind, size: pos.size, slots: new Map() });
+      }
       const group = node.groups.get(pos.group);
-      if (!group.slots.has(pos.index)) group.slots.set(pos.index, { groups: new Map(), leaves: [] });
-      node = group.slots.get(pos.index);
+      if (!group.slots.has(pos.index)) {
+        group.slots.set(pos.index, { node: newNode(), stages: new Map() });
+      }
+      const slot = group.slots.get(pos.index);
+      if (group.kind === "pipeline") {
+        const stage = pos.stage || 1;
+        if (!slot.stages.has(stage)) slot.stages.set(stage, newNode());
+        node = slot.stages.get(stage);
+      } else {
+        node = slot.node;
+      }
     }
     node.leaves.push(callId);
   }

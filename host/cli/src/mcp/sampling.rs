@@ -1,0 +1,167 @@
+//! `--leaves sampling`: every leaf answered by the client's own model, one
+//! `sampling/createMessage` request per model turn (the 2025-11-25 revision). The leaves run
+//! in the library's agent loop ([`flowbox::backends::AgentBackend`]) over [`SamplingChat`], so
+//! a `schema=` leaf is validated and gets one repair turn exactly as on the HTTP providers,
+//! and its replies are journaled and replayed like any leaf's. Token counts are estimated
+//! (one token per three bytes): a sampling result reports no usage.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use flowbox::BackendError;
+use flowbox::backends::APPROXIMATE_BYTES_PER_TOKEN;
+use flowbox::chat::{ChatModel, ChatRequest, ChatResponse, Message};
+use rmcp::model as wire;
+use rmcp::{Peer, RoleServer};
+
+/// The client each running thread's leaves go to, by thread id.
+#[derive(Debug, Default)]
+pub(crate) struct Clients(Mutex<HashMap<String, Peer<RoleServer>>>);
+
+impl Clients {
+    /// Sends the leaves of `thread_id` to `peer` until the returned guard is dropped; a thread
+    /// another call already runs keeps its client.
+    pub(crate) fn attach(self: &Arc<Self>, thread_id: &str, peer: Peer<RoleServer>) -> Attached {
+        let mut clients = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let owner = !clients.contains_key(thread_id);
+        if owner {
+            clients.insert(thread_id.to_owned(), peer);
+        }
+        Attached {
+            clients: Arc::clone(self),
+            thread_id: owner.then(|| thread_id.to_owned()),
+        }
+    }
+
+    fn get(&self, thread_id: &str) -> Option<Peer<RoleServer>> {
+        let clients = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        clients.get(thread_id).cloned()
+    }
+}
+
+/// Detaches its thread's client when dropped.
+pub(crate) struct Attached {
+    clients: Arc<Clients>,
+    thread_id: Option<String>,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        if let Some(thread_id) = &self.thread_id {
+            let mut clients = self.clients.0.lock().unwrap_or_else(|p| p.into_inner());
+            clients.remove(thread_id);
+        }
+    }
+}
+
+/// A chat model that is the MCP client's: each turn a `sampling/createMessage` request to the
+/// client running the leaf's thread.
+#[derive(Debug)]
+pub(crate) struct SamplingChat {
+    clients: Arc<Clients>,
+}
+
+impl SamplingChat {
+    pub(crate) fn new(clients: Arc<Clients>) -> Self {
+        Self { clients }
+    }
+}
+
+/// The line a `schema=` leaf's system prompt ends with: a sampling request has no field for a
+/// schema, so the model is asked in words (and its reply validated, with one repair turn).
+pub(crate) const SCHEMA_REQUEST: &str =
+    "Reply with only one JSON value that matches this JSON Schema (no prose, no code fences):";
+
+#[flowbox::async_trait]
+impl ChatModel for SamplingChat {
+    #[expect(
+        deprecated,
+        reason = "sampling is how 2025-11-25 clients lend their model"
+    )]
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, BackendError> {
+        // A leaf's turns are keyed `{thread}/{call}/{turn}`; thread ids have no `/`.
+        let thread_id = request
+            .idempotency_key
+            .as_deref()
+            .and_then(|key| key.split('/').next())
+            .unwrap_or_default();
+        let peer = self.clients.get(thread_id).ok_or_else(|| {
+            BackendError::terminal("no MCP client is connected to answer this run's leaves")
+        })?;
+        let sampling = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.sampling.is_some());
+        if !sampling {
+            return Err(BackendError::terminal(
+                "the MCP client did not declare the sampling capability: `flowbox mcp --leaves \
+                 sampling` answers every leaf with a sampling/createMessage request to the \
+                 client, so it needs a client that offers sampling (or run the server with \
+                 another --backend)",
+            ));
+        }
+        if !request.tools.is_empty() {
+            return Err(BackendError::terminal(
+                "leaves with tools cannot run on --leaves sampling: grant tools to leaves only \
+                 with a provider backend",
+            ));
+        }
+        let mut messages = Vec::with_capacity(request.messages.len());
+        for message in &request.messages {
+            messages.push(match message {
+                Message::User { text } => wire::SamplingMessage::user_text(text.clone()),
+                Message::Assistant { text, .. } => {
+                    wire::SamplingMessage::assistant_text(text.clone())
+                }
+                Message::Tool { .. } => {
+                    return Err(BackendError::terminal(
+                        "tool results cannot be sent over --leaves sampling",
+                    ));
+                }
+            });
+        }
+        let mut system = request.system.clone();
+        if let Some(structured) = &request.structured {
+            system.push_str(&format!("\n\n{SCHEMA_REQUEST}\n{}", structured.schema));
+        }
+        let sent_bytes = system.len()
+            + request
+                .messages
+                .iter()
+                .map(|m| match m {
+                    Message::User { text } | Message::Assistant { text, .. } => text.len(),
+                    Message::Tool { content, .. } => content.len(),
+                })
+                .sum::<usize>();
+        let params = wire::CreateMessageRequestParams::new(messages, request.max_tokens)
+            .with_system_prompt(system)
+            .with_model_preferences(
+                wire::ModelPreferences::new()
+                    .with_hints(vec![wire::ModelHint::new(request.model.clone())]),
+            );
+        let result = peer.create_message(params).await.map_err(|error| {
+            BackendError::terminal(format!("the MCP client's sampling failed: {error}"))
+        })?;
+        let text: String = result
+            .message
+            .content
+            .into_vec()
+            .iter()
+            .filter_map(|block| block.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("");
+        let estimate = |bytes: usize| (bytes as u64).div_ceil(APPROXIMATE_BYTES_PER_TOKEN);
+        Ok(ChatResponse {
+            usage: flowbox::Usage {
+                input_tokens: estimate(sent_bytes),
+                output_tokens: estimate(text.len()),
+            },
+            truncated: result.stop_reason.as_deref() == Some("maxTokens"),
+            text,
+            ..ChatResponse::default()
+        })
+    }
+
+    fn combines_tools_and_structure(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,386 @@
+//! The MCP server: its instructions (the workflow guidance), its tools, and how a call runs —
+//! each in its own fresh guest, concurrently with the others, cancelled by the client's
+//! `notifications/cancelled` or by its leaving. A rejected or failed script is a tool result
+//! with `isError: true` carrying kind, message, line and hint, never a protocol error, so the
+//! host's model can fix the script and call again.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use flowbox::orchestrator::{Guidance, WorkflowInput, WorkflowTool};
+use flowbox::store::StoreError;
+use flowbox::{RunRequest, Runtime};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use super::progress::{self, LogLevel};
+use super::sampling::Clients;
+use super::stdin::ClientGone;
+use super::tools::{self, LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
+
+/// The server; clones share one runtime.
+#[derive(Clone)]
+pub(crate) struct Server {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Runtime,
+    workflow: WorkflowTool,
+    instructions: String,
+    tools: Vec<Tool>,
+    level: Arc<LogLevel>,
+    in_flight: InFlight,
+    gone: Arc<ClientGone>,
+    /// With `--leaves sampling`: where each running thread's leaves go.
+    sampling: Option<Arc<Clients>>,
+}
+
+impl Server {
+    /// A server running workflows on `runtime`; `patterns` puts the pattern library in its
+    /// instructions.
+    pub(crate) fn new(
+        runtime: Runtime,
+        patterns: bool,
+        gone: Arc<ClientGone>,
+        sampling: Option<Arc<Clients>>,
+    ) -> Self {
+        let guidance = if patterns {
+            Guidance::new(&runtime)
+        } else {
+            Guidance::without_patterns(&runtime)
+        };
+        let workflow = WorkflowTool::new(runtime.clone());
+        let tools = tools::list(&workflow);
+        Self {
+            inner: Arc::new(Inner {
+                instructions: match sampling {
+                    Some(_) => format!("{}\n\n{SAMPLING_NOTE}", guidance.text()),
+                    None => guidance.text().to_owned(),
+                },
+                runtime,
+                workflow,
+                tools,
+                level: Arc::default(),
+                in_flight: InFlight::default(),
+                gone,
+                sampling,
+            }),
+        }
+    }
+
+    /// How many calls were running when the client went away (and so were cancelled).
+    pub(crate) fn cancelled_on_exit(&self) -> usize {
+        self.inner.in_flight.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Waits, at most `limit`, until no call is running any more.
+    pub(crate) async fn drained(&self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, self.inner.in_flight.idle()).await;
+    }
+
+    /// Runs `run_workflow` or `resume_workflow` on `thread_id`, with its progress and log
+    /// lines sent to the client; `None` when the client cancelled the call.
+    async fn run(
+        &self,
+        thread_id: String,
+        work: impl Future<Output = Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Value> {
+        let _attached = self
+            .inner
+            .sampling
+            .as_ref()
+            .map(|clients| clients.attach(&thread_id, context.peer.clone()));
+        let forwarder = progress::spawn(
+            self.inner.runtime.subscribe(),
+            thread_id,
+            context.meta.get_progress_token(),
+            context.peer.clone(),
+            Arc::clone(&self.inner.level),
+        );
+        // Dropping the run's future cancels it: leaves in flight are dropped, what finished
+        // is journaled, and the thread stays resumable.
+        let output = tokio::select! {
+            output = work => Some(output),
+            () = context.ct.cancelled() => None,
+            () = self.inner.gone.wait() => {
+                self.inner.in_flight.cancelled.fetch_add(1, Ordering::SeqCst);
+                None
+            }
+        };
+        forwarder.finish().await;
+        output
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        match name {
+            RUN_WORKFLOW => {
+                let mut input: WorkflowInput = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message)),
+                };
+                // The call's events are found by its thread id, so every call has one.
+                let thread_id = input
+                    .thread_id
+                    .get_or_insert_with(RunRequest::new_thread_id)
+                    .clone();
+                let workflow = &self.inner.workflow;
+                Ok(
+                    match self.run(thread_id, workflow.execute(input), context).await {
+                        Some(output) => outcome_result(output),
+                        None => cancelled(),
+                    },
+                )
+            }
+            RESUME_WORKFLOW => {
+                let ThreadInput { thread_id } = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message)),
+                };
+                let workflow = &self.inner.workflow;
+                let work = workflow.resume(&thread_id);
+                Ok(match self.run(thread_id.clone(), work, context).await {
+                    Some(output) => outcome_result(output),
+                    None => cancelled(),
+                })
+            }
+            LIST_THREADS => {
+                if let Err(message) = parse::<NoInput>(name, arguments) {
+                    return Ok(invalid_arguments(&message));
+                }
+                Ok(self.list_threads().await)
+            }
+            SHOW_THREAD => {
+                let ThreadInput { thread_id } = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message)),
+                };
+                Ok(self.show_thread(&thread_id).await)
+            }
+            _ => Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool {name:?}: the tools are {RUN_WORKFLOW}, {RESUME_WORKFLOW}, \
+                     {LIST_THREADS} and {SHOW_THREAD}"
+                ),
+                None,
+            )),
+        }
+    }
+
+    async fn list_threads(&self) -> CallToolResult {
+        let Some(store) = self.inner.runtime.store() else {
+            return failure(
+                "journal_failure",
+                "this server keeps no journal",
+                JOURNAL_HINT,
+            );
+        };
+        match store.list().await {
+            Ok(listing) => {
+                let damaged: Vec<String> = listing.damaged.iter().map(|d| d.to_string()).collect();
+                let mut text = crate::threads::table(&listing.threads).join("\n");
+                for damaged in &damaged {
+                    text.push_str(&format!("\nerror: {damaged}"));
+                }
+                let value = json!({"threads": listing.threads, "damaged": damaged});
+                with_text(CallToolResult::structured(value), text)
+            }
+            Err(error) => journal_failure(&error),
+        }
+    }
+
+    async fn show_thread(&self, thread_id: &str) -> CallToolResult {
+        let Some(store) = self.inner.runtime.store() else {
+            return failure(
+                "journal_failure",
+                "this server keeps no journal",
+                JOURNAL_HINT,
+            );
+        };
+        match store.load(thread_id).await {
+            Ok(Some(run)) => with_text(
+                CallToolResult::structured(crate::show::to_json(&run)),
+                crate::show::lines(&run).join("\n"),
+            ),
+            Ok(None) => failure(
+                "unknown_thread",
+                &format!("no thread {thread_id} in the journal"),
+                "list_threads lists the threads there are",
+            ),
+            Err(error) => journal_failure(&error),
+        }
+    }
+}
+
+/// What the instructions add under `--leaves sampling`.
+const SAMPLING_NOTE: &str = "On this server every leaf is answered by the client's own model: \
+each model turn of a leaf is a sampling/createMessage request to the client running the \
+workflow, so the client must offer the sampling capability (a run on a client without it fails \
+at its first leaf). Leaves cannot use tools here, and token counts are estimates.";
+
+const JOURNAL_HINT: &str = "the host's journal failed, not the script; tell the user";
+
+/// The input of `resume_workflow` and `show_thread`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThreadInput {
+    thread_id: String,
+}
+
+/// The input of `list_threads`: nothing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoInput {}
+
+/// The tool's arguments as `T`, or what is wrong with them.
+fn parse<T: serde::de::DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, String> {
+    serde_json::from_value(arguments)
+        .map_err(|error| format!("invalid arguments for {tool}: {error}"))
+}
+
+/// The `isError` result of arguments that do not fit the tool's input schema.
+fn invalid_arguments(message: &str) -> CallToolResult {
+    failure(
+        "invalid_arguments",
+        message,
+        "call the tool with the arguments its input schema lists, with their types",
+    )
+}
+
+/// A run's output as a tool result: an error when the run did not succeed.
+fn outcome_result(output: Value) -> CallToolResult {
+    let ok = output["ok"].as_bool().unwrap_or(false);
+    let text = serde_json::to_string_pretty(&output).expect("JSON values serialise");
+    let result = if ok {
+        CallToolResult::structured(output)
+    } else {
+        CallToolResult::structured_error(output)
+    };
+    with_text(result, text)
+}
+
+/// The answer to a call the client cancelled (which the client ignores, by the protocol).
+fn cancelled() -> CallToolResult {
+    failure(
+        "cancelled",
+        "the client cancelled the call; its thread stays in the journal",
+        "resume_workflow with the thread id continues it without paying again for the leaves \
+         that finished",
+    )
+}
+
+fn journal_failure(error: &StoreError) -> CallToolResult {
+    failure("journal_failure", &error.to_string(), JOURNAL_HINT)
+}
+
+/// An `isError` result shaped like a run's error.
+fn failure(kind: &str, message: &str, hint: &str) -> CallToolResult {
+    outcome_result(json!({
+        "ok": false,
+        "error": {"kind": kind, "message": message, "line": null, "exception": null, "hint": hint},
+    }))
+}
+
+fn with_text(mut result: CallToolResult, text: String) -> CallToolResult {
+    result.content = vec![ContentBlock::text(text)];
+    result
+}
+
+impl ServerHandler for Server {
+    #[expect(deprecated, reason = "MCP logging is what 2025-11-25 clients show")]
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("flowbox", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.inner.instructions.clone())
+    }
+
+    /// The revisions with the initialize handshake, up to 2025-11-25.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let _running = self.inner.in_flight.enter();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let result = self.call(&request.name, arguments, &context).await?;
+        Ok(CallToolResponse::Complete(result))
+    }
+
+    #[expect(deprecated, reason = "MCP logging is what 2025-11-25 clients show")]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.inner.level.set(request.level);
+        Ok(())
+    }
+}
+
+/// The calls running now, so the server can wait for them to end before it exits.
+#[derive(Debug, Default)]
+struct InFlight {
+    count: AtomicUsize,
+    /// Calls cancelled because the client went away.
+    cancelled: AtomicUsize,
+    idle: Notify,
+}
+
+impl InFlight {
+    fn enter(&self) -> Running<'_> {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        Running(self)
+    }
+
+    async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+struct Running<'a>(&'a InFlight);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}

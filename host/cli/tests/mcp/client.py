@@ -1,0 +1,436 @@
+"""End-to-end scenarios of `flowbox mcp`, driven by the official Python MCP SDK.
+
+Run by host/cli/tests/mcp.rs as `python client.py SCENARIO`, with the flowbox binary in
+FLOWBOX_BIN, a scratch directory in FLOWBOX_SCRATCH and the journal in FLOWBOX_DB. Each scenario
+asserts what the client sees and exits non-zero (with a traceback) when something is off.
+"""
+
+import json
+import os
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+SCRATCH = Path(os.environ["FLOWBOX_SCRATCH"])
+
+
+def backend_file(rules, **extra):
+    """A scripted backend: leaves whose label matches a rule answer after its latency."""
+    path = SCRATCH / "backend.json"
+    config = {"seed": 1, "fallback": "fake", "call_log": str(SCRATCH / "calls.jsonl"), "rules": rules}
+    config.update(extra)
+    path.write_text(json.dumps(config))
+    return path
+
+
+def calls():
+    """The prompts the backend was called with, in order."""
+    log = SCRATCH / "calls.jsonl"
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+@asynccontextmanager
+async def server(*flags, **session_options):
+    params = StdioServerParameters(
+        command=os.environ["FLOWBOX_BIN"],
+        args=["mcp", *flags],
+        env={
+            "FLOWBOX_DB": os.environ["FLOWBOX_DB"],
+            "FLOWBOX_CACHE_DIR": os.environ["FLOWBOX_CACHE_DIR"],
+        },
+    )
+    with open(SCRATCH / "server.stderr", "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write, **session_options) as session:
+                yield session
+
+
+def error_of(result):
+    assert result.is_error is True, result
+    error = result.structured_content["error"]
+    # The text rendering carries the same error, for hosts that ignore structured content.
+    assert json.loads(result.content[0].text)["error"] == error
+    return error
+
+
+FANOUT = """
+meta = {"name": "fanout", "description": "review each item", "phases": [{"title": "review"}]}
+
+async def main():
+    phase("review")
+    log("reviewing " + str(len(args["items"])) + " items")
+    replies = await parallel([lambda item=item: agent("review " + item, label="review " + item)
+                              for item in args["items"]])
+    return {"count": len(replies), "big": 12345678901234567890, "exact": 0.1, "replies": replies}
+"""
+
+
+async def basics():
+    logs = []
+
+    async def on_log(params):
+        logs.append(params)
+
+    async with server(logging_callback=on_log) as session:
+        init = await session.initialize()
+        assert init.protocol_version == "2025-11-25", init.protocol_version
+        assert init.server_info.name == "flowbox"
+        assert "run_workflow" in init.instructions and "agent(" in init.instructions
+
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert sorted(tools) == ["list_threads", "resume_workflow", "run_workflow", "show_thread"]
+        run = tools["run_workflow"]
+        assert run.description.startswith("Run a Python workflow script"), run.description
+        assert "ONLY" in run.description
+        assert run.input_schema["required"] == ["script"]
+        assert run.output_schema["required"] == ["ok"]
+
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append((value, message))
+
+        items = ["a", "b", "c", "d"]
+        result = await session.call_tool(
+            "run_workflow",
+            {"script": FANOUT, "args": {"items": items}, "thread_id": "fanout-1"},
+            progress_callback=on_progress,
+        )
+        assert result.is_error is not True, result
+        out = result.structured_content
+        assert out["ok"] is True, out
+        assert out["result"]["count"] == 4
+        assert out["result"]["big"] == 12345678901234567890
+        assert out["result"]["exact"] == 0.1
+        assert len(out["result"]["replies"]) == 4 and all(out["result"]["replies"])
+        summary = out["summary"]
+        assert summary["thread_id"] == "fanout-1" and summary["name"] == "fanout"
+        assert summary["leaves"] == 4 and summary["tokens"] > 0, summary
+        assert json.loads(result.content[0].text) == out
+        # Progress: leaves start and finish under the phase; the values grow.
+        values = [value for value, _ in progress]
+        assert values == sorted(values) and len(set(values)) == len(values), progress
+        messages = [message for _, message in progress]
+        assert any(m.startswith("review · ") for m in messages), messages
+        assert messages[-1].startswith("review · 4/4 leaves · "), messages
+        assert messages[-1].endswith(" tokens"), messages
+        # The script's log() line arrived as an MCP log message.
+        assert any(entry.data == "reviewing 4 items" for entry in logs), logs
+        assert all(entry.level == "info" and entry.logger == "flowbox" for entry in logs), logs
+
+        # A script with an import: an isError result with the line and a hint, not a protocol
+        # error.
+        result = await session.call_tool("run_workflow", {"script": "x = 1\nimport os\nreturn x"})
+        error = error_of(result)
+        assert error["kind"] == "forbidden", error
+        assert error["line"] == 2, error
+        assert "import" in error["message"] and error["hint"], error
+
+        # A script that fails while running: its exception and line.
+        result = await session.call_tool("run_workflow", {"script": "x = 1\nreturn x / 0"})
+        error = error_of(result)
+        assert error["kind"] == "uncaught" and error["line"] == 2, error
+        assert error["exception"] == "ZeroDivisionError", error
+
+        # Bad inputs: each a clear answer, and the server goes on serving.
+        try:
+            await session.call_tool("no_such_tool", {})
+        except MCPError as e:
+            assert e.code == -32602 and "no_such_tool" in e.message, e
+        else:
+            raise AssertionError("an unknown tool was not refused")
+        error = error_of(await session.call_tool("run_workflow", {}))
+        assert error["kind"] == "invalid_arguments" and "script" in error["message"], error
+        error = error_of(await session.call_tool("run_workflow", {"script": 5}))
+        assert error["kind"] == "invalid_arguments" and "string" in error["message"], error
+        error = error_of(await session.call_tool("run_workflow", {"script": "return 1", "bogus": 1}))
+        assert error["kind"] == "invalid_arguments" and "bogus" in error["message"], error
+        error = error_of(await session.call_tool("show_thread", {"thread_id": 7}))
+        assert error["kind"] == "invalid_arguments", error
+        error = error_of(await session.call_tool("run_workflow", {"script": "x = 1\n" * 40000}))
+        assert error["kind"] == "script_too_large", error
+        error = error_of(await session.call_tool("run_workflow", {"script": "return 1", "thread_id": "no spaces"}))
+        assert error["kind"] == "invalid_thread_id", error
+
+        # The threads, as `flowbox threads` and `flowbox show` print them.
+        listing = await session.call_tool("list_threads", {})
+        assert listing.is_error is not True, listing
+        threads = {t["thread_id"]: t for t in listing.structured_content["threads"]}
+        assert threads["fanout-1"]["status"] == "succeeded", threads["fanout-1"]
+        assert listing.content[0].text.startswith("thread "), listing.content[0].text
+        assert "fanout-1" in listing.content[0].text
+        shown = await session.call_tool("show_thread", {"thread_id": "fanout-1"})
+        assert shown.is_error is not True, shown
+        assert len(shown.structured_content["entries"]) == 4
+        assert shown.structured_content["outcome"]["result"]["big"] == 12345678901234567890
+        assert "journal  4 completions" in shown.content[0].text, shown.content[0].text
+        error = error_of(await session.call_tool("show_thread", {"thread_id": "missing"}))
+        assert error["kind"] == "unknown_thread", error
+        error = error_of(await session.call_tool("resume_workflow", {"thread_id": "missing"}))
+        assert error["kind"] == "unknown_thread", error
+
+        # A finished thread resumed: its recorded outcome, nothing runs again.
+        before = len(calls())
+        result = await session.call_tool("resume_workflow", {"thread_id": "fanout-1"})
+        assert result.structured_content["ok"] is True and "note" in result.structured_content
+        assert result.structured_content["result"]["big"] == 12345678901234567890
+        assert len(calls()) == before
+
+
+SLOW = """
+first = await agent("first", label="first")
+rest = await parallel([lambda i=i: agent("slow " + str(i), label="slow " + str(i)) for i in range(3)])
+return {"first": first, "rest": rest}
+"""
+
+
+async def wait_for(predicate, what, seconds=30):
+    with anyio.fail_after(seconds):
+        while not predicate():
+            await anyio.sleep(0.02)
+
+
+async def cancel_and_resume():
+    backend = backend_file([
+        {"label": "^first$", "text": "first done", "latency_ms": 0},
+        {"label": "^slow ", "text": "slow done", "latency_ms": 1500},
+    ])
+    flags = ["--backend", f"scripted:{backend}"]
+    async with server(*flags) as session:
+        await session.initialize()
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append(message)
+
+        async with anyio.create_task_group() as group:
+            cancel = anyio.CancelScope()
+
+            async def slow_call():
+                with cancel:
+                    await session.call_tool(
+                        "run_workflow", {"script": SLOW, "thread_id": "slow-1"},
+                        progress_callback=on_progress,
+                    )
+                    raise AssertionError("the cancelled call answered")
+
+            group.start_soon(slow_call)
+            # Once the first leaf is done and the slow ones are running, cancel the call: the
+            # SDK sends notifications/cancelled.
+            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
+            # Two calls in flight at once: another completes while the slow one runs, and a
+            # second run of the running thread is refused.
+            quick = await session.call_tool("run_workflow", {"script": "return await agent('quick')"})
+            assert quick.structured_content["ok"] is True, quick
+            busy = await session.call_tool("resume_workflow", {"thread_id": "slow-1"})
+            error = error_of(busy)
+            assert error["kind"] == "thread_in_use", error
+            cancel.cancel()
+
+        # The journal keeps the finished leaf; the thread stays open and resumes from it.
+        async def still_running():
+            listing = await session.call_tool("list_threads", {})
+            threads = {t["thread_id"]: t for t in listing.structured_content["threads"]}
+            return threads["slow-1"]["status"]
+
+        with anyio.fail_after(10):
+            while True:
+                shown = await session.call_tool("show_thread", {"thread_id": "slow-1"})
+                if shown.structured_content["entries"]:
+                    break
+                await anyio.sleep(0.05)
+        assert await still_running() == "running"
+        firsts = [c for c in calls() if c.get("label") == "first"]
+        assert len(firsts) == 1, calls()
+        result = await session.call_tool("resume_workflow", {"thread_id": "slow-1"})
+        out = result.structured_content
+        assert out["ok"] is True, out
+        assert out["result"] == {"first": "first done", "rest": ["slow done"] * 3}, out
+        # The finished leaf was replayed from the journal, not called again.
+        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
+
+
+async def hostile_script():
+    backend = backend_file([{"label": "^slow$", "text": "slow done", "latency_ms": 800}])
+    async with server("--backend", f"scripted:{backend}", "--fuel", "100000000") as session:
+        await session.initialize()
+        results = {}
+
+        async def call(name, script):
+            results[name] = await session.call_tool("run_workflow", {"script": script})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, "slow", "return await agent('slow', label='slow')")
+            group.start_soon(call, "bomb", "while True:\n    pass\nreturn 1")
+            group.start_soon(call, "quick", "return 1 + 1")
+        error = error_of(results["bomb"])
+        assert error["kind"] == "out_of_fuel", error
+        assert results["slow"].structured_content["result"] == "slow done", results["slow"]
+        assert results["quick"].structured_content["result"] == 2, results["quick"]
+
+
+@asynccontextmanager
+async def http_session(**session_options):
+    async with streamable_http_client(os.environ["FLOWBOX_URL"]) as (read, write):
+        async with ClientSession(read, write, **session_options) as session:
+            yield session
+
+
+async def http():
+    """Over Streamable HTTP: several clients at once, each its own session, with progress, log
+    lines, isError results and a cancelled call that resumes."""
+    progress = {}
+    logs = []
+
+    async def on_log(params):
+        logs.append(params.data)
+
+    async def client(name, items):
+        async with http_session(logging_callback=on_log) as session:
+            init = await session.initialize()
+            assert init.protocol_version == "2025-11-25", init.protocol_version
+            assert "run_workflow" in init.instructions
+            tools = {tool.name for tool in (await session.list_tools()).tools}
+            assert tools == {"list_threads", "resume_workflow", "run_workflow", "show_thread"}
+            progress[name] = []
+
+            async def on_progress(value, total, message):
+                progress[name].append(message)
+
+            result = await session.call_tool(
+                "run_workflow",
+                {"script": FANOUT, "args": {"items": items}, "thread_id": f"http-{name}"},
+                progress_callback=on_progress,
+            )
+            out = result.structured_content
+            assert out["ok"] is True, out
+            assert out["result"]["count"] == len(items) and out["result"]["big"] == 12345678901234567890
+            error = error_of(await session.call_tool("run_workflow", {"script": "import os\nreturn 1"}))
+            assert error["kind"] == "forbidden" and error["line"] == 1, error
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(client, "one", ["a", "b"])
+        group.start_soon(client, "two", ["c", "d", "e"])
+        group.start_soon(client, "three", ["f"])
+    assert progress["two"][-1].startswith("review · 3/3 leaves"), progress
+    assert progress["three"][-1].startswith("review · 1/1 leaves"), progress
+    assert sorted(logs) == ["reviewing 1 items", "reviewing 2 items", "reviewing 3 items"], logs
+
+    # A cancelled call over HTTP: the thread stays open, and another session resumes it.
+    async with http_session() as session:
+        await session.initialize()
+        seen = []
+
+        async def on_progress(value, total, message):
+            seen.append(message)
+
+        async with anyio.create_task_group() as group:
+            cancel = anyio.CancelScope()
+
+            async def slow_call():
+                with cancel:
+                    await session.call_tool(
+                        "run_workflow", {"script": SLOW, "thread_id": "http-slow"},
+                        progress_callback=on_progress,
+                    )
+
+            group.start_soon(slow_call)
+            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in seen), "the slow leaves")
+            cancel.cancel()
+    async with http_session() as session:
+        await session.initialize()
+        with anyio.fail_after(10):
+            while True:
+                busy = await session.call_tool("resume_workflow", {"thread_id": "http-slow"})
+                if busy.structured_content["ok"]:
+                    break
+                # Until the cancelled run has let go of the thread, it is in use.
+                assert busy.structured_content["error"]["kind"] == "thread_in_use", busy
+                await anyio.sleep(0.1)
+        assert busy.structured_content["result"]["first"] == "first done", busy
+        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
+
+
+SAMPLED = """
+meta = {"name": "sampled", "description": "leaves on the host's model"}
+
+async def main():
+    verdict = await agent("Is 2 + 2 = 4?", label="judge", instruction="Answer briefly.",
+                          schema={"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                  "required": ["ok"]})
+    note = await agent("Say hi", model="fast")
+    return {"verdict": verdict, "note": note}
+"""
+
+
+async def sampling():
+    """--leaves sampling: each leaf turn a sampling/createMessage to this client."""
+    received = []
+
+    async def on_sample(context, params):
+        received.append(params)
+        system = params.system_prompt or ""
+        if "JSON Schema" in system:
+            # The first structured reply is not JSON: the server asks once more (repair).
+            text = "certainly!" if sum("JSON Schema" in (p.system_prompt or "") for p in received) == 1 else '{"ok": true}'
+        else:
+            text = "hi from the host"
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(type="text", text=text), model="host-model"
+        )
+
+    flags = ["--leaves", "sampling", "--profile", "fast=small-model:cheap"]
+    async with server(*flags, sampling_callback=on_sample) as session:
+        init = await session.initialize()
+        assert "sampling/createMessage" in init.instructions, init.instructions[-400:]
+        result = await session.call_tool("run_workflow", {"script": SAMPLED, "thread_id": "sampled-1"})
+        out = result.structured_content
+        assert out["ok"] is True, out
+        assert out["result"] == {"verdict": {"ok": True}, "note": "hi from the host"}, out
+        assert out["summary"]["tokens"] > 0, out
+        # What the callback received: the schema request, then its repair, then the plain leaf.
+        assert len(received) == 3, received
+        first, repair, plain = received
+        assert "Answer briefly." in first.system_prompt, first.system_prompt
+        assert '"required": ["ok"]' in first.system_prompt or '"required":["ok"]' in first.system_prompt, first.system_prompt
+        assert first.messages[0].role == "user"
+        assert "Is 2 + 2 = 4?" in first.messages[0].content.text, first.messages
+        assert [m.role for m in repair.messages] == ["user", "assistant", "user"], repair.messages
+        assert repair.messages[1].content.text == "certainly!"
+        assert "JSON Schema" not in plain.system_prompt
+        assert plain.messages[0].content.text == "Say hi", plain.messages
+        assert [h.name for h in plain.model_preferences.hints] == ["small-model"], plain.model_preferences
+        assert [h.name for h in first.model_preferences.hints] == ["host"], first.model_preferences
+        # Journaled like any leaf: the finished thread answers from the journal, no sampling.
+        result = await session.call_tool("resume_workflow", {"thread_id": "sampled-1"})
+        assert result.structured_content["result"] == out["result"], result
+        assert len(received) == 3
+
+    # A client without the sampling capability: a clear error at the first leaf.
+    async with server(*flags) as session:
+        await session.initialize()
+        error = error_of(await session.call_tool("run_workflow", {"script": SAMPLED}))
+        assert "sampling capability" in error["message"], error
+        assert error["line"] == 5, error
+
+
+SCENARIOS = {
+    "basics": basics,
+    "cancel_and_resume": cancel_and_resume,
+    "hostile_script": hostile_script,
+    "http": http,
+    "sampling": sampling,
+}
+
+if __name__ == "__main__":
+    anyio.run(SCENARIOS[sys.argv[1]])
+    print(f"{sys.argv[1]}: ok")
