@@ -5,7 +5,9 @@
 
 use std::io::Write;
 
-use flowbox::{EventKind, EventStream};
+use flowbox::EventKind;
+
+use crate::events::Feed;
 
 use crate::text::terminal_safe;
 use tokio::sync::oneshot;
@@ -18,7 +20,7 @@ pub(crate) struct Display {
 }
 
 /// Starts drawing progress from `events` on stderr, one run after another.
-pub(crate) fn spawn(mut events: EventStream) -> Display {
+pub(crate) fn spawn(mut events: impl Feed) -> Display {
     let (stop, mut stopped) = oneshot::channel();
     let task = tokio::spawn(async move {
         let mut state = State::default();

@@ -2,15 +2,20 @@
 //! --restate` (submit a run and wait for its outcome) and `flowbox attach` (wait for the
 //! outcome of a run submitted earlier). The outcome prints exactly as a local run's.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use flowbox::{Limits, RunError, Runtime};
+use flowbox::{Event, EventKind, Limits, RunError, Runtime};
 use flowbox_restate::{
     Client, ClientError, RestateEngine, Services, Worker, WorkflowInput, sha256_hex,
 };
 use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 
 use crate::Failure;
 use crate::options::RunOptions;
@@ -64,6 +69,10 @@ pub(crate) struct AttachArgs {
     /// Print exactly one JSON object: {"ok", "result", "error", "summary"}.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Write the run's events (those Restate still keeps, then the rest as they are published)
+    /// as JSON Lines to FILE, or to stdout with `-`.
+    #[arg(long, value_name = "FILE|-")]
+    events: Option<PathBuf>,
 }
 
 pub(crate) async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
@@ -153,9 +162,11 @@ pub(crate) async fn run(
     thread_id: String,
     limits: Option<Limits>,
     json: bool,
+    events: Option<&PathBuf>,
 ) -> Result<u8, Failure> {
     let client = Client::new(ingress).map_err(Failure::input)?;
     flowbox::RunRequest::check_thread_id(&thread_id).map_err(Failure::run)?;
+    let follower = Follower::start(&client, &thread_id, events, json)?;
     if !json {
         err!("thread {thread_id}");
     }
@@ -182,12 +193,177 @@ pub(crate) async fn run(
         .await
         .map_err(unreachable)?;
     // Submitted: the server may restart meanwhile (the run goes on), so keep asking.
-    outcome(&client, &thread_id, json, true).await
+    let answer = outcome(&client, &thread_id, true).await;
+    follower.finish().await?;
+    report_answer(&thread_id, answer, json)
 }
 
 pub(crate) async fn attach(args: AttachArgs) -> Result<u8, Failure> {
     let client = Client::new(&args.restate).map_err(Failure::input)?;
-    outcome(&client, &args.thread, args.json, false).await
+    let follower = Follower::start(&client, &args.thread, args.events.as_ref(), args.json)?;
+    let answer = outcome(&client, &args.thread, false).await;
+    follower.finish().await?;
+    report_answer(&args.thread, answer, args.json)
+}
+
+/// How often a follower asks Restate for a run's new events.
+const POLL: Duration = Duration::from_millis(50);
+
+/// How long the last read of a run's events may take once its outcome is in.
+const LAST_READ: Duration = Duration::from_secs(10);
+
+/// Follows a thread's events as its workflow publishes them (its shared `events` handler)
+/// into the progress display, when stderr is a terminal, and `--events`, as for a local run.
+/// A follower that falls behind slows nothing but itself: the workflow never waits for it.
+struct Follower {
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    display: Option<crate::progress::Display>,
+    log: Option<crate::events::EventLog>,
+}
+
+impl Follower {
+    fn start(
+        client: &Client,
+        thread_id: &str,
+        events: Option<&PathBuf>,
+        json: bool,
+    ) -> Result<Self, Failure> {
+        let (log, log_feed) = match events {
+            Some(target) => {
+                let (feed, receiver) = mpsc::channel(4096);
+                let log = crate::events::spawn(target, receiver, json).map_err(Failure::input)?;
+                (Some(log), Some(feed))
+            }
+            None => (None, None),
+        };
+        let (display, display_feed) = match std::io::stderr().is_terminal() {
+            true => {
+                let (feed, receiver) = mpsc::channel(4096);
+                (Some(crate::progress::spawn(receiver)), Some(feed))
+            }
+            false => (None, None),
+        };
+        if log_feed.is_none() && display_feed.is_none() {
+            return Ok(Self {
+                stop: None,
+                task: None,
+                display,
+                log,
+            });
+        }
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(follow(
+            client.clone(),
+            thread_id.to_owned(),
+            Feeds {
+                log: log_feed,
+                display: display_feed,
+                display_missed: 0,
+            },
+            stopped,
+        ));
+        Ok(Self {
+            stop: Some(stop),
+            task: Some(task),
+            display,
+            log,
+        })
+    }
+
+    /// Reads what was published up to the outcome, then stops the display and the writer.
+    async fn finish(self) -> Result<(), Failure> {
+        if let Some(stop) = self.stop {
+            let _ = stop.send(());
+        }
+        if let Some(mut task) = self.task {
+            // Its last read waits for the workflow's worker; one that is gone ends it.
+            if tokio::time::timeout(LAST_READ, &mut task).await.is_err() {
+                task.abort();
+            }
+        }
+        if let Some(display) = self.display {
+            display.finish().await;
+        }
+        match self.log {
+            Some(log) => log.finish().await.map_err(Failure::output),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Where a follower delivers: the writer gets every event (the follower waits for it), the
+/// display what it keeps up with (the rest as a gap).
+struct Feeds {
+    log: Option<mpsc::Sender<Event>>,
+    display: Option<mpsc::Sender<Event>>,
+    display_missed: u64,
+}
+
+impl Feeds {
+    async fn deliver(&mut self, event: Event) {
+        if let Some(display) = &self.display {
+            if self.display_missed > 0
+                && display
+                    .try_send(gap(&event.thread_id, self.display_missed))
+                    .is_ok()
+            {
+                self.display_missed = 0;
+            }
+            if self.display_missed > 0 || display.try_send(event.clone()).is_err() {
+                self.display_missed += 1;
+            }
+        }
+        if let Some(log) = &self.log
+            && log.send(event).await.is_err()
+        {
+            // The writer stopped (its reader went away): it reports why at the end.
+            self.log = None;
+        }
+    }
+}
+
+fn gap(thread_id: &str, missed: u64) -> Event {
+    Event {
+        thread_id: thread_id.to_owned(),
+        seq: 0,
+        kind: EventKind::Gap { missed },
+    }
+}
+
+/// Polls the thread's events until told to stop, then reads once more (the workflow
+/// published its last events before its outcome) and ends. Events Restate no longer keeps, or
+/// that a full buffer of the worker dropped, arrive as one gap.
+async fn follow(
+    client: Client,
+    thread_id: String,
+    mut feeds: Feeds,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let mut after = 0;
+    let mut stopping = false;
+    loop {
+        // The server restarting, or the thread not there yet: ask again.
+        if let Ok(page) = client.events(&thread_id, after).await {
+            for event in page.events {
+                if event.seq <= after {
+                    continue;
+                }
+                if event.seq > after + 1 {
+                    feeds.deliver(gap(&thread_id, event.seq - after - 1)).await;
+                }
+                after = event.seq;
+                feeds.deliver(event).await;
+            }
+        }
+        if stopping {
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            _ = &mut stopped => stopping = true,
+        }
+    }
 }
 
 /// Waits for the thread's outcome and prints it as a local run's; `patient`, through a lost
@@ -195,13 +371,20 @@ pub(crate) async fn attach(args: AttachArgs) -> Result<u8, Failure> {
 async fn outcome(
     client: &Client,
     thread_id: &str,
-    json: bool,
     patient: bool,
-) -> Result<u8, Failure> {
-    let answer = match patient {
+) -> Result<Option<Value>, ClientError> {
+    match patient {
         true => RestateEngine::from(client.clone()).attach(thread_id).await,
         false => client.attach(thread_id).await,
-    };
+    }
+}
+
+/// Prints the answer [`outcome`] got as a local run's outcome.
+fn report_answer(
+    thread_id: &str,
+    answer: Result<Option<Value>, ClientError>,
+    json: bool,
+) -> Result<u8, Failure> {
     let outcome = match answer {
         Ok(Some(outcome)) => outcome,
         Ok(None) => return Err(Failure::run(RunError::UnknownThread(thread_id.to_owned()))),

@@ -43,7 +43,7 @@ pub(crate) struct RunArgs {
     events: Option<PathBuf>,
     /// Run on Restate: submit the run to this ingress URL (served by `flowbox worker`) and wait
     /// for its outcome, which prints as a local run's; `--thread` names the Restate workflow.
-    #[arg(long, value_name = "INGRESS_URL", conflicts_with_all = ["reuse_leaves", "no_journal", "events"])]
+    #[arg(long, value_name = "INGRESS_URL", conflicts_with_all = ["reuse_leaves", "no_journal"])]
     restate: Option<String>,
     #[command(flatten)]
     options: RunOptions,
@@ -63,7 +63,16 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
             false => None,
         };
         let thread = args.thread.unwrap_or_else(RunRequest::new_thread_id);
-        return crate::restate::run(ingress, script, script_args, thread, limits, args.json).await;
+        return crate::restate::run(
+            ingress,
+            script,
+            script_args,
+            thread,
+            limits,
+            args.json,
+            args.events.as_ref(),
+        )
+        .await;
     }
     let journal = (!args.no_journal).then_some(&args.journal);
     let runtime = build_runtime(&args.options, journal.map(Journal::Create))?;

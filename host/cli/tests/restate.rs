@@ -457,6 +457,51 @@ fn comparable(outcome: &Value) -> Value {
     outcome
 }
 
+/// The events of a JSON Lines file `--events` wrote.
+fn events_of(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// One whole run's events: numbered from 1 without holes or repeats, `run_started` first,
+/// `run_finished` last and once, and each of `leaves` leaves started and finished once.
+fn assert_run_events(events: &[Value], thread: &str, leaves: usize) {
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=events.len() as u64).collect::<Vec<_>>(),
+        "{events:#?}"
+    );
+    assert!(
+        events.iter().all(|e| e["thread_id"] == thread),
+        "{events:#?}"
+    );
+    let kinds = kinds(events);
+    assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "run_finished").count(), 1);
+    for kind in ["leaf_started", "leaf_finished"] {
+        let mut calls: Vec<u64> = events
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .map(|e| e["call_id"].as_u64().unwrap())
+            .collect();
+        calls.sort_unstable();
+        assert_eq!(
+            calls,
+            (1..=leaves as u64).collect::<Vec<_>>(),
+            "{kind}: {kinds:?}"
+        );
+    }
+}
+
 const FANOUT: &str = r#"
 meta = {"name": "fanout", "description": "review twelve parts", "phases": [{"title": "review"}]}
 
@@ -487,7 +532,17 @@ fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
     for (name, text) in [("fanout.py", FANOUT), ("sequential.py", SEQUENTIAL)] {
         let script = cluster.script(name, text);
         let thread = format!("t-{}", name.replace('.', "-"));
-        let remote = output(&mut cluster.run(&script, &["--thread", &thread]));
+        let remote_events = cluster.dir.path().join(format!("{name}.remote.jsonl"));
+        let local_events = cluster.dir.path().join(format!("{name}.local.jsonl"));
+        let remote = output(&mut cluster.run(
+            &script,
+            &[
+                "--thread",
+                &thread,
+                "--events",
+                remote_events.to_str().unwrap(),
+            ],
+        ));
         assert!(
             remote.status.success(),
             "{}{}",
@@ -499,7 +554,8 @@ fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
             flowbox()
                 .arg("run")
                 .arg(&script)
-                .args(["--json", "--thread", &thread])
+                .args(["--json", "--thread", &thread, "--events"])
+                .arg(&local_events)
                 .arg("--backend")
                 .arg(format!("scripted:{}", backend.display()))
                 .env("FLOWBOX_DB", cluster.dir.path().join("local.db")),
@@ -518,6 +574,15 @@ fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
         }
         assert_eq!(comparable(&remote), comparable(&local), "{name}");
         assert_eq!(remote["summary"]["thread_id"], thread.as_str());
+        // The worker published the run's events; the CLI wrote them as a local run does.
+        let leaves = if name == "fanout.py" { 12 } else { 6 };
+        let (remote_events, local_events) = (events_of(&remote_events), events_of(&local_events));
+        assert_run_events(&remote_events, &thread, leaves);
+        assert_run_events(&local_events, &thread, leaves);
+        assert_eq!(kinds(&remote_events), kinds(&local_events), "{name}");
+        let last = remote_events.last().unwrap();
+        assert_eq!(last["summary"]["agents_spawned"], leaves);
+        assert_eq!(last["ok"], true);
     }
     // Exact JSON numbers and key order came through Restate unchanged.
     let calls = cluster.leaf_calls();
@@ -700,6 +765,17 @@ fn a_changed_script_diverges_and_attach_gets_the_outcome_of_a_killed_submitter()
     assert_eq!(json_of(&unknown)["error"]["kind"], "unknown_thread");
     let bad = output(flowbox().args(["attach", "orphan", "--restate", "ftp://x"]));
     assert_eq!(bad.status.code(), Some(2));
+    // `--events -` cannot share stdout with `--json`; a file it cannot create is named.
+    let clash = output(&mut cluster.run(&script, &["--thread", "clash", "--events", "-"]));
+    assert_eq!(clash.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&clash.stdout).contains("--events"));
+    let missing = cluster.dir.path().join("missing").join("events.jsonl");
+    let nowhere = output(&mut cluster.run(
+        &script,
+        &["--thread", "nowhere", "--events", missing.to_str().unwrap()],
+    ));
+    assert_eq!(nowhere.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&nowhere.stdout).contains("cannot write events"));
 }
 
 /// Asserts every step ran to completion and at most `repeats` leaves were called twice.
@@ -722,7 +798,16 @@ fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
     let _one = one_at_a_time();
     let mut cluster = Cluster::start(150);
     let script = cluster.script("sequential.py", SEQUENTIAL);
-    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-workflow"]));
+    let events = cluster.dir.path().join("kill-workflow.jsonl");
+    let submitter = spawn(&mut cluster.run(
+        &script,
+        &[
+            "--thread",
+            "kill-workflow",
+            "--events",
+            events.to_str().unwrap(),
+        ],
+    ));
     wait_for_calls(&cluster, 3);
     cluster.workflow.as_mut().expect("running").kill9();
     cluster.start_workflow();
@@ -735,6 +820,27 @@ fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
     assert_eq!(json_of(&done)["summary"]["agents_spawned"], 6);
     // At most the leaf in flight at the kill ran again.
     assert_paid_once(&cluster, 6, 1);
+    // The replayed attempt published none of the events the first one had: the sequence is
+    // one run's, as a local run's.
+    let events = events_of(&events);
+    assert_run_events(&events, "kill-workflow", 6);
+    let mut expected = vec!["run_started"];
+    expected.extend(["leaf_started", "leaf_finished"].repeat(6));
+    expected.push("run_finished");
+    assert_eq!(kinds(&events), expected);
+    // `attach` writes the same events, from the workflow's state.
+    let again = cluster.dir.path().join("attach.jsonl");
+    let attached = output(flowbox().args([
+        "attach",
+        "kill-workflow",
+        "--json",
+        "--restate",
+        &cluster.server.ingress,
+        "--events",
+        again.to_str().unwrap(),
+    ]));
+    assert!(attached.status.success());
+    assert_eq!(events_of(&again), events);
 }
 
 const FANOUT_THEN_STEPS: &str = r#"
@@ -750,7 +856,16 @@ fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal
     let _one = one_at_a_time();
     let mut cluster = Cluster::start(100);
     let script = cluster.script("fanout-steps.py", FANOUT_THEN_STEPS);
-    let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-after-fanout"]));
+    let events = cluster.dir.path().join("kill-after-fanout.jsonl");
+    let submitter = spawn(&mut cluster.run(
+        &script,
+        &[
+            "--thread",
+            "kill-after-fanout",
+            "--events",
+            events.to_str().unwrap(),
+        ],
+    ));
     wait_for_calls(&cluster, 8 + 2);
     cluster.workflow.as_mut().expect("running").kill9();
     cluster.start_workflow();
@@ -776,6 +891,7 @@ fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal
         );
     }
     assert_paid_once(&cluster, 12, 1);
+    assert_run_events(&events_of(&events), "kill-after-fanout", 12);
     // The README's queries find the thread and its journal, batches included.
     let threads = query(
         &cluster.server,

@@ -343,6 +343,7 @@ pub(crate) struct RunEvents {
     hub: Arc<EventHub>,
     seq: Mutex<u64>,
     history: OnceLock<Arc<History>>,
+    sink: Option<Arc<dyn crate::external::EventSink>>,
 }
 
 impl RunEvents {
@@ -352,7 +353,14 @@ impl RunEvents {
             hub,
             seq: Mutex::new(0),
             history: OnceLock::new(),
+            sink: None,
         }
+    }
+
+    /// Also hands every event to `sink` (a run on another engine publishing its events).
+    pub(crate) fn with_sink(mut self, sink: Option<Arc<dyn crate::external::EventSink>>) -> Self {
+        self.sink = sink;
+        self
     }
 
     /// From now on every event is also journaled in the thread's history, numbered on from
@@ -401,18 +409,8 @@ impl RunEvents {
         // Holding the lock while publishing keeps sequence order equal to delivery order when
         // leaf tasks publish concurrently.
         let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-        match self.history.get() {
-            Some(history) => {
-                *seq += 1;
-                let event = Event {
-                    thread_id: self.thread_id.clone(),
-                    seq: *seq,
-                    kind: make(),
-                };
-                history.push(&event);
-                self.hub.publish(|| event);
-            }
-            None => self.hub.publish(|| {
+        match (self.history.get(), &self.sink) {
+            (None, None) => self.hub.publish(|| {
                 *seq += 1;
                 Event {
                     thread_id: self.thread_id.clone(),
@@ -420,6 +418,21 @@ impl RunEvents {
                     kind: make(),
                 }
             }),
+            (history, sink) => {
+                *seq += 1;
+                let event = Event {
+                    thread_id: self.thread_id.clone(),
+                    seq: *seq,
+                    kind: make(),
+                };
+                if let Some(history) = history {
+                    history.push(&event);
+                }
+                if let Some(sink) = sink {
+                    sink.event(&event);
+                }
+                self.hub.publish(|| event);
+            }
         }
     }
 

@@ -96,4 +96,15 @@ pub struct ExternalRun {
     pub start_unix_nanos: u64,
     /// Where the calls go.
     pub source: Box<dyn CompletionSource>,
+    /// Where the run's events go as well as to the runtime's subscribers, each with the
+    /// thread id and sequence number a subscriber sees (`None`: only to the subscribers).
+    pub events: Option<std::sync::Arc<dyn EventSink>>,
+}
+
+/// Receives every event of one external run as it is published, in sequence order: how an
+/// engine publishes a run's events where another process can follow them.
+pub trait EventSink: Send + Sync + std::fmt::Debug {
+    /// One event. Called while the run's events are being numbered: it must return at once
+    /// (buffer, never wait).
+    fn event(&self, event: &crate::Event);
 }

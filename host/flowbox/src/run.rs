@@ -138,13 +138,12 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
         request,
         start_unix_nanos,
         source,
+        events: sink,
     } = run;
     let thread_id = request.thread_id.clone().unwrap_or_default();
     let mut summary = Summary::new(thread_id.clone());
-    let events = Arc::new(RunEvents::new(
-        thread_id.clone(),
-        Arc::clone(&shared.events),
-    ));
+    let events =
+        Arc::new(RunEvents::new(thread_id.clone(), Arc::clone(&shared.events)).with_sink(sink));
     let limits = request
         .limits
         .clone()

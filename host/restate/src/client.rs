@@ -132,6 +132,21 @@ impl Client {
         json(&url, &text)
     }
 
+    /// Thread `thread_id`'s published events with a sequence number above `after`.
+    pub async fn events(
+        &self,
+        thread_id: &str,
+        after: u64,
+    ) -> Result<crate::events::EventsPage, ClientError> {
+        let url = format!("{}/{WORKFLOW_SERVICE}/{thread_id}/events", self.base);
+        let body = serde_json::to_vec(&crate::events::EventsQuery { after }).expect("serialises");
+        let (status, text) = self.request(Method::POST, &url, Some(body)).await?;
+        if !status.is_success() {
+            return Err(status_error(url, status, text));
+        }
+        json(&url, &text)
+    }
+
     /// Registers the deployment at `uri` with this (admin) server; registering the same code at
     /// the same URI again changes nothing.
     pub async fn register(&self, uri: &str) -> Result<Value, ClientError> {

@@ -12,6 +12,9 @@
 //! - **`FlowboxLeaf`**: one leaf agent (or host tool) call per invocation, the provider request
 //!   inside `ctx.run` so that a retry after the provider answered does not pay again.
 //!
+//! The workflow publishes the run's events in its own state as the run goes on; its shared
+//! `events` handler ([`Client::events`]) reads them (see [`events`]).
+//!
 //! [`RestateEngine`] is the engine choice for an embedder: a runtime built with
 //! `RuntimeBuilder::engine(Arc::new(RestateEngine::new(ingress_url)?))` sends every
 //! `run_request` (and so its orchestrator's `run_workflow`) to Restate. [`Client`] submits runs
@@ -21,6 +24,7 @@
 
 mod client;
 mod engine;
+pub mod events;
 mod leaf;
 mod protocol;
 mod serve;

@@ -69,7 +69,12 @@ impl Worker {
                 .retry_policy_max_interval(Duration::from_secs(2))
                 .retry_policy_max_attempts(WORKFLOW_ATTEMPTS)
                 .retry_policy_kill_on_max_attempts()
-                .handler("run", HandlerOptions::new());
+                .handler("run", HandlerOptions::new())
+                // A follower asks for events many times a second: keep no journal of that.
+                .handler(
+                    "events",
+                    HandlerOptions::new().journal_retention(Duration::ZERO),
+                );
             builder = builder.bind(
                 FlowboxWorkflow::new(self.runtime.clone())
                     .into_service_definition()

@@ -14,12 +14,13 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use flowbox::external::{CompletionSource, ExternalCall, ExternalCompletion, ExternalRun};
-use flowbox::{BackendError, RunError, RunOutcome, RunRequest, Runtime, Summary};
+use flowbox::{BackendError, Event, RunError, RunOutcome, RunRequest, Runtime, Summary};
 use restate_sdk::context::{DurableFuture, RequestTarget};
 use restate_sdk::prelude::*;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::events::{EVENTS_KEY, EventIndex, EventsPage, EventsQuery, Publisher, chunk_key};
 use crate::protocol::{LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WorkflowInput, sha256_hex};
 
 /// How long a batch waits for more completions once one has come, while others are pending.
@@ -88,23 +89,27 @@ impl FlowboxWorkflow {
             request = request.limits(limits);
         }
         let (commands, receiver) = mpsc::unbounded_channel();
+        let mut publisher = Publisher::default();
         let runtime = self.runtime.clone();
         let run = ExternalRun {
             request,
             start_unix_nanos: start.start_unix_nanos,
             source: Box::new(ChannelSource { commands }),
+            events: Some(publisher.sink()),
         };
         let mut guest = Guest(tokio::spawn(async move { runtime.run_external(run).await }));
-        drive(&ctx, receiver, max_concurrency).await?;
+        drive(&ctx, receiver, max_concurrency, &mut publisher).await?;
         let outcome = (&mut guest.0)
             .await
             .map_err(|error| HandlerError::from(format!("the run's task failed: {error}")))?;
         if let Err(error) = &outcome.result
             && !error.kind().ends_thread()
         {
-            // Machinery trouble (the host, the engine): another attempt may get past it.
+            // Machinery trouble (the host, the engine): another attempt may get past it, and
+            // publishes its own end.
             return Err(HandlerError::from(format!("{error}")));
         }
+        publisher.flush(&ctx).await?;
         Ok(Json(outcome.to_json()))
     }
 
@@ -116,6 +121,31 @@ impl FlowboxWorkflow {
     ) -> Result<Json<Option<StartRecord>>, HandlerError> {
         let start = ctx.get::<Json<StartRecord>>(START_KEY).await?;
         Ok(Json(start.map(Json::into_inner)))
+    }
+
+    /// The run's events published so far with a sequence number above `after` (the last few
+    /// thousand; see [`crate::events`]).
+    #[handler]
+    async fn events(
+        &self,
+        ctx: SharedWorkflowContext<'_>,
+        query: Json<EventsQuery>,
+    ) -> Result<Json<EventsPage>, HandlerError> {
+        let after = query.into_inner().after;
+        let Some(index) = ctx.get::<Json<EventIndex>>(EVENTS_KEY).await? else {
+            return Ok(Json(EventsPage::default()));
+        };
+        let index = index.into_inner();
+        let mut events = Vec::new();
+        for chunk in index.chunks.iter().filter(|chunk| chunk.last > after) {
+            if let Some(stored) = ctx.get::<Json<Vec<Event>>>(&chunk_key(chunk.n)).await? {
+                events.extend(stored.into_inner().into_iter().filter(|e| e.seq > after));
+            }
+        }
+        Ok(Json(EventsPage {
+            events,
+            last_seq: index.last_seq,
+        }))
     }
 }
 
@@ -202,6 +232,7 @@ async fn drive(
     ctx: &WorkflowContext<'_>,
     mut commands: mpsc::UnboundedReceiver<Command>,
     max_concurrency: usize,
+    publisher: &mut Publisher,
 ) -> Result<(), HandlerError> {
     let mut calls = Calls {
         ctx,
@@ -218,6 +249,9 @@ async fn drive(
                 calls.release();
             }
             Command::Next(mut reply) => {
+                // The guest waits, its calls in flight: publish what it did meanwhile (the
+                // round trip overlaps the calls).
+                publisher.flush(ctx).await?;
                 let batch = tokio::select! {
                     batch = calls.next_batch() => batch?,
                     // The guest stopped waiting (its deadline): its run is ending.
