@@ -58,6 +58,11 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
         .conversation
         .clone()
         .unwrap_or_else(flowbox::RunRequest::new_thread_id);
+    if journal.is_some() && !args.json {
+        err!(
+            "conversation {conversation}: see its workflows live in `flowbox serve`, or list them with `flowbox workflows --conversation {conversation}`"
+        );
+    }
     let log = match &args.events {
         Some(target) => Some(
             events::spawn(

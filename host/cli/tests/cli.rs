@@ -1334,6 +1334,10 @@ fn ask_runs_the_offline_demo_with_events_as_json_lines() {
         stderr.contains("conversation demo · 1 workflows (0 failed) · 4 leaves"),
         "{stderr}"
     );
+    assert!(
+        stderr.contains("see its workflows live in `flowbox serve`, or list them with `flowbox workflows --conversation demo`"),
+        "{stderr}"
+    );
     // The workflow runs are recorded: per conversation, and in total.
     let db_arg = db.to_str().unwrap();
     let listed = flowbox(&[
