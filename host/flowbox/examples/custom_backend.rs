@@ -26,6 +26,7 @@ impl LeafBackend for Glossary {
             usage: Usage {
                 input_tokens: 1,
                 output_tokens: 1,
+                estimated_tokens: 0,
             },
         })
     }

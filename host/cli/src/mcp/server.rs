@@ -232,7 +232,9 @@ impl Server {
 const SAMPLING_NOTE: &str = "On this server every leaf is answered by the client's own model: \
 each model turn of a leaf is a sampling/createMessage request to the client running the \
 workflow, so the client must offer the sampling capability (a run on a client without it fails \
-at its first leaf). Leaves cannot use tools here, and token counts are estimates.";
+at its first leaf). Leaves cannot use tools here. Token counts are the client's where its \
+sampling results report them in `_meta.usage` (`inputTokens`, `outputTokens`) and estimates \
+otherwise: the run summary's `estimated_tokens` says how many of its tokens are estimates.";
 
 const JOURNAL_HINT: &str = "the host's journal failed, not the script; tell the user";
 
