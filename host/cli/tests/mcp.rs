@@ -435,3 +435,51 @@ fn a_client_that_does_not_read_never_stalls_the_run() {
     assert_eq!(after["result"]["structuredContent"]["result"], 7, "{after}");
     server.close();
 }
+
+/// Requests no SDK would send: `tools/call` whose params are not an object, lack the tool's
+/// name or are missing, and a known method with params that do not fit, are Invalid params
+/// saying what is wrong; an unknown method is Method not found naming the methods there are.
+/// None ends the server.
+#[test]
+fn mistyped_requests_are_invalid_params() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let mut server = Server::start(scratch.path(), &[]);
+    server.initialize();
+    let requests = [
+        (
+            json!({"name": "run_workflow", "arguments": "return 1"}),
+            "tools/call",
+            -32602,
+            "expected a map",
+        ),
+        (json!({"arguments": {}}), "tools/call", -32602, "`name`"),
+        (
+            Value::Null,
+            "tools/call",
+            -32602,
+            "invalid params for tools/call",
+        ),
+        (
+            json!({"level": "loud"}),
+            "logging/setLevel",
+            -32602,
+            "logging/setLevel",
+        ),
+        (json!({}), "no/such/method", -32601, "tools/call"),
+    ];
+    for (id, (params, method, code, says)) in requests.into_iter().enumerate() {
+        let mut request = json!({"jsonrpc": "2.0", "id": id + 10, "method": method});
+        if !params.is_null() {
+            request["params"] = params;
+        }
+        server.send(request.to_string().as_bytes());
+        let answer = server.recv();
+        assert_eq!(answer["id"], id + 10, "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{method}: {message}");
+    }
+    server.send(br#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#);
+    assert_eq!(server.recv()["id"], 99);
+    server.close();
+}

@@ -13,9 +13,9 @@ use flowbox::orchestrator::{Guidance, WorkflowInput, WorkflowTool};
 use flowbox::store::StoreError;
 use flowbox::{RunRequest, Runtime};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -348,6 +348,37 @@ impl ServerHandler for Server {
     ) -> Result<(), ErrorData> {
         self.inner.level.set(request.level);
         Ok(())
+    }
+
+    /// A request rmcp could not decode as one it knows: the method is unknown (Method not
+    /// found), or it is one this server serves whose params do not fit (Invalid params, saying
+    /// what is wrong) — rmcp alone would call both an unknown method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let CustomRequest { method, params, .. } = request;
+        let params = params.unwrap_or(Value::Null);
+        let problem = match method.as_str() {
+            "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
+            "initialize" | "ping" | "tools/list" | "logging/setLevel" => None,
+            _ => {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!(
+                        "unknown method {method:?}: this server serves initialize, ping, \
+                         tools/list, tools/call and logging/setLevel"
+                    ),
+                    None,
+                ));
+            }
+        };
+        let detail = problem.map_or_else(String::new, |error| format!(": {error}"));
+        Err(ErrorData::invalid_params(
+            format!("invalid params for {method}{detail}"),
+            None,
+        ))
     }
 }
 
