@@ -68,6 +68,11 @@ fn sampling_leaves_are_answered_by_the_clients_model() {
 }
 
 #[test]
+fn a_resumed_sampling_run_counts_its_replayed_estimates_as_estimates() {
+    scenario("sampling_resume");
+}
+
+#[test]
 fn a_fuel_bomb_ends_in_its_own_error_while_other_calls_complete() {
     scenario("hostile_script");
 }

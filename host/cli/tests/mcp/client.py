@@ -447,6 +447,11 @@ async def sampling():
         assert plain.messages[0].content.text == "Say hi", plain.messages
         assert [h.name for h in plain.model_preferences.hints] == ["small-model"], plain.model_preferences
         assert [h.name for h in first.model_preferences.hints] == ["host"], first.model_preferences
+        # The journal keeps which counts are estimates; `flowbox show` marks them with `~`.
+        shown = await session.call_tool("show_thread", {"thread_id": "sampled-1"})
+        entries = shown.structured_content["entries"]
+        assert entries and all(e["estimated_tokens"] > 0 for e in entries), entries
+        assert " tok " in shown.content[0].text and "~" in shown.content[0].text, shown.content[0].text
         # Journaled like any leaf: the finished thread answers from the journal, no sampling.
         result = await session.call_tool("resume_workflow", {"thread_id": "sampled-1"})
         assert result.structured_content["result"] == out["result"], result
@@ -507,6 +512,54 @@ async def http_sampling():
         assert "sampling capability" in error["message"], error
 
 
+async def sampling_resume():
+    """A sampling run cancelled while its second leaf waits on the client, then resumed: the
+    first leaf comes from the journal, and the resumed run's summary counts its tokens as the
+    estimates they were, as a run from scratch does."""
+    asked = []
+    waiting = anyio.Event()
+    hold = {"second": True}
+
+    async def on_sample(context, params):
+        text = params.messages[-1].content.text
+        asked.append(text)
+        if text == "second leaf" and hold["second"]:
+            waiting.set()
+            await anyio.sleep_forever()
+        return await on_sample_echo(context, params)
+
+    script = "a = await agent('first leaf')\nb = await agent('second leaf')\nreturn [a, b]"
+    async with server("--leaves", "sampling", sampling_callback=on_sample) as session:
+        await session.initialize()
+        async with anyio.create_task_group() as group:
+            cancel = anyio.CancelScope()
+
+            async def held_call():
+                with cancel:
+                    await session.call_tool("run_workflow", {"script": script, "thread_id": "held-1"})
+
+            group.start_soon(held_call)
+            with anyio.fail_after(30):
+                await waiting.wait()
+            cancel.cancel()
+        hold["second"] = False
+        with anyio.fail_after(30):
+            while True:
+                resumed = await session.call_tool("resume_workflow", {"thread_id": "held-1"})
+                if resumed.structured_content["ok"]:
+                    break
+                assert resumed.structured_content["error"]["kind"] == "thread_in_use", resumed
+                await anyio.sleep(0.1)
+        out = resumed.structured_content
+        assert out["result"] == ["host says: first leaf", "host says: second leaf"], out
+        assert asked.count("first leaf") == 1, asked
+        fresh = await session.call_tool("run_workflow", {"script": script, "thread_id": "fresh-1"})
+        expected = fresh.structured_content["summary"]
+        assert expected["estimated_tokens"] == expected["tokens"] > 0, expected
+        summary = out["summary"]
+        assert (summary["tokens"], summary["estimated_tokens"]) == (expected["tokens"], expected["tokens"]), (summary, expected)
+
+
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
@@ -515,6 +568,7 @@ SCENARIOS = {
     "http": http,
     "http_sampling": http_sampling,
     "sampling": sampling,
+    "sampling_resume": sampling_resume,
 }
 
 if __name__ == "__main__":
