@@ -336,18 +336,20 @@ fn garbage_lines_do_not_end_the_server() {
 }
 
 /// A client that stops reading its stdout while a run floods it with log lines and progress
-/// never stalls the run (the event stream's gap rule: past its capacity a slow consumer
-/// misses events, told so, instead of holding the run). The run finishes in the journal while
-/// nothing is read; then what the client reads is consistent (log lines in order, each exact,
-/// some perhaps missed; progress growing) and the result exact, and the server goes on.
+/// never stalls the run (the event stream's gap rule: past its capacity of 4096 events a slow
+/// consumer misses events, told so, instead of holding the run). The run finishes in the
+/// journal while nothing is read; then what the client reads is consistent (log lines in
+/// order, each exact, some perhaps missed; progress growing) and the result exact, and the
+/// server goes on. How much is missed depends on the machine's speed, so it is not asserted:
+/// a call also stops waiting for its last notifications a second after its run ends.
 #[test]
 fn a_client_that_does_not_read_never_stalls_the_run() {
-    const LINES: usize = 3000;
+    const LINES: usize = 6000;
     const LEAVES: usize = 60;
     let scratch = tempfile::tempdir().expect("a temporary directory");
     let mut server = Server::start(scratch.path(), &[]);
     server.initialize();
-    let padding = ".".repeat(200);
+    let padding = ".".repeat(50);
     let script = format!(
         "for i in range({LINES}):\n    log('line ' + str(i) + ' {padding}')\n\
          replies = await parallel([lambda i=i: agent('q' + str(i)) for i in range({LEAVES})])\n\
@@ -410,24 +412,18 @@ fn a_client_that_does_not_read_never_stalls_the_run() {
         assert!(index >= next && index < LINES, "{index} after {next}");
         next = index + 1;
     }
-    // Progress values grow; a message that says none were missed counts every leaf so far.
+    // Progress values grow, and no message counts more leaves than the script has (a gap may
+    // have taken a leaf's start and left its end, so done is not bounded by started).
     let values: Vec<f64> = progress
         .iter()
         .map(|p| p["progress"].as_f64().unwrap())
         .collect();
     assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
-    let missed = progress
-        .iter()
-        .any(|p| p["message"].as_str().unwrap().contains("events missed"));
-    if !missed {
-        assert_eq!(logged.len(), LINES);
-        let last = progress.last().expect("progress was sent")["message"].clone();
-        assert!(
-            last.as_str()
-                .unwrap()
-                .starts_with(&format!("{LEAVES}/{LEAVES} leaves")),
-            "{last}"
-        );
+    for message in progress.iter().map(|p| p["message"].as_str().unwrap()) {
+        let counts = message.split(" leaves").next().unwrap();
+        let (done, started) = counts.split_once('/').expect("done/started");
+        let (done, started): (usize, usize) = (done.parse().unwrap(), started.parse().unwrap());
+        assert!(done <= LEAVES && started <= LEAVES, "{message}");
     }
     // The server goes on serving.
     server.send(
