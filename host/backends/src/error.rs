@@ -391,6 +391,7 @@ mod tests {
         let spent = Usage {
             input_tokens: 12,
             output_tokens: 3,
+            estimated_tokens: 0,
         };
         let error = BackendError::terminal("no");
         assert_eq!(error.usage(), Usage::default());

@@ -56,6 +56,7 @@ impl FakeBackend {
             usage: Usage {
                 input_tokens: estimate_tokens(&prompt) + estimate_tokens(instruction),
                 output_tokens: output,
+                estimated_tokens: 0,
             },
         })
     }
@@ -112,6 +113,7 @@ impl ChatModel for FakeChat {
             usage: Usage {
                 input_tokens: estimate_tokens(&request.system) + estimate_tokens(question),
                 output_tokens: estimate_tokens(&text),
+                estimated_tokens: 0,
             },
             text,
             ..ChatResponse::default()

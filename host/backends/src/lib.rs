@@ -107,9 +107,37 @@ pub struct Usage {
     /// Tokens written.
     #[serde(alias = "output")]
     pub output_tokens: u64,
+    /// Of input and output together, how many are estimates (one token per
+    /// [`APPROXIMATE_BYTES_PER_TOKEN`] bytes) rather than counts the model reported: 0 when
+    /// everything was reported. Left out of the JSON when 0, so records from before it read
+    /// and write back as they were.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub estimated_tokens: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl Usage {
+    /// Counts the model reported.
+    pub fn reported(input_tokens: u64, output_tokens: u64) -> Usage {
+        Usage {
+            input_tokens,
+            output_tokens,
+            estimated_tokens: 0,
+        }
+    }
+
+    /// Counts estimated from the text's length, as no count was reported.
+    pub fn estimated(input_tokens: u64, output_tokens: u64) -> Usage {
+        Usage {
+            input_tokens,
+            output_tokens,
+            estimated_tokens: input_tokens.saturating_add(output_tokens),
+        }
+    }
+
     /// Input and output tokens together, which is what budgets count.
     pub fn total(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
@@ -120,6 +148,7 @@ impl Usage {
         Usage {
             input_tokens: self.input_tokens.saturating_add(other.input_tokens),
             output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+            estimated_tokens: self.estimated_tokens.saturating_add(other.estimated_tokens),
         }
     }
 }

@@ -343,6 +343,7 @@ impl Rule {
                 Value::String(text) => estimate_tokens(text),
                 other => estimate_tokens(&other.to_string()),
             },
+            estimated_tokens: 0,
         });
         Ok(LeafReply { value, usage })
     }
@@ -443,6 +444,7 @@ impl ChatModel for ScriptedChat {
             usage: turn.tokens.unwrap_or(Usage {
                 input_tokens: (prompt as u64).div_ceil(4),
                 output_tokens: estimate_tokens(&turn.text),
+                estimated_tokens: 0,
             }),
             text: turn.text,
             tool_calls,

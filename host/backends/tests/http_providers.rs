@@ -155,7 +155,8 @@ async fn openai_plain_text_reply_and_request_shape() {
         reply.usage,
         Usage {
             input_tokens: 21,
-            output_tokens: 4
+            output_tokens: 4,
+            estimated_tokens: 0
         }
     );
 
@@ -417,7 +418,8 @@ async fn anthropic_plain_text_reply_and_request_shape() {
         reply.usage,
         Usage {
             input_tokens: 130,
-            output_tokens: 7
+            output_tokens: 7,
+            estimated_tokens: 0
         }
     );
 
@@ -688,10 +690,12 @@ impl Provider {
             Self::OpenAi => Usage {
                 input_tokens: 21,
                 output_tokens: 4,
+                estimated_tokens: 0,
             },
             Self::Anthropic => Usage {
                 input_tokens: 30,
                 output_tokens: 7,
+                estimated_tokens: 0,
             },
         }
     }
@@ -1037,6 +1041,7 @@ async fn leaf_structured_reply_invalid_then_repaired(provider: Provider) {
         Usage {
             input_tokens: once.input_tokens * 2,
             output_tokens: once.output_tokens * 2,
+            estimated_tokens: 0,
         }
     );
     let requests = server.requests();

@@ -220,8 +220,12 @@ pub(crate) fn report(outcome: RunOutcome, json: bool) -> Result<u8, Failure> {
                 serde_json::to_string_pretty(&result).expect("JSON values serialise")
             );
             if std::io::stderr().is_terminal() {
+                let estimated = match summary.estimated_tokens {
+                    0 => String::new(),
+                    n => format!(" ({n} estimated)"),
+                };
                 err!(
-                    "thread {} · {} leaves · {} tokens · {} fuel · {} ms",
+                    "thread {} · {} leaves · {} tokens{estimated} · {} fuel · {} ms",
                     summary.thread_id,
                     summary.agents_spawned,
                     summary.tokens_spent,

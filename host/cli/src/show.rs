@@ -94,13 +94,19 @@ pub(crate) fn lines(run: &StoredRun) -> Vec<String> {
                 None => agent.prompt.to_string(),
             },
         };
+        // `~` marks a count with estimates in it (a client that reported no usage).
+        let tokens = entry.input_tokens + entry.output_tokens;
+        let tokens = match entry.estimated_tokens {
+            0 => tokens.to_string(),
+            _ => format!("~{tokens}"),
+        };
         push!(
             "  #{:<4} batch {:<4} call {:<5} {:<6} {:>6} tok  {}  -> {}",
             entry.seq,
             entry.batch,
             entry.handle,
             status,
-            entry.input_tokens + entry.output_tokens,
+            tokens,
             preview(&what, 40),
             preview(&detail, 60)
         );

@@ -68,8 +68,18 @@ fn sampling_leaves_are_answered_by_the_clients_model() {
 }
 
 #[test]
+fn a_resumed_sampling_run_counts_its_replayed_estimates_as_estimates() {
+    scenario("sampling_resume");
+}
+
+#[test]
 fn a_fuel_bomb_ends_in_its_own_error_while_other_calls_complete() {
     scenario("hostile_script");
+}
+
+#[test]
+fn a_memory_bomb_and_output_floods_end_in_their_own_errors_while_other_calls_complete() {
+    scenario("hostile_memory_and_output");
 }
 
 /// Over Streamable HTTP (`--listen`, on a free loopback port): several clients at once, a
@@ -86,10 +96,25 @@ fn streamable_http_serves_several_clients() {
         .to_string(),
     )
     .unwrap();
+    let backend_flag = format!("scripted:{}", backend.display());
+    serve_http(scratch.path(), &["--backend", &backend_flag], "http");
+}
+
+/// `--leaves sampling` over Streamable HTTP: the leaves' sampling requests reach the calling
+/// session's callback over its SSE stream, and the run's result is the callback's answers.
+#[test]
+fn sampling_leaves_over_streamable_http() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    serve_http(scratch.path(), &["--leaves", "sampling"], "http_sampling");
+}
+
+/// Starts `flowbox mcp --listen` on a free loopback port with `flags`, runs `scenario`
+/// against it, and stops it by its pid.
+fn serve_http(scratch: &Path, flags: &[&str], scenario: &str) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
-        .args(["mcp", "--listen", "127.0.0.1:0", "--backend"])
-        .arg(format!("scripted:{}", backend.display()))
-        .env("FLOWBOX_DB", scratch.path().join("journal.db"))
+        .args(["mcp", "--listen", "127.0.0.1:0"])
+        .args(flags)
+        .env("FLOWBOX_DB", scratch.join("journal.db"))
         .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -108,7 +133,7 @@ fn streamable_http_serves_several_clients() {
         }
     };
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let result = std::panic::catch_unwind(|| scenario_in("http", scratch.path(), Some(&url)));
+    let result = std::panic::catch_unwind(|| scenario_in(scenario, scratch, Some(&url)));
     // Stopped by its pid, whatever the scenario did.
     let _ = child.kill();
     let _ = child.wait();
@@ -307,5 +332,155 @@ fn garbage_lines_do_not_end_the_server() {
         "[1,2.5,12345678901234567890]",
         "{called}"
     );
+    server.close();
+}
+
+/// A client that stops reading its stdout while a run floods it with log lines and progress
+/// never stalls the run (the event stream's gap rule: past its capacity of 4096 events a slow
+/// consumer misses events, told so, instead of holding the run). The run finishes in the
+/// journal while nothing is read; then what the client reads is consistent (log lines in
+/// order, each exact, some perhaps missed; progress growing) and the result exact, and the
+/// server goes on. How much is missed depends on the machine's speed, so it is not asserted:
+/// a call also stops waiting for its last notifications a second after its run ends.
+#[test]
+fn a_client_that_does_not_read_never_stalls_the_run() {
+    const LINES: usize = 6000;
+    const LEAVES: usize = 60;
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let mut server = Server::start(scratch.path(), &[]);
+    server.initialize();
+    let padding = ".".repeat(50);
+    let script = format!(
+        "for i in range({LINES}):\n    log('line ' + str(i) + ' {padding}')\n\
+         replies = await parallel([lambda i=i: agent('q' + str(i)) for i in range({LEAVES})])\n\
+         return {{'lines': {LINES}, 'leaves': len(replies)}}"
+    );
+    server.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run_workflow", "arguments": {"script": script, "thread_id": "unread-1"},
+            "_meta": {"progressToken": "p"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    // More is written than a pipe holds, and nothing is read until the journal says the
+    // run is over. The bound only keeps a broken server from hanging the test.
+    let mut status = Value::Null;
+    for _ in 0..2400 {
+        let threads = Command::new(env!("CARGO_BIN_EXE_flowbox"))
+            .args(["threads", "--json"])
+            .env("FLOWBOX_DB", scratch.path().join("journal.db"))
+            .output()
+            .unwrap();
+        let listed: Value = serde_json::from_slice(&threads.stdout).unwrap_or(Value::Null);
+        status = listed
+            .as_array()
+            .and_then(|threads| threads.iter().find(|t| t["thread_id"] == "unread-1"))
+            .map(|t| t["status"].clone())
+            .unwrap_or(Value::Null);
+        if status != "running" && !status.is_null() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(status, "succeeded", "the run did not finish while unread");
+    let mut logged = Vec::new();
+    let mut progress = Vec::new();
+    let answer = loop {
+        let message = server.recv();
+        match message["method"].as_str() {
+            Some("notifications/message") => {
+                logged.push(message["params"]["data"].as_str().unwrap().to_owned());
+            }
+            Some("notifications/progress") => progress.push(message["params"].clone()),
+            _ => break message,
+        }
+    };
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["result"],
+        json!({"lines": LINES, "leaves": LEAVES}),
+        "{answer}"
+    );
+    // Log lines in order, each exactly as the script wrote it.
+    let mut next = 0;
+    for line in &logged {
+        let index: usize = line
+            .strip_prefix("line ")
+            .and_then(|rest| rest.strip_suffix(&format!(" {padding}")))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not a line of the script: {line:?}"));
+        assert!(index >= next && index < LINES, "{index} after {next}");
+        next = index + 1;
+    }
+    // Progress values grow, and no message counts more leaves than the script has (a gap may
+    // have taken a leaf's start and left its end, so done is not bounded by started).
+    let values: Vec<f64> = progress
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    for message in progress.iter().map(|p| p["message"].as_str().unwrap()) {
+        let counts = message.split(" leaves").next().unwrap();
+        let (done, started) = counts.split_once('/').expect("done/started");
+        let (done, started): (usize, usize) = (done.parse().unwrap(), started.parse().unwrap());
+        assert!(done <= LEAVES && started <= LEAVES, "{message}");
+    }
+    // The server goes on serving.
+    server.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "run_workflow", "arguments": {"script": "return 7"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    let after = server.recv();
+    assert_eq!(after["result"]["structuredContent"]["result"], 7, "{after}");
+    server.close();
+}
+
+/// Requests no SDK would send: `tools/call` whose params are not an object, lack the tool's
+/// name or are missing, and a known method with params that do not fit, are Invalid params
+/// saying what is wrong; an unknown method is Method not found naming the methods there are.
+/// None ends the server.
+#[test]
+fn mistyped_requests_are_invalid_params() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let mut server = Server::start(scratch.path(), &[]);
+    server.initialize();
+    let requests = [
+        (
+            json!({"name": "run_workflow", "arguments": "return 1"}),
+            "tools/call",
+            -32602,
+            "expected a map",
+        ),
+        (json!({"arguments": {}}), "tools/call", -32602, "`name`"),
+        (
+            Value::Null,
+            "tools/call",
+            -32602,
+            "invalid params for tools/call",
+        ),
+        (
+            json!({"level": "loud"}),
+            "logging/setLevel",
+            -32602,
+            "logging/setLevel",
+        ),
+        (json!({}), "no/such/method", -32601, "tools/call"),
+    ];
+    for (id, (params, method, code, says)) in requests.into_iter().enumerate() {
+        let mut request = json!({"jsonrpc": "2.0", "id": id + 10, "method": method});
+        if !params.is_null() {
+            request["params"] = params;
+        }
+        server.send(request.to_string().as_bytes());
+        let answer = server.recv();
+        assert_eq!(answer["id"], id + 10, "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{method}: {message}");
+    }
+    server.send(br#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#);
+    assert_eq!(server.recv()["id"], 99);
     server.close();
 }

@@ -23,10 +23,8 @@ impl LeafBackend for Glossary {
         };
         Ok(LeafReply {
             value: Value::String(meaning.into()),
-            usage: Usage {
-                input_tokens: 1,
-                output_tokens: 1,
-            },
+            // A dictionary reads no tokens: these are counts, not estimates.
+            usage: Usage::reported(1, 1),
         })
     }
 }

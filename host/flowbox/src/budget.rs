@@ -47,6 +47,7 @@ impl Budget {
     pub(crate) fn count(&mut self, usage: Usage) {
         self.spent.input_tokens += usage.input_tokens;
         self.spent.output_tokens += usage.output_tokens;
+        self.spent.estimated_tokens += usage.estimated_tokens;
     }
 
     /// `Some((spent, total))` the first time spending crosses 80 % of the ceiling and the
@@ -160,6 +161,7 @@ mod tests {
         Usage {
             input_tokens: n,
             output_tokens: 0,
+            estimated_tokens: 0,
         }
     }
 
@@ -176,6 +178,16 @@ mod tests {
         budget.count(tokens(10));
         assert_eq!(budget.warning_due(), Some((100, 100)));
         assert_eq!(budget.warning_due(), None);
+        assert_eq!(budget.exhausted(), Some((100, 100)));
+    }
+
+    #[test]
+    fn estimated_tokens_count_like_reported_ones_and_are_kept_apart() {
+        let mut budget = Budget::new(Some(100));
+        budget.count(Usage::reported(30, 10));
+        budget.count(Usage::estimated(40, 20));
+        assert_eq!(budget.spent().total(), 100);
+        assert_eq!(budget.spent().estimated_tokens, 60);
         assert_eq!(budget.exhausted(), Some((100, 100)));
     }
 
@@ -203,6 +215,7 @@ mod tests {
         let worst = price().cost(Usage {
             input_tokens: 1000,
             output_tokens: 2000,
+            estimated_tokens: 0,
         });
         assert_eq!(worst, picos(0.005));
         let cost = LeafCost {
@@ -222,6 +235,7 @@ mod tests {
         let half = Usage {
             input_tokens: 500,
             output_tokens: 1000,
+            estimated_tokens: 0,
         };
         dollars.settle(Some(&cost), half);
         assert_eq!(dollars.spent_usd(), Some(0.0025));

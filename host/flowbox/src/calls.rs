@@ -1018,6 +1018,7 @@ mod tests {
             Err(BackendError::terminal("gave up").with_usage(Usage {
                 input_tokens: 30,
                 output_tokens: 5,
+                estimated_tokens: 0,
             }))
         }
     }

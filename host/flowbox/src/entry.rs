@@ -53,6 +53,7 @@ pub(crate) fn journal_entry(
         },
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
+        estimated_tokens: usage.estimated_tokens,
         duration_ms: millis(duration),
     }
 }
@@ -61,6 +62,7 @@ pub(crate) fn entry_usage(entry: &Entry) -> Usage {
     Usage {
         input_tokens: entry.input_tokens,
         output_tokens: entry.output_tokens,
+        estimated_tokens: entry.estimated_tokens,
     }
 }
 
@@ -74,5 +76,38 @@ pub(crate) fn entry_reply(entry: &Entry) -> Result<LeafReply, BackendError> {
             })
             .map_err(|e| BackendError::terminal(format!("a cached result is not JSON: {e}"))),
         EntryOutcome::Err { message, .. } => Err(BackendError::terminal(message.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flowbox_store::ToolRequest;
+    use serde_json::json;
+
+    use super::*;
+
+    /// What a replay counts is what the live run counted, estimates included.
+    #[test]
+    fn an_entry_keeps_how_many_of_its_tokens_were_estimates() {
+        let request = CallRequest::Tool(ToolRequest {
+            name: "echo".into(),
+            arguments: json!({}),
+        });
+        let usage = Usage {
+            input_tokens: 12,
+            output_tokens: 3,
+            estimated_tokens: 12,
+        };
+        let entry = journal_entry(
+            0,
+            0,
+            1,
+            &Ok("1".into()),
+            CallRecord::new(request),
+            usage,
+            Duration::ZERO,
+        );
+        assert_eq!(entry_usage(&entry), usage);
+        assert_eq!(entry_reply(&entry).unwrap().usage, usage);
     }
 }

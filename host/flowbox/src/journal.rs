@@ -291,6 +291,7 @@ mod tests {
             },
             input_tokens: 1,
             output_tokens: 1,
+            estimated_tokens: 0,
             duration_ms: 0,
         }
     }

@@ -353,6 +353,7 @@ fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limit
     summary.input_tokens = spent.input_tokens;
     summary.output_tokens = spent.output_tokens;
     summary.tokens_spent = spent.total();
+    summary.estimated_tokens = spent.estimated_tokens;
     summary.fuel_used = limits.fuel.saturating_sub(remaining);
 }
 

@@ -203,6 +203,10 @@ pub struct Entry {
     pub input_tokens: u64,
     /// Output tokens it used.
     pub output_tokens: u64,
+    /// Of those, how many are estimates rather than counts the model reported (journals from
+    /// before format 5 record none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub estimated_tokens: u64,
     /// How long the backend took, in milliseconds.
     pub duration_ms: u64,
 }
@@ -212,4 +216,8 @@ impl Entry {
     pub fn kind(&self) -> CallKind {
         self.request.kind()
     }
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }

@@ -44,9 +44,10 @@ pub use time::UtcTime;
 /// The journal format this build writes. A journal with a higher version is refused; older
 /// ones are migrated when opened (format 3 writes headers without a seed, which format 2
 /// required, so a build that reads up to 2 must refuse it rather than call it damaged; format
-/// 4 adds the threads' events). A journal of an older format opened read-only is read as it
-/// is: it has no events.
-pub const SCHEMA_VERSION: u32 = 4;
+/// 4 adds the threads' events; format 5 says how many of each completion's tokens are
+/// estimates). A journal of an older format opened read-only is read as it is: it has no
+/// events, and its token counts read as reported.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// What a thread is, fixed when it starts. (Journals before format 3 also hold a `seed`,
 /// always the thread id, which is what seeds the guest's random source; it is ignored.)
@@ -524,6 +525,8 @@ pub(crate) mod contract {
             },
             input_tokens: 10,
             output_tokens: 5,
+            // Odd entries' counts are estimates, so every store keeps both kinds.
+            estimated_tokens: if seq % 2 == 1 { 15 } else { 0 },
             duration_ms: 3,
         }
     }

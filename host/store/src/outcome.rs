@@ -200,6 +200,11 @@ pub struct Summary {
     pub input_tokens: u64,
     /// Of which output tokens.
     pub output_tokens: u64,
+    /// Of which estimates (one token per three bytes of text) rather than counts the model
+    /// reported: the leaves whose backend reports no usage, such as `flowbox mcp --leaves
+    /// sampling` on a client that sends none. Written only when there are some.
+    #[serde(default, skip_serializing_if = "is_zero_tokens")]
+    pub estimated_tokens: u64,
     /// The phases the script entered, in order.
     pub phases: Vec<String>,
     /// The script's `log`/`print` lines, in order.
@@ -226,6 +231,10 @@ pub struct Summary {
 }
 
 fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
+
+fn is_zero_tokens(count: &u64) -> bool {
     *count == 0
 }
 

@@ -104,6 +104,9 @@ async fn a_journal_of_the_previous_format_opens_with_every_thread() {
     );
     assert_eq!(end.outcome.summary.agents_spawned, 1);
     assert_eq!(end.outcome.summary.logs, ["greeted"]);
+    // Its counts read as reported: the format did not say which were estimates.
+    assert_eq!(end.outcome.summary.estimated_tokens, 0);
+    assert!(interrupted.entries.iter().all(|e| e.estimated_tokens == 0));
 
     let workflows = store.workflows(Some("conv-old")).await.unwrap();
     assert_eq!(workflows.len(), 1);
@@ -111,6 +114,7 @@ async fn a_journal_of_the_previous_format_opens_with_every_thread() {
 
     // The old thread goes on in the new format.
     let mut next = interrupted.entries[2].clone();
+    next.estimated_tokens = 4;
     next.seq = 3;
     next.batch = 3;
     next.handle = 4;
@@ -144,6 +148,10 @@ async fn a_journal_of_the_previous_format_has_no_events_until_migrated() {
             .is_empty()
     );
     assert_eq!(reader.last_event_seq("old-interrupted").await.unwrap(), 0);
+    // Nor does it say which of its tokens were estimates: they read as reported.
+    let interrupted = reader.load("old-interrupted").await.unwrap().unwrap();
+    assert_eq!(interrupted.entries.len(), 3);
+    assert!(interrupted.entries.iter().all(|e| e.estimated_tokens == 0));
     drop(reader);
     // Migrated, its interrupted thread's resumed run writes a history.
     let store = SqliteStore::open(&path).unwrap();

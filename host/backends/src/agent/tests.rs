@@ -52,6 +52,7 @@ impl ChatModel for MockChat {
             BackendError::terminal("the mock ran out of replies").with_usage(Usage {
                 input_tokens: 7,
                 output_tokens: 0,
+                estimated_tokens: 0,
             })
         })
     }
@@ -67,6 +68,7 @@ fn text(text: &str, input: u64, output: u64) -> ChatResponse {
         usage: Usage {
             input_tokens: input,
             output_tokens: output,
+            estimated_tokens: 0,
         },
         ..ChatResponse::default()
     }
@@ -85,6 +87,7 @@ fn calls(calls: &[(&str, &str, Value)]) -> ChatResponse {
         usage: Usage {
             input_tokens: 10,
             output_tokens: 2,
+            estimated_tokens: 0,
         },
         ..ChatResponse::default()
     }
@@ -156,7 +159,8 @@ async fn a_text_leaf_gets_the_composed_prompt() {
         reply.usage,
         Usage {
             input_tokens: 5,
-            output_tokens: 2
+            output_tokens: 2,
+            estimated_tokens: 0
         }
     );
     let sent = &model.requests()[0];
@@ -239,6 +243,7 @@ async fn a_failed_leaf_reports_the_tokens_of_every_turn_it_took() {
     let both = Usage {
         input_tokens: 8,
         output_tokens: 3,
+        estimated_tokens: 0,
     };
     assert_eq!(err.usage(), both);
 
@@ -265,7 +270,8 @@ async fn a_failed_leaf_reports_the_tokens_of_every_turn_it_took() {
         err.usage(),
         Usage {
             input_tokens: 10 + 7,
-            output_tokens: 2
+            output_tokens: 2,
+            estimated_tokens: 0
         }
     );
 }

@@ -123,6 +123,7 @@ impl AnthropicChat {
                     .saturating_add(reply.usage.cache_creation_input_tokens.unwrap_or(0))
                     .saturating_add(reply.usage.cache_read_input_tokens.unwrap_or(0)),
                 output_tokens: reply.usage.output_tokens,
+                estimated_tokens: 0,
             },
             ..ChatResponse::default()
         };

@@ -96,6 +96,7 @@ impl OpenAiChat {
         let usage = Usage {
             input_tokens: usage.prompt_tokens,
             output_tokens: usage.completion_tokens,
+            estimated_tokens: 0,
         };
         if choice.finish_reason.as_deref() == Some("length") {
             // Cut off: a tool call's arguments may be half written, so only the text is kept.

@@ -43,7 +43,8 @@ pub(crate) struct McpArgs {
     listen: Option<std::net::SocketAddr>,
     /// Who answers leaves: `backend` (the --backend flag's) or `sampling` (the client's own
     /// model: each model turn of a leaf is a sampling/createMessage request to the client
-    /// running the call, which must declare the sampling capability; tokens are estimated).
+    /// running the call, which must declare the sampling capability; tokens are counted where
+    /// the client reports them in the result's `_meta.usage`, estimated otherwise).
     #[arg(long, value_name = "WHO", default_value = "backend", value_parser = ["backend", "sampling"])]
     leaves: String,
     #[command(flatten)]

@@ -2,17 +2,20 @@
 //! `sampling/createMessage` request per model turn (the 2025-11-25 revision). The leaves run
 //! in the library's agent loop ([`flowbox::backends::AgentBackend`]) over [`SamplingChat`], so
 //! a `schema=` leaf is validated and gets one repair turn exactly as on the HTTP providers,
-//! and its replies are journaled and replayed like any leaf's. Token counts are estimated
-//! (one token per three bytes): a sampling result reports no usage.
+//! and its replies are journaled and replayed like any leaf's. A sampling result has no field
+//! for token usage, so a client may report it in the result's `_meta` as `usage:
+//! {inputTokens, outputTokens}`; a count it does not report is estimated (one token per three
+//! bytes) and counted in the run summary's `estimated_tokens`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use flowbox::BackendError;
 use flowbox::backends::APPROXIMATE_BYTES_PER_TOKEN;
 use flowbox::chat::{ChatModel, ChatRequest, ChatResponse, Message};
+use flowbox::{BackendError, Usage};
 use rmcp::model as wire;
 use rmcp::{Peer, RoleServer};
+use serde_json::Value;
 
 /// The client each running thread's leaves go to, by thread id.
 #[derive(Debug, Default)]
@@ -149,12 +152,13 @@ impl ChatModel for SamplingChat {
             .filter_map(|block| block.as_text().map(|t| t.text.clone()))
             .collect::<Vec<_>>()
             .join("");
-        let estimate = |bytes: usize| (bytes as u64).div_ceil(APPROXIMATE_BYTES_PER_TOKEN);
+        let reported = result
+            .message
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get("usage"));
         Ok(ChatResponse {
-            usage: flowbox::Usage {
-                input_tokens: estimate(sent_bytes),
-                output_tokens: estimate(text.len()),
-            },
+            usage: usage(reported, sent_bytes, text.len()),
             truncated: result.stop_reason.as_deref() == Some("maxTokens"),
             text,
             ..ChatResponse::default()
@@ -163,5 +167,56 @@ impl ChatModel for SamplingChat {
 
     fn combines_tools_and_structure(&self) -> bool {
         false
+    }
+}
+
+/// The usage of one sampling turn: the counts the client reported in `_meta.usage`
+/// (`inputTokens`, `outputTokens`), each one it did not (or not as a whole number) estimated
+/// from the bytes sent and received.
+fn usage(reported: Option<&Value>, sent_bytes: usize, received_bytes: usize) -> Usage {
+    let count = |names: [&str; 2]| {
+        names
+            .iter()
+            .find_map(|name| reported.and_then(|usage| usage.get(*name)?.as_u64()))
+    };
+    let estimate = |bytes: usize| (bytes as u64).div_ceil(APPROXIMATE_BYTES_PER_TOKEN);
+    let input = count(["inputTokens", "input_tokens"]).map_or_else(
+        || Usage::estimated(estimate(sent_bytes), 0),
+        |tokens| Usage::reported(tokens, 0),
+    );
+    let output = count(["outputTokens", "output_tokens"]).map_or_else(
+        || Usage::estimated(0, estimate(received_bytes)),
+        |tokens| Usage::reported(0, tokens),
+    );
+    Usage {
+        input_tokens: input.input_tokens,
+        output_tokens: output.output_tokens,
+        estimated_tokens: input.estimated_tokens + output.estimated_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reported_counts_are_kept_and_the_others_estimated() {
+        let both = json!({"inputTokens": 12, "outputTokens": 3});
+        assert_eq!(usage(Some(&both), 300, 30), Usage::reported(12, 3));
+        assert_eq!(usage(None, 300, 30), Usage::estimated(100, 10));
+        let output_only = json!({"output_tokens": 3});
+        assert_eq!(
+            usage(Some(&output_only), 300, 30),
+            Usage {
+                input_tokens: 100,
+                output_tokens: 3,
+                estimated_tokens: 100,
+            }
+        );
+        // A count that is not a whole number is not a count.
+        let wrong = json!({"inputTokens": "12", "outputTokens": -1});
+        assert_eq!(usage(Some(&wrong), 300, 31), Usage::estimated(100, 11));
+        assert_eq!(usage(Some(&json!("usage")), 0, 0), Usage::estimated(0, 0));
     }
 }

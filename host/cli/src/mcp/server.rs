@@ -13,9 +13,9 @@ use flowbox::orchestrator::{Guidance, WorkflowInput, WorkflowTool};
 use flowbox::store::StoreError;
 use flowbox::{RunRequest, Runtime};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -232,7 +232,9 @@ impl Server {
 const SAMPLING_NOTE: &str = "On this server every leaf is answered by the client's own model: \
 each model turn of a leaf is a sampling/createMessage request to the client running the \
 workflow, so the client must offer the sampling capability (a run on a client without it fails \
-at its first leaf). Leaves cannot use tools here, and token counts are estimates.";
+at its first leaf). Leaves cannot use tools here. Token counts are the client's where its \
+sampling results report them in `_meta.usage` (`inputTokens`, `outputTokens`) and estimates \
+otherwise: the run summary's `estimated_tokens` says how many of its tokens are estimates.";
 
 const JOURNAL_HINT: &str = "the host's journal failed, not the script; tell the user";
 
@@ -346,6 +348,37 @@ impl ServerHandler for Server {
     ) -> Result<(), ErrorData> {
         self.inner.level.set(request.level);
         Ok(())
+    }
+
+    /// A request rmcp could not decode as one it knows: the method is unknown (Method not
+    /// found), or it is one this server serves whose params do not fit (Invalid params, saying
+    /// what is wrong) — rmcp alone would call both an unknown method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let CustomRequest { method, params, .. } = request;
+        let params = params.unwrap_or(Value::Null);
+        let problem = match method.as_str() {
+            "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
+            "initialize" | "ping" | "tools/list" | "logging/setLevel" => None,
+            _ => {
+                return Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!(
+                        "unknown method {method:?}: this server serves initialize, ping, \
+                         tools/list, tools/call and logging/setLevel"
+                    ),
+                    None,
+                ));
+            }
+        };
+        let detail = problem.map_or_else(String::new, |error| format!(": {error}"));
+        Err(ErrorData::invalid_params(
+            format!("invalid params for {method}{detail}"),
+            None,
+        ))
     }
 }
 

@@ -105,7 +105,23 @@ fn outcome_schema() -> Value {
             "result": {"description": "The script's JSON result (when ok)."},
             "summary": {
                 "type": "object",
-                "description": "thread_id, name, leaves, tokens, phases, duration_ms, failed_branches, warnings."
+                "description": "thread_id, name, leaves, tokens, phases, duration_ms, failed_branches, warnings; estimated_tokens when some of the tokens are estimates.",
+                "properties": {
+                    "thread_id": {"type": "string"},
+                    "name": {"type": ["string", "null"]},
+                    "leaves": {"type": "integer", "minimum": 0},
+                    "tokens": {"type": "integer", "minimum": 0},
+                    "estimated_tokens": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Of tokens, how many are estimates (one per three bytes of text) rather than counts the model reported; absent when none are."
+                    },
+                    "phases": {"type": "array", "items": {"type": "string"}},
+                    "duration_ms": {"type": "integer", "minimum": 0},
+                    "failed_branches": {"type": "array"},
+                    "failed_branch_count": {"type": "integer", "minimum": 0},
+                    "warnings": {"type": "array", "items": {"type": "string"}}
+                }
             },
             "error": {
                 "type": "object",

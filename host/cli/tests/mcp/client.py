@@ -158,6 +158,9 @@ async def basics():
         assert error["kind"] == "invalid_arguments", error
         error = error_of(await session.call_tool("run_workflow", {"script": "x = 1\n" * 40000}))
         assert error["kind"] == "script_too_large", error
+        big_args = {"text": "y" * 1_100_000}
+        error = error_of(await session.call_tool("run_workflow", {"script": "return 1", "args": big_args}))
+        assert error["kind"] == "invalid_args" and "limit" in error["message"], error
         error = error_of(await session.call_tool("run_workflow", {"script": "return 1", "thread_id": "no spaces"}))
         assert error["kind"] == "invalid_thread_id", error
 
@@ -276,6 +279,38 @@ async def hostile_script():
         assert error["kind"] == "out_of_fuel", error
         assert results["slow"].structured_content["result"] == "slow done", results["slow"]
         assert results["quick"].structured_content["result"] == 2, results["quick"]
+
+
+
+async def hostile_memory_and_output():
+    """A memory bomb and three output floods (a print loop, one huge log line, an oversize
+    result), each in its own typed isError result while a good call completes; the server
+    goes on serving."""
+    backend = backend_file([{"label": "^slow$", "text": "slow done", "latency_ms": 800}])
+    flags = ["--backend", f"scripted:{backend}", "--memory-mib", "48", "--max-output-bytes", "65536"]
+    async with server(*flags) as session:
+        await session.initialize()
+        results = {}
+
+        async def call(name, script):
+            results[name] = await session.call_tool("run_workflow", {"script": script})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, "slow", "return await agent('slow', label='slow')")
+            group.start_soon(call, "memory", "blocks = []\nwhile True:\n    blocks.append('x' * 1000000)\nreturn 1")
+            group.start_soon(call, "prints", "while True:\n    print('flood ' * 100)\nreturn 1")
+            group.start_soon(call, "log_line", "log('x' * 200000)\nreturn 1")
+            group.start_soon(call, "result", "return 'x' * 2000000")
+        assert error_of(results["memory"])["kind"] == "out_of_memory", results["memory"]
+        assert error_of(results["prints"])["kind"] == "output_too_large", results["prints"]
+        assert error_of(results["log_line"])["kind"] == "output_too_large", results["log_line"]
+        assert error_of(results["result"])["kind"] == "result_too_large", results["result"]
+        for name in ("memory", "prints", "log_line", "result"):
+            assert error_of(results[name])["hint"], results[name]
+        assert results["slow"].structured_content["result"] == "slow done", results["slow"]
+        # The server keeps serving.
+        after = await session.call_tool("run_workflow", {"script": "return await agent('slow', label='slow')"})
+        assert after.structured_content["result"] == "slow done", after
 
 
 @asynccontextmanager
@@ -397,6 +432,8 @@ async def sampling():
         assert out["ok"] is True, out
         assert out["result"] == {"verdict": {"ok": True}, "note": "hi from the host"}, out
         assert out["summary"]["tokens"] > 0, out
+        # The callback reports no usage: every token is an estimate, and the summary says so.
+        assert out["summary"]["estimated_tokens"] == out["summary"]["tokens"], out
         # What the callback received: the schema request, then its repair, then the plain leaf.
         assert len(received) == 3, received
         first, repair, plain = received
@@ -410,6 +447,11 @@ async def sampling():
         assert plain.messages[0].content.text == "Say hi", plain.messages
         assert [h.name for h in plain.model_preferences.hints] == ["small-model"], plain.model_preferences
         assert [h.name for h in first.model_preferences.hints] == ["host"], first.model_preferences
+        # The journal keeps which counts are estimates; `flowbox show` marks them with `~`.
+        shown = await session.call_tool("show_thread", {"thread_id": "sampled-1"})
+        entries = shown.structured_content["entries"]
+        assert entries and all(e["estimated_tokens"] > 0 for e in entries), entries
+        assert " tok " in shown.content[0].text and "~" in shown.content[0].text, shown.content[0].text
         # Journaled like any leaf: the finished thread answers from the journal, no sampling.
         result = await session.call_tool("resume_workflow", {"thread_id": "sampled-1"})
         assert result.structured_content["result"] == out["result"], result
@@ -423,12 +465,110 @@ async def sampling():
         assert error["line"] == 5, error
 
 
+
+async def on_sample_echo(context, params):
+    """A sampling callback answering every leaf with what it was asked; it reports its token
+    usage in `_meta` for the prompts that start with "counted"."""
+    asked = params.messages[-1].content.text
+    meta = {"usage": {"inputTokens": 1000, "outputTokens": 7}} if asked.startswith("counted") else None
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="host says: " + asked), model="host-model",
+        _meta=meta,
+    )
+
+
+async def http_sampling():
+    """--leaves sampling over Streamable HTTP: the server's sampling/createMessage requests
+    reach this session's callback, and each leaf's answer is the callback's."""
+    received = []
+
+    async def on_sample(context, params):
+        received.append(params)
+        return await on_sample_echo(context, params)
+
+    script = "return await parallel([lambda q=q: agent(q, instruction='Be brief.') for q in args['qs']])"
+    async with http_session(sampling_callback=on_sample) as session:
+        init = await session.initialize()
+        assert "sampling/createMessage" in init.instructions, init.instructions[-400:]
+        result = await session.call_tool("run_workflow", {"script": script, "args": {"qs": ["counted", "two"]}})
+        out = result.structured_content
+        assert out["ok"] is True, out
+        assert out["result"] == ["host says: counted", "host says: two"], out
+        assert sorted(p.messages[0].content.text for p in received) == ["counted", "two"], received
+        assert all("Be brief." in p.system_prompt for p in received), received
+        # One leaf's usage was reported, the other's estimated; the summary says which part.
+        summary = out["summary"]
+        assert summary["estimated_tokens"] > 0, summary
+        assert summary["tokens"] - summary["estimated_tokens"] == 1007, summary
+        assert '"estimated_tokens"' in result.content[0].text, result.content[0].text
+        # Every leaf reported: nothing is estimated, and the summary says nothing of it.
+        result = await session.call_tool("run_workflow", {"script": script, "args": {"qs": ["counted a", "counted b"]}})
+        summary = result.structured_content["summary"]
+        assert summary["tokens"] == 2014 and "estimated_tokens" not in summary, summary
+    # A session without the capability, on the same server: a clear error at the first leaf.
+    async with http_session() as session:
+        await session.initialize()
+        error = error_of(await session.call_tool("run_workflow", {"script": "return await agent('x')"}))
+        assert "sampling capability" in error["message"], error
+
+
+async def sampling_resume():
+    """A sampling run cancelled while its second leaf waits on the client, then resumed: the
+    first leaf comes from the journal, and the resumed run's summary counts its tokens as the
+    estimates they were, as a run from scratch does."""
+    asked = []
+    waiting = anyio.Event()
+    hold = {"second": True}
+
+    async def on_sample(context, params):
+        text = params.messages[-1].content.text
+        asked.append(text)
+        if text == "second leaf" and hold["second"]:
+            waiting.set()
+            await anyio.sleep_forever()
+        return await on_sample_echo(context, params)
+
+    script = "a = await agent('first leaf')\nb = await agent('second leaf')\nreturn [a, b]"
+    async with server("--leaves", "sampling", sampling_callback=on_sample) as session:
+        await session.initialize()
+        async with anyio.create_task_group() as group:
+            cancel = anyio.CancelScope()
+
+            async def held_call():
+                with cancel:
+                    await session.call_tool("run_workflow", {"script": script, "thread_id": "held-1"})
+
+            group.start_soon(held_call)
+            with anyio.fail_after(30):
+                await waiting.wait()
+            cancel.cancel()
+        hold["second"] = False
+        with anyio.fail_after(30):
+            while True:
+                resumed = await session.call_tool("resume_workflow", {"thread_id": "held-1"})
+                if resumed.structured_content["ok"]:
+                    break
+                assert resumed.structured_content["error"]["kind"] == "thread_in_use", resumed
+                await anyio.sleep(0.1)
+        out = resumed.structured_content
+        assert out["result"] == ["host says: first leaf", "host says: second leaf"], out
+        assert asked.count("first leaf") == 1, asked
+        fresh = await session.call_tool("run_workflow", {"script": script, "thread_id": "fresh-1"})
+        expected = fresh.structured_content["summary"]
+        assert expected["estimated_tokens"] == expected["tokens"] > 0, expected
+        summary = out["summary"]
+        assert (summary["tokens"], summary["estimated_tokens"]) == (expected["tokens"], expected["tokens"]), (summary, expected)
+
+
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
     "hostile_script": hostile_script,
+    "hostile_memory_and_output": hostile_memory_and_output,
     "http": http,
+    "http_sampling": http_sampling,
     "sampling": sampling,
+    "sampling_resume": sampling_resume,
 }
 
 if __name__ == "__main__":

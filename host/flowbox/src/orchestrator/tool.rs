@@ -149,6 +149,9 @@ impl WorkflowTool {
                 "warnings": summary.warnings,
             },
         });
+        if summary.estimated_tokens > 0 {
+            output["summary"]["estimated_tokens"] = json!(summary.estimated_tokens);
+        }
         if summary.failed_branch_count as usize > shown.len() {
             output["summary"]["failed_branch_count"] = json!(summary.failed_branch_count);
         }

@@ -354,6 +354,7 @@ mod tests {
         let usage = Usage {
             input_tokens: 1_000_000,
             output_tokens: 1000,
+            estimated_tokens: 0,
         };
         assert_eq!(usd(a.cost(usage)), 2.51);
         assert_eq!(table.most_expensive(), Some("c"));

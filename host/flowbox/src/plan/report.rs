@@ -149,6 +149,7 @@ pub(crate) fn worst_case(estimate: &flowbox_backends::LeafEstimate) -> Usage {
     Usage {
         input_tokens: estimate.input_tokens,
         output_tokens: estimate.max_output_tokens,
+        estimated_tokens: 0,
     }
 }
 

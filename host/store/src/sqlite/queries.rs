@@ -129,8 +129,9 @@ pub(super) fn append(
         let mut insert = transaction
             .prepare_cached(
                 "INSERT INTO entries (thread_id, seq, batch, handle, kind, fingerprint,
-                    request, outcome, input_tokens, output_tokens, duration_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    request, outcome, input_tokens, output_tokens, duration_ms,
+                    estimated_tokens)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )
             .map_err(|e| classify(path, e))?;
         for (offset, entry) in entries.iter().enumerate() {
@@ -155,6 +156,7 @@ pub(super) fn append(
                     entry.input_tokens as i64,
                     entry.output_tokens as i64,
                     entry.duration_ms as i64,
+                    entry.estimated_tokens as i64,
                 ])
                 .map_err(|e| classify(path, e))?;
         }
@@ -235,6 +237,7 @@ struct EntryRow {
     input_tokens: i64,
     output_tokens: i64,
     duration_ms: i64,
+    estimated_tokens: i64,
 }
 
 /// A count or position read from an integer column, which a damaged journal may hold negative.
@@ -266,6 +269,7 @@ impl EntryRow {
             outcome: decode::<EntryOutcome>(path, thread_id, record, &self.outcome)?,
             input_tokens: count("its input token count", self.input_tokens)?,
             output_tokens: count("its output token count", self.output_tokens)?,
+            estimated_tokens: count("its estimated token count", self.estimated_tokens)?,
             duration_ms: count("its duration", self.duration_ms)?,
         };
         // What replay hands the guest must be what the live run handed it: JSON.
@@ -317,12 +321,19 @@ pub(super) fn load(
     let header: RunHeader = decode(path, thread_id, JournalRecord::Header, &header)?;
     let status = status(path, thread_id, &status_text)?;
     let end = end(path, thread_id, status, outcome, finished)?;
+    // A journal of an older format opened read-only has no estimates: its counts read as
+    // reported.
+    let estimated = if has_estimates(connection, path)? {
+        "estimated_tokens"
+    } else {
+        "0"
+    };
     let mut statement = connection
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT seq, batch, handle, kind, fingerprint, request, outcome,
-                input_tokens, output_tokens, duration_ms
+                input_tokens, output_tokens, duration_ms, {estimated}
              FROM entries WHERE thread_id = ?1 ORDER BY seq",
-        )
+        ))
         .map_err(|e| classify(path, e))?;
     let rows = statement
         .query_map([thread_id], |row| {
@@ -337,6 +348,7 @@ pub(super) fn load(
                 input_tokens: row.get(7)?,
                 output_tokens: row.get(8)?,
                 duration_ms: row.get(9)?,
+                estimated_tokens: row.get(10)?,
             })
         })
         .map_err(|e| classify(path, e))?;
@@ -526,6 +538,17 @@ pub(super) fn workflows(
 fn has_events(connection: &Connection, path: &Path) -> Result<bool, StoreError> {
     connection
         .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'")
+        .and_then(|mut statement| statement.exists([]))
+        .map_err(|e| classify(path, e))
+}
+
+/// Whether the journal's entries say how many of their tokens are estimates: one of a format
+/// before 5 opened read-only (and so not migrated) does not.
+fn has_estimates(connection: &Connection, path: &Path) -> Result<bool, StoreError> {
+    connection
+        .prepare_cached(
+            "SELECT 1 FROM pragma_table_info('entries') WHERE name = 'estimated_tokens'",
+        )
         .and_then(|mut statement| statement.exists([]))
         .map_err(|e| classify(path, e))
 }

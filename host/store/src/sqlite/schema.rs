@@ -60,6 +60,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         event TEXT NOT NULL,
         PRIMARY KEY (thread_id, seq)
     ) WITHOUT ROWID;",
+    // 4 → 5: how many of each completion's tokens are estimates rather than reported counts.
+    "ALTER TABLE entries ADD COLUMN estimated_tokens INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// What a file opened as a journal holds.
