@@ -8,6 +8,7 @@ mod http;
 mod progress;
 mod sampling;
 mod server;
+mod stateless;
 mod stdin;
 mod tools;
 
@@ -57,14 +58,18 @@ pub(crate) struct McpArgs {
 /// answered with an Invalid Request error, and neither ends the server.
 pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
     let clients = Arc::new(sampling::Clients::default());
+    let rounds = Arc::new(stateless::Rounds::default());
     let sampled = args.leaves == "sampling";
     let journal = Some(Journal::Create(&args.journal));
     let backend = &args.options.backend;
     let runtime = build_runtime_with(&args.options, journal, |backends| {
         if sampled {
-            let chat = Arc::new(sampling::SamplingChat::new(Arc::clone(&clients)));
+            let sessions = Arc::new(sampling::SamplingChat::new(Arc::clone(&clients)));
+            let chat = Arc::new(stateless::BatchChat::new(Arc::clone(&rounds), sessions));
             let config = backend.agent_config_on("host", &backends.tools)?;
-            backends.leaf = Arc::new(AgentBackend::new(chat, config, backends.tools.clone()));
+            let agents = AgentBackend::new(chat, config, backends.tools.clone());
+            let leaves = stateless::Leaves::new(Arc::new(agents), Arc::clone(&rounds));
+            backends.leaf = Arc::new(leaves);
         }
         Ok(())
     })?
@@ -76,7 +81,7 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         runtime,
         args.patterns,
         Arc::clone(&gone),
-        sampled.then_some(clients),
+        sampled.then_some((clients, rounds)),
     );
     if let Some(addr) = args.listen {
         return http::serve(server, addr).await;
