@@ -67,6 +67,24 @@ fn sampling_leaves_are_answered_by_the_clients_model() {
     scenario("sampling");
 }
 
+/// The stateless 2026-07-28 revision: discover, tools and a fan-out run without initialize.
+#[test]
+fn a_stateless_client_discovers_lists_tools_and_runs_a_fanout() {
+    scenario("stateless_basics");
+}
+
+/// `--leaves sampling` under 2026-07-28: input-required batches (every waiting leaf's
+/// request at once), the replayed continuation, the final result, and bad retries refused.
+#[test]
+fn stateless_sampling_leaves_come_back_in_input_required_batches() {
+    scenario("stateless_sampling");
+}
+
+#[test]
+fn a_stateless_batch_holds_the_leaves_that_hold_a_concurrency_slot() {
+    scenario("stateless_slots");
+}
+
 #[test]
 fn a_fuel_bomb_ends_in_its_own_error_while_other_calls_complete() {
     scenario("hostile_script");
@@ -251,16 +269,38 @@ impl Server {
     }
 }
 
-/// Lines no SDK sends: text that is not JSON, JSON that is not JSON-RPC, invalid UTF-8. The
-/// server skips the first and last, answers the second with Invalid Request, and goes on.
-/// A client asking for the stateless 2026-07-28 revision, which this server does not offer
-/// yet, is offered 2025-11-25.
+/// Both revisions from one server: `server/discover` lists 2026-07-28 and the handshake
+/// revisions; an `initialize` asking for 2026-07-28 (which has no handshake) is offered
+/// 2025-11-25, the newest revision that has one.
 #[test]
-fn the_newest_revision_offered_is_2025_11_25() {
+fn discover_offers_2026_07_28_and_initialize_offers_2025_11_25() {
     let scratch = tempfile::tempdir().expect("a temporary directory");
     let mut server = Server::start(scratch.path(), &[]);
     server.send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}})
+        .to_string()
+        .as_bytes(),
+    );
+    let discovered = server.recv();
+    let versions = discovered["result"]["supportedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        versions.contains(&json!("2026-07-28")) && versions.contains(&json!("2025-11-25")),
+        "{discovered}"
+    );
+    assert!(
+        discovered["result"]["instructions"]
+            .as_str()
+            .is_some_and(|text| text.contains("run_workflow")),
+        "{discovered}"
+    );
+    server.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
             "protocolVersion": "2026-07-28", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "1"}}})
         .to_string()
@@ -271,6 +311,8 @@ fn the_newest_revision_offered_is_2025_11_25() {
     server.close();
 }
 
+/// Lines no SDK sends: text that is not JSON, JSON that is not JSON-RPC, invalid UTF-8. The
+/// server skips the first and last, answers the second with Invalid Request, and goes on.
 #[test]
 fn garbage_lines_do_not_end_the_server() {
     let scratch = tempfile::tempdir().expect("a temporary directory");

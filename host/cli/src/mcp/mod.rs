@@ -1,7 +1,8 @@
 //! `flowbox mcp`: a Model Context Protocol server over stdio, so an agent host (a coding agent,
 //! a desktop chat app, an IDE) can run the workflows its model writes. The tools are in
-//! [`server`], their schemas in [`tools`], and what a running call tells its client (progress,
-//! the script's log lines) in [`progress`]. Runs go through the same [`flowbox::Runtime`] as
+//! [`server`], their schemas in [`tools`], what a running call tells its client (progress,
+//! the script's log lines) in [`progress`], and the leaves answered by the client's model in
+//! [`sampling`] (2025-11-25) and [`stateless`] (2026-07-28). Runs go through the same [`flowbox::Runtime`] as
 //! `flowbox run`, built from the same flags.
 
 mod http;
@@ -43,8 +44,10 @@ pub(crate) struct McpArgs {
     #[arg(long, value_name = "ADDR", value_parser = http::parse_listen)]
     listen: Option<std::net::SocketAddr>,
     /// Who answers leaves: `backend` (the --backend flag's) or `sampling` (the client's own
-    /// model: each model turn of a leaf is a sampling/createMessage request to the client
-    /// running the call, which must declare the sampling capability; tokens are estimated).
+    /// model, which must declare the sampling capability; tokens are estimated). A 2025-11-25
+    /// client gets a sampling/createMessage request per model turn of a leaf; a 2026-07-28
+    /// client gets an input-required result with the requests of every leaf waiting, and
+    /// retries the call with the answers.
     #[arg(long, value_name = "WHO", default_value = "backend", value_parser = ["backend", "sampling"])]
     leaves: String,
     #[command(flatten)]

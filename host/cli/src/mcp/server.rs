@@ -328,8 +328,10 @@ impl Server {
 /// What the instructions add under `--leaves sampling`.
 const SAMPLING_NOTE: &str = "On this server every leaf is answered by the client's own model: \
 each model turn of a leaf is a sampling/createMessage request to the client running the \
-workflow, so the client must offer the sampling capability (a run on a client without it fails \
-at its first leaf). Leaves cannot use tools here, and token counts are estimates.";
+workflow (under the 2026-07-28 revision, the requests of every waiting leaf come back at once \
+in an input-required result, and the call is retried with the answers), so the client must \
+offer the sampling capability (a run on a client without it fails at its first leaf). Leaves \
+cannot use tools here, and token counts are estimates.";
 
 /// A retry whose request state is of another thread than its arguments name.
 fn other_thread(state: &str, named: &str) -> ErrorData {
