@@ -1013,6 +1013,48 @@ mod tests {
         assert!(err.message.contains("20 of 15"), "{}", err.message);
     }
 
+    /// Answers `fast` at once; `slow` waits until the run is blocked, and says so.
+    #[derive(Debug, Default)]
+    struct Gated {
+        gate: tokio::sync::Notify,
+        waited: std::sync::Mutex<Vec<(String, Waiting)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl LeafBackend for Gated {
+        async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+            if request.prompt == "slow" {
+                self.gate.notified().await;
+            }
+            FakeBackend::reply(request)
+        }
+
+        fn run_waiting(&self, thread_id: &str, waiting: &Waiting) {
+            let mut waited = self.waited.lock().unwrap();
+            waited.push((thread_id.to_owned(), waiting.clone()));
+            self.gate.notify_one();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_blocked_run_tells_the_backend_what_it_waits_for() {
+        let backend = Arc::new(Gated::default());
+        let mut calls = calls(backend.clone(), |s| s.max_concurrency = 3);
+        start(&mut calls, "fast").unwrap();
+        let slow = start(&mut calls, "slow").unwrap();
+        // The fast leaf is done: the guest gets it without waiting.
+        let first = next(&mut calls).await.unwrap();
+        assert_eq!(first.len(), 1);
+        assert!(backend.waited.lock().unwrap().is_empty());
+        // Nothing has finished now: the backend hears which leaf the run waits for.
+        let second = next(&mut calls).await.unwrap();
+        assert_eq!(second[0].handle, slow);
+        assert_eq!(
+            *backend.waited.lock().unwrap(),
+            [("t".to_owned(), Waiting::new(vec![slow], 0, 3))]
+        );
+    }
+
     #[derive(Debug)]
     struct Panicking;
 
