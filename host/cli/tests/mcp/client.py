@@ -634,6 +634,19 @@ async def stateless_sampling():
                           request_state=fanout.request_state)
         assert late.structured_content["result"] == out["result"], late
 
+        # The journal is the state: a client that lost the requestState resumes the thread and
+        # is asked the same batch again; its answers go back with resume_workflow's retry.
+        lost = await call({"script": BATCHED, "thread_id": "batched-3"})
+        resumed = await session.call_tool("resume_workflow", {"thread_id": "batched-3"},
+                                          allow_input_required=True)
+        assert resumed.input_requests == lost.input_requests, resumed
+        onward = await session.call_tool(
+            "resume_workflow", {"thread_id": "batched-3"}, allow_input_required=True,
+            request_state=resumed.request_state,
+            input_responses={"leaf-1-turn-1": answer('{"ok": false}')},
+        )
+        assert sorted(onward.input_requests) == ["leaf-2-turn-1", "leaf-3-turn-1", "leaf-4-turn-1"], onward
+
     # A 2026-07-28 client without the sampling capability: a clear error at the first leaf.
     async with stateless(*SAMPLING_FLAGS) as client:
         error = error_of(await client.call_tool("run_workflow", {"script": BATCHED}))
@@ -663,6 +676,27 @@ async def stateless_slots():
         assert result.structured_content["result"] == [f"done item {i}" for i in range(5)], result
 
 
+async def stateless_http():
+    """2026-07-28 over Streamable HTTP, two clients at once, their leaves answered through
+    input-required batches."""
+    async def client(name, count):
+        received = []
+        async with Client(os.environ["FLOWBOX_URL"], mode="auto", sampling_callback=host_model(received)) as c:
+            assert c.protocol_version == "2026-07-28", c.protocol_version
+            tools = {tool.name for tool in (await c.list_tools()).tools}
+            assert "run_workflow" in tools, tools
+            script = f"return await parallel([lambda i=i: agent('{name} ' + str(i)) for i in range({count})])"
+            result = await c.call_tool("run_workflow", {"script": script, "thread_id": f"http-{name}"})
+            assert result.structured_content["result"] == [
+                f"hi from the host: {name} {i}" for i in range(count)
+            ], result
+            assert len(received) == count, received
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(client, "one", 2)
+        group.start_soon(client, "two", 3)
+
+
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
@@ -672,6 +706,7 @@ SCENARIOS = {
     "stateless_basics": stateless_basics,
     "stateless_sampling": stateless_sampling,
     "stateless_slots": stateless_slots,
+    "stateless_http": stateless_http,
 }
 
 if __name__ == "__main__":
