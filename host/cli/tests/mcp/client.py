@@ -621,6 +621,10 @@ async def stateless_sampling():
         await refused("of thread batched-2, but the call names thread other",
                       {"script": BATCHED, "thread_id": "other"},
                       request_state=fanout.request_state, input_responses=answers)
+        # A retry with another script than the thread's: the run's own divergence error.
+        error = error_of(await call({"script": "return 1"}, request_state=fanout.request_state,
+                                    input_responses=answers))
+        assert error["kind"] == "divergence" and "not the one thread batched-2" in error["message"], error
 
         done = await call(input_responses={k: answer(f"note {k}") for k in fanout.input_requests},
                           request_state=fanout.request_state)
