@@ -81,6 +81,11 @@ fn stateless_sampling_leaves_come_back_in_input_required_batches() {
 }
 
 #[test]
+fn a_cancelled_stateless_call_leaves_its_thread_resumable() {
+    scenario("stateless_cancel");
+}
+
+#[test]
 fn a_stateless_batch_holds_the_leaves_that_hold_a_concurrency_slot() {
     scenario("stateless_slots");
 }

@@ -701,6 +701,44 @@ async def stateless_http():
         group.start_soon(client, "two", 3)
 
 
+async def stateless_cancel():
+    """A 2026-07-28 call cancelled mid-run: its thread stays open and resumes from its journal."""
+    backend = backend_file([
+        {"label": "^first$", "text": "first done", "latency_ms": 0},
+        {"label": "^slow ", "text": "slow done", "latency_ms": 1500},
+    ])
+    async with stateless("--backend", f"scripted:{backend}") as client:
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append(message)
+
+        async with anyio.create_task_group() as group:
+            cancel = anyio.CancelScope()
+
+            async def slow_call():
+                with cancel:
+                    await client.call_tool("run_workflow", {"script": SLOW, "thread_id": "slow-2026"},
+                                           progress_callback=on_progress)
+                    raise AssertionError("the cancelled call answered")
+
+            group.start_soon(slow_call)
+            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
+            cancel.cancel()
+        with anyio.fail_after(10):
+            while True:
+                result = await client.call_tool("resume_workflow", {"thread_id": "slow-2026"})
+                if result.structured_content["ok"]:
+                    break
+                # Until the cancelled run has let go of the thread, it is in use.
+                assert result.structured_content["error"]["kind"] == "thread_in_use", result
+                await anyio.sleep(0.1)
+        out = result.structured_content
+        # Resumed, not a recorded outcome: the run was cancelled before it finished.
+        assert "note" not in out and out["result"] == {"first": "first done", "rest": ["slow done"] * 3}, out
+        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
+
+
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
@@ -711,6 +749,7 @@ SCENARIOS = {
     "stateless_sampling": stateless_sampling,
     "stateless_slots": stateless_slots,
     "stateless_http": stateless_http,
+    "stateless_cancel": stateless_cancel,
 }
 
 if __name__ == "__main__":
