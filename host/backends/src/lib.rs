@@ -229,6 +229,41 @@ pub trait LeafBackend: Send + Sync + fmt::Debug {
     fn run_finished(&self, thread_id: &str) {
         let _ = thread_id;
     }
+
+    /// Tells the backend that the guest of run `thread_id` is blocked: it waits for a call to
+    /// finish, none has, and every call it could start has started. `waiting` says what is
+    /// in flight. It stays blocked until one of those calls returns, so a backend whose leaves
+    /// wait on something only its caller can give (an MCP client's answers, one round trip
+    /// per batch) learns here that the run can go no further without it, at the same point
+    /// of the script every time. Ignored by default.
+    fn run_waiting(&self, thread_id: &str, waiting: &Waiting) {
+        let _ = (thread_id, waiting);
+    }
+}
+
+/// What a blocked run has in flight, for [`LeafBackend::run_waiting`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Waiting {
+    /// The leaf calls started and not delivered, by [`LeafRequest::call_id`]: each waits for
+    /// one of the run's concurrency slots, is in the backend's `call`, or has just returned
+    /// (its completion not received yet).
+    pub leaves: Vec<u64>,
+    /// Host tool calls started and not delivered.
+    pub tools: usize,
+    /// The run's concurrency slots: at most this many calls are in `call` at once.
+    pub slots: usize,
+}
+
+impl Waiting {
+    /// A blocked run with these calls in flight.
+    pub fn new(leaves: Vec<u64>, tools: usize, slots: usize) -> Self {
+        Self {
+            leaves,
+            tools,
+            slots,
+        }
+    }
 }
 
 /// The first `max_chars` characters of `text`, followed by `…` when it was cut: a bounded

@@ -67,6 +67,29 @@ fn sampling_leaves_are_answered_by_the_clients_model() {
     scenario("sampling");
 }
 
+/// The stateless 2026-07-28 revision: discover, tools and a fan-out run without initialize.
+#[test]
+fn a_stateless_client_discovers_lists_tools_and_runs_a_fanout() {
+    scenario("stateless_basics");
+}
+
+/// `--leaves sampling` under 2026-07-28: input-required batches (every waiting leaf's
+/// request at once), the replayed continuation, the final result, and bad retries refused.
+#[test]
+fn stateless_sampling_leaves_come_back_in_input_required_batches() {
+    scenario("stateless_sampling");
+}
+
+#[test]
+fn a_cancelled_stateless_call_leaves_its_thread_resumable() {
+    scenario("stateless_cancel");
+}
+
+#[test]
+fn a_stateless_batch_holds_the_leaves_that_hold_a_concurrency_slot() {
+    scenario("stateless_slots");
+}
+
 #[test]
 fn a_resumed_sampling_run_counts_its_replayed_estimates_as_estimates() {
     scenario("sampling_resume");
@@ -134,6 +157,44 @@ fn serve_http(scratch: &Path, flags: &[&str], scenario: &str) {
     };
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     let result = std::panic::catch_unwind(|| scenario_in(scenario, scratch, Some(&url)));
+    // Stopped by its pid, whatever the scenario did.
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(!rest.contains("panicked"), "{rest}");
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// 2026-07-28 over Streamable HTTP with `--leaves sampling`: each client's leaves come back to
+/// it in input-required batches.
+#[test]
+fn stateless_clients_over_http_answer_their_own_batches() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
+        .args(["mcp", "--listen", "127.0.0.1:0", "--leaves", "sampling"])
+        .env("FLOWBOX_DB", scratch.path().join("journal.db"))
+        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flowbox mcp --listen starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let url = loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("flowbox mcp --listen exited before listening");
+        }
+        if let Some(url) = line.trim().strip_prefix("flowbox mcp: listening on ") {
+            break url.to_owned();
+        }
+    };
+    let result =
+        std::panic::catch_unwind(|| scenario_in("stateless_http", scratch.path(), Some(&url)));
     // Stopped by its pid, whatever the scenario did.
     let _ = child.kill();
     let _ = child.wait();
@@ -276,16 +337,38 @@ impl Server {
     }
 }
 
-/// Lines no SDK sends: text that is not JSON, JSON that is not JSON-RPC, invalid UTF-8. The
-/// server skips the first and last, answers the second with Invalid Request, and goes on.
-/// A client asking for the stateless 2026-07-28 revision, which this server does not offer
-/// yet, is offered 2025-11-25.
+/// Both revisions from one server: `server/discover` lists 2026-07-28 and the handshake
+/// revisions; an `initialize` asking for 2026-07-28 (which has no handshake) is offered
+/// 2025-11-25, the newest revision that has one.
 #[test]
-fn the_newest_revision_offered_is_2025_11_25() {
+fn discover_offers_2026_07_28_and_initialize_offers_2025_11_25() {
     let scratch = tempfile::tempdir().expect("a temporary directory");
     let mut server = Server::start(scratch.path(), &[]);
     server.send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}})
+        .to_string()
+        .as_bytes(),
+    );
+    let discovered = server.recv();
+    let versions = discovered["result"]["supportedVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        versions.contains(&json!("2026-07-28")) && versions.contains(&json!("2025-11-25")),
+        "{discovered}"
+    );
+    assert!(
+        discovered["result"]["instructions"]
+            .as_str()
+            .is_some_and(|text| text.contains("run_workflow")),
+        "{discovered}"
+    );
+    server.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
             "protocolVersion": "2026-07-28", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "1"}}})
         .to_string()
@@ -296,6 +379,8 @@ fn the_newest_revision_offered_is_2025_11_25() {
     server.close();
 }
 
+/// Lines no SDK sends: text that is not JSON, JSON that is not JSON-RPC, invalid UTF-8. The
+/// server skips the first and last, answers the second with Invalid Request, and goes on.
 #[test]
 fn garbage_lines_do_not_end_the_server() {
     let scratch = tempfile::tempdir().expect("a temporary directory");

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use flowbox_backends::{
     BackendError, BackendErrorKind, FakeBackend, LeafBackend, LeafObserver, LeafReply, LeafRequest,
-    ToolSet, Usage,
+    ToolSet, Usage, Waiting,
 };
 use flowbox_store::{
     CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest, unrepresentable_number,
@@ -103,6 +103,7 @@ pub(crate) struct Calls {
     tools: ToolSet,
     events: Arc<RunEvents>,
     slots: Arc<Semaphore>,
+    max_concurrency: usize,
     /// Calls that finished where they started, in finishing order.
     finished: VecDeque<Finished>,
     /// Calls that did not, as tasks; dropping the set aborts them: a run that ends (or times
@@ -172,6 +173,7 @@ impl Calls {
             tools,
             events,
             slots: Arc::new(Semaphore::new(settings.max_concurrency.max(1))),
+            max_concurrency: settings.max_concurrency.max(1),
             finished: VecDeque::new(),
             tasks: JoinSet::new(),
             sender,
@@ -614,7 +616,16 @@ impl Calls {
                 })?;
                 (first, Some(batch))
             }
-            None => (self.next_finished().await, None),
+            None => {
+                let done = match self.try_finished() {
+                    Some(done) => done,
+                    None => {
+                        self.backend.run_waiting(&self.thread_id, &self.waiting());
+                        self.next_finished().await
+                    }
+                };
+                (done, None)
+            }
         };
         let mut completions = Vec::new();
         let mut entries = Vec::new();
@@ -669,6 +680,19 @@ impl Calls {
         }
         self.warn_about_budget();
         Ok(Ok(completions))
+    }
+
+    /// What the blocked guest has in flight (every call of it live: the journal's were
+    /// delivered first).
+    fn waiting(&self) -> Waiting {
+        let leaves: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, call)| call.kind == CallKind::Agent)
+            .map(|(handle, _)| *handle)
+            .collect();
+        let tools = self.in_flight.len() - leaves.len();
+        Waiting::new(leaves, tools, self.max_concurrency)
     }
 
     fn replay_batch(&mut self, batch: Vec<Entry>) -> Result<Vec<Completion>, RunError> {
@@ -987,6 +1011,48 @@ mod tests {
         let err = start(&mut calls, "c").unwrap_err();
         assert_eq!(err.kind, CallErrorKind::BudgetExceeded);
         assert!(err.message.contains("20 of 15"), "{}", err.message);
+    }
+
+    /// Answers `fast` at once; `slow` waits until the run is blocked, and says so.
+    #[derive(Debug, Default)]
+    struct Gated {
+        gate: tokio::sync::Notify,
+        waited: std::sync::Mutex<Vec<(String, Waiting)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl LeafBackend for Gated {
+        async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
+            if request.prompt == "slow" {
+                self.gate.notified().await;
+            }
+            FakeBackend::reply(request)
+        }
+
+        fn run_waiting(&self, thread_id: &str, waiting: &Waiting) {
+            let mut waited = self.waited.lock().unwrap();
+            waited.push((thread_id.to_owned(), waiting.clone()));
+            self.gate.notify_one();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_blocked_run_tells_the_backend_what_it_waits_for() {
+        let backend = Arc::new(Gated::default());
+        let mut calls = calls(backend.clone(), |s| s.max_concurrency = 3);
+        start(&mut calls, "fast").unwrap();
+        let slow = start(&mut calls, "slow").unwrap();
+        // The fast leaf is done: the guest gets it without waiting.
+        let first = next(&mut calls).await.unwrap();
+        assert_eq!(first.len(), 1);
+        assert!(backend.waited.lock().unwrap().is_empty());
+        // Nothing has finished now: the backend hears which leaf the run waits for.
+        let second = next(&mut calls).await.unwrap();
+        assert_eq!(second[0].handle, slow);
+        assert_eq!(
+            *backend.waited.lock().unwrap(),
+            [("t".to_owned(), Waiting::new(vec![slow], 0, 3))]
+        );
     }
 
     #[derive(Debug)]

@@ -58,6 +58,7 @@ pub use error::{
 pub use events::{Event, EventKind, EventStream, MetaPhase, Position};
 pub use flowbox_backends::{
     BackendError, BackendErrorKind, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,
+    Waiting,
 };
 pub use flowbox_store::Summary;
 pub use limits::{InvalidLimit, Limits};

@@ -182,6 +182,10 @@ impl LeafBackend for CheckedBackend {
     fn run_finished(&self, thread_id: &str) {
         self.inner.run_finished(thread_id);
     }
+
+    fn run_waiting(&self, thread_id: &str, waiting: &crate::Waiting) {
+        self.inner.run_waiting(thread_id, waiting);
+    }
 }
 
 #[async_trait::async_trait]

@@ -1,13 +1,15 @@
 //! `flowbox mcp`: a Model Context Protocol server over stdio, so an agent host (a coding agent,
 //! a desktop chat app, an IDE) can run the workflows its model writes. The tools are in
-//! [`server`], their schemas in [`tools`], and what a running call tells its client (progress,
-//! the script's log lines) in [`progress`]. Runs go through the same [`flowbox::Runtime`] as
+//! [`server`], their schemas in [`tools`], what a running call tells its client (progress,
+//! the script's log lines) in [`progress`], and the leaves answered by the client's model in
+//! [`sampling`] (2025-11-25) and [`stateless`] (2026-07-28). Runs go through the same [`flowbox::Runtime`] as
 //! `flowbox run`, built from the same flags.
 
 mod http;
 mod progress;
 mod sampling;
 mod server;
+mod stateless;
 mod stdin;
 mod tools;
 
@@ -42,9 +44,11 @@ pub(crate) struct McpArgs {
     #[arg(long, value_name = "ADDR", value_parser = http::parse_listen)]
     listen: Option<std::net::SocketAddr>,
     /// Who answers leaves: `backend` (the --backend flag's) or `sampling` (the client's own
-    /// model: each model turn of a leaf is a sampling/createMessage request to the client
-    /// running the call, which must declare the sampling capability; tokens are counted where
-    /// the client reports them in the result's `_meta.usage`, estimated otherwise).
+    /// model, which must declare the sampling capability; tokens are counted where the client
+    /// reports them in the result's `_meta.usage`, estimated otherwise). A 2025-11-25 client
+    /// gets a sampling/createMessage request per model turn of a leaf; a 2026-07-28 client
+    /// gets an input-required result with the requests of every leaf waiting, and retries the
+    /// call with the answers.
     #[arg(long, value_name = "WHO", default_value = "backend", value_parser = ["backend", "sampling"])]
     leaves: String,
     #[command(flatten)]
@@ -58,14 +62,18 @@ pub(crate) struct McpArgs {
 /// answered with an Invalid Request error, and neither ends the server.
 pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
     let clients = Arc::new(sampling::Clients::default());
+    let rounds = Arc::new(stateless::Rounds::default());
     let sampled = args.leaves == "sampling";
     let journal = Some(Journal::Create(&args.journal));
     let backend = &args.options.backend;
     let runtime = build_runtime_with(&args.options, journal, |backends| {
         if sampled {
-            let chat = Arc::new(sampling::SamplingChat::new(Arc::clone(&clients)));
+            let sessions = Arc::new(sampling::SamplingChat::new(Arc::clone(&clients)));
+            let chat = Arc::new(stateless::BatchChat::new(Arc::clone(&rounds), sessions));
             let config = backend.agent_config_on("host", &backends.tools)?;
-            backends.leaf = Arc::new(AgentBackend::new(chat, config, backends.tools.clone()));
+            let agents = AgentBackend::new(chat, config, backends.tools.clone());
+            let leaves = stateless::Leaves::new(Arc::new(agents), Arc::clone(&rounds));
+            backends.leaf = Arc::new(leaves);
         }
         Ok(())
     })?
@@ -77,7 +85,7 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         runtime,
         args.patterns,
         Arc::clone(&gone),
-        sampled.then_some(clients),
+        sampled.then_some((clients, rounds)),
     );
     if let Some(addr) = args.listen {
         return http::serve(server, addr).await;

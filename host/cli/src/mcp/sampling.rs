@@ -70,6 +70,11 @@ impl SamplingChat {
     }
 }
 
+/// Why a leaf fails on a client that did not declare the sampling capability.
+pub(crate) const NO_SAMPLING: &str = "the MCP client did not declare the sampling capability: \
+`flowbox mcp --leaves sampling` answers every leaf with the client's model, through sampling \
+requests, so it needs a client that offers sampling (or run the server with another --backend)";
+
 /// The line a `schema=` leaf's system prompt ends with: a sampling request has no field for a
 /// schema, so the model is asked in words (and its reply validated, with one repair turn).
 pub(crate) const SCHEMA_REQUEST: &str =
@@ -95,78 +100,87 @@ impl ChatModel for SamplingChat {
             .peer_info()
             .is_some_and(|info| info.capabilities.sampling.is_some());
         if !sampling {
-            return Err(BackendError::terminal(
-                "the MCP client did not declare the sampling capability: `flowbox mcp --leaves \
-                 sampling` answers every leaf with a sampling/createMessage request to the \
-                 client, so it needs a client that offers sampling (or run the server with \
-                 another --backend)",
-            ));
+            return Err(BackendError::terminal(NO_SAMPLING));
         }
-        if !request.tools.is_empty() {
-            return Err(BackendError::terminal(
-                "leaves with tools cannot run on --leaves sampling: grant tools to leaves only \
-                 with a provider backend",
-            ));
-        }
-        let mut messages = Vec::with_capacity(request.messages.len());
-        for message in &request.messages {
-            messages.push(match message {
-                Message::User { text } => wire::SamplingMessage::user_text(text.clone()),
-                Message::Assistant { text, .. } => {
-                    wire::SamplingMessage::assistant_text(text.clone())
-                }
-                Message::Tool { .. } => {
-                    return Err(BackendError::terminal(
-                        "tool results cannot be sent over --leaves sampling",
-                    ));
-                }
-            });
-        }
-        let mut system = request.system.clone();
-        if let Some(structured) = &request.structured {
-            system.push_str(&format!("\n\n{SCHEMA_REQUEST}\n{}", structured.schema));
-        }
-        let sent_bytes = system.len()
-            + request
-                .messages
-                .iter()
-                .map(|m| match m {
-                    Message::User { text } | Message::Assistant { text, .. } => text.len(),
-                    Message::Tool { content, .. } => content.len(),
-                })
-                .sum::<usize>();
-        let params = wire::CreateMessageRequestParams::new(messages, request.max_tokens)
-            .with_system_prompt(system)
-            .with_model_preferences(
-                wire::ModelPreferences::new()
-                    .with_hints(vec![wire::ModelHint::new(request.model.clone())]),
-            );
+        let (params, sent_bytes) = sampling_request(request)?;
         let result = peer.create_message(params).await.map_err(|error| {
             BackendError::terminal(format!("the MCP client's sampling failed: {error}"))
         })?;
-        let text: String = result
-            .message
-            .content
-            .into_vec()
-            .iter()
-            .filter_map(|block| block.as_text().map(|t| t.text.clone()))
-            .collect::<Vec<_>>()
-            .join("");
-        let reported = result
-            .message
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get("usage"));
-        Ok(ChatResponse {
-            usage: usage(reported, sent_bytes, text.len()),
-            truncated: result.stop_reason.as_deref() == Some("maxTokens"),
-            text,
-            ..ChatResponse::default()
-        })
+        Ok(chat_response(result, sent_bytes))
     }
 
     fn combines_tools_and_structure(&self) -> bool {
         false
+    }
+}
+
+/// The sampling request for one model turn of a leaf, and the bytes it sends (for the
+/// token estimate).
+#[expect(deprecated, reason = "sampling is how MCP clients lend their model")]
+pub(crate) fn sampling_request(
+    request: &ChatRequest,
+) -> Result<(wire::CreateMessageRequestParams, usize), BackendError> {
+    if !request.tools.is_empty() {
+        return Err(BackendError::terminal(
+            "leaves with tools cannot run on --leaves sampling: grant tools to leaves only \
+             with a provider backend",
+        ));
+    }
+    let mut messages = Vec::with_capacity(request.messages.len());
+    for message in &request.messages {
+        messages.push(match message {
+            Message::User { text } => wire::SamplingMessage::user_text(text.clone()),
+            Message::Assistant { text, .. } => wire::SamplingMessage::assistant_text(text.clone()),
+            Message::Tool { .. } => {
+                return Err(BackendError::terminal(
+                    "tool results cannot be sent over --leaves sampling",
+                ));
+            }
+        });
+    }
+    let mut system = request.system.clone();
+    if let Some(structured) = &request.structured {
+        system.push_str(&format!("\n\n{SCHEMA_REQUEST}\n{}", structured.schema));
+    }
+    let sent_bytes = system.len()
+        + request
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::User { text } | Message::Assistant { text, .. } => text.len(),
+                Message::Tool { content, .. } => content.len(),
+            })
+            .sum::<usize>();
+    let params = wire::CreateMessageRequestParams::new(messages, request.max_tokens)
+        .with_system_prompt(system)
+        .with_model_preferences(
+            wire::ModelPreferences::new()
+                .with_hints(vec![wire::ModelHint::new(request.model.clone())]),
+        );
+    Ok((params, sent_bytes))
+}
+
+/// A turn's reply, as the client's sampling result gives it, with its usage.
+#[expect(deprecated, reason = "sampling is how MCP clients lend their model")]
+pub(crate) fn chat_response(result: wire::CreateMessageResult, sent_bytes: usize) -> ChatResponse {
+    let text: String = result
+        .message
+        .content
+        .into_vec()
+        .iter()
+        .filter_map(|block| block.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("");
+    let reported = result
+        .message
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get("usage"));
+    ChatResponse {
+        usage: usage(reported, sent_bytes, text.len()),
+        truncated: result.stop_reason.as_deref() == Some("maxTokens"),
+        text,
+        ..ChatResponse::default()
     }
 }
 

@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 
 use super::progress::{self, LogLevel};
 use super::sampling::Clients;
+use super::stateless::{Retry, Rounds};
 use super::stdin::ClientGone;
 use super::tools::{self, LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
 
@@ -44,6 +45,8 @@ struct Inner {
     gone: Arc<ClientGone>,
     /// With `--leaves sampling`: where each running thread's leaves go.
     sampling: Option<Arc<Clients>>,
+    /// With `--leaves sampling`: the answers of the 2026-07-28 clients' calls.
+    rounds: Option<Arc<Rounds>>,
 }
 
 impl Server {
@@ -53,8 +56,9 @@ impl Server {
         runtime: Runtime,
         patterns: bool,
         gone: Arc<ClientGone>,
-        sampling: Option<Arc<Clients>>,
+        sampling: Option<(Arc<Clients>, Arc<Rounds>)>,
     ) -> Self {
+        let (sampling, rounds) = sampling.unzip();
         let guidance = if patterns {
             Guidance::new(&runtime)
         } else {
@@ -75,6 +79,7 @@ impl Server {
                 in_flight: InFlight::default(),
                 gone,
                 sampling,
+                rounds,
             }),
         }
     }
@@ -91,12 +96,12 @@ impl Server {
 
     /// Runs `run_workflow` or `resume_workflow` on `thread_id`, with its progress and log
     /// lines sent to the client; `None` when the client cancelled the call.
-    async fn run(
+    async fn run<T>(
         &self,
         thread_id: String,
-        work: impl Future<Output = Value>,
+        work: impl Future<Output = T>,
         context: &RequestContext<RoleServer>,
-    ) -> Option<Value> {
+    ) -> Option<T> {
         let _attached = self
             .inner
             .sampling
@@ -183,6 +188,98 @@ impl Server {
         }
     }
 
+    /// A call of a 2026-07-28 client under `--leaves sampling`: `run_workflow` or
+    /// `resume_workflow` runs its thread until it ends or its leaves wait for the client's
+    /// model, which the input-required result asks for; the client's retry brings the answers
+    /// (see [`super::stateless`]).
+    async fn round_trip(
+        &self,
+        rounds: &Arc<Rounds>,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let retry = Retry::of(
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        )?;
+        let name = request.name.as_ref();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let workflow = &self.inner.workflow;
+        let (thread_id, work): (String, futures_util::future::BoxFuture<'_, Value>) = match name {
+            RUN_WORKFLOW => {
+                let mut input: WorkflowInput = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message).into()),
+                };
+                if let Some(retry) = &retry {
+                    if let Some(named) = input.thread_id.as_ref().filter(|t| **t != retry.thread_id)
+                    {
+                        return Err(other_thread(&retry.thread_id, named));
+                    }
+                    self.journaled(&retry.thread_id).await?;
+                    input.thread_id = Some(retry.thread_id.clone());
+                }
+                let thread_id = input
+                    .thread_id
+                    .get_or_insert_with(RunRequest::new_thread_id)
+                    .clone();
+                (thread_id, Box::pin(workflow.execute(input)))
+            }
+            RESUME_WORKFLOW => {
+                let ThreadInput { thread_id } = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message).into()),
+                };
+                if let Some(retry) = retry.as_ref().filter(|r| r.thread_id != thread_id) {
+                    return Err(other_thread(&retry.thread_id, &thread_id));
+                }
+                let resumed = thread_id.clone();
+                (
+                    thread_id,
+                    Box::pin(async move { workflow.resume(&resumed).await }),
+                )
+            }
+            _ if retry.is_some() => return Err(no_input_asked(name)),
+            _ => return self.call(name, arguments, context).await.map(Into::into),
+        };
+        let sampling = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.sampling.is_some());
+        let answers = retry.map(|retry| retry.answers).unwrap_or_default();
+        let round = rounds.open(&thread_id, answers, sampling);
+        // Once the batch is ready the run can go no further: it is dropped, its journal kept.
+        let work = async {
+            tokio::select! {
+                biased;
+                output = work => Ok(output),
+                batch = round.batch() => Err(batch),
+            }
+        };
+        Ok(match self.run(thread_id.clone(), work, context).await {
+            Some(Ok(output)) => CallToolResponse::Complete(outcome_result(output)),
+            Some(Err(batch)) => CallToolResponse::InputRequired(batch.input_required(&thread_id)),
+            None => CallToolResponse::Complete(cancelled()),
+        })
+    }
+
+    /// Refuses a retry whose request state names a thread the journal does not hold.
+    async fn journaled(&self, thread_id: &str) -> Result<(), ErrorData> {
+        let Some(store) = self.inner.runtime.store() else {
+            return Ok(());
+        };
+        match store.load(thread_id).await {
+            Ok(None) => Err(ErrorData::invalid_params(
+                format!(
+                    "the requestState names thread {thread_id}, which is not in this server's \
+                     journal: start the call again without a requestState"
+                ),
+                None,
+            )),
+            // A journal that fails is the run's to report.
+            Ok(Some(_)) | Err(_) => Ok(()),
+        }
+    }
+
     async fn list_threads(&self) -> CallToolResult {
         let Some(store) = self.inner.runtime.store() else {
             return failure(
@@ -231,10 +328,34 @@ impl Server {
 /// What the instructions add under `--leaves sampling`.
 const SAMPLING_NOTE: &str = "On this server every leaf is answered by the client's own model: \
 each model turn of a leaf is a sampling/createMessage request to the client running the \
-workflow, so the client must offer the sampling capability (a run on a client without it fails \
-at its first leaf). Leaves cannot use tools here. Token counts are the client's where its \
-sampling results report them in `_meta.usage` (`inputTokens`, `outputTokens`) and estimates \
-otherwise: the run summary's `estimated_tokens` says how many of its tokens are estimates.";
+workflow (under the 2026-07-28 revision, the requests of every waiting leaf come back at once \
+in an input-required result, and the call is retried with the answers), so the client must \
+offer the sampling capability (a run on a client without it fails at its first leaf). Leaves \
+cannot use tools here. Token counts are the client's where its sampling results report them in \
+`_meta.usage` (`inputTokens`, `outputTokens`) and estimates otherwise: the run summary's \
+`estimated_tokens` says how many of its tokens are estimates.";
+
+/// A retry whose request state is of another thread than its arguments name.
+fn other_thread(state: &str, named: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "the requestState is of thread {state}, but the call names thread {named}: retry \
+             the call with the arguments it was first made with"
+        ),
+        None,
+    )
+}
+
+/// A call carrying answers that no call of this server asks for.
+fn no_input_asked(tool: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "{tool} asks for no input, so it takes no requestState or inputResponses: only \
+             {RUN_WORKFLOW} and {RESUME_WORKFLOW} under --leaves sampling do"
+        ),
+        None,
+    )
+}
 
 const JOURNAL_HINT: &str = "the host's journal failed, not the script; tell the user";
 
@@ -316,9 +437,11 @@ impl ServerHandler for Server {
             .with_instructions(self.inner.instructions.clone())
     }
 
-    /// The revisions with the initialize handshake, up to 2025-11-25.
+    /// Every revision up to the stateless 2026-07-28: clients of 2025-11-25 and before
+    /// initialize a session, clients of 2026-07-28 send self-contained requests (and may ask
+    /// `server/discover` first).
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
 
     async fn list_tools(
@@ -335,6 +458,15 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let _running = self.inner.in_flight.enter();
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if let Some(rounds) = self.inner.rounds.as_ref().filter(|_| stateless) {
+            return self.round_trip(rounds, request, &context).await;
+        }
+        if request.request_state.is_some() || request.input_responses.is_some() {
+            return Err(no_input_asked(&request.name));
+        }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let result = self.call(&request.name, arguments, &context).await?;
         Ok(CallToolResponse::Complete(result))

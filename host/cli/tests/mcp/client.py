@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -558,6 +558,320 @@ async def sampling_resume():
         assert expected["estimated_tokens"] == expected["tokens"] > 0, expected
         summary = out["summary"]
         assert (summary["tokens"], summary["estimated_tokens"]) == (expected["tokens"], expected["tokens"]), (summary, expected)
+def stdio_params(*flags):
+    return StdioServerParameters(
+        command=os.environ["FLOWBOX_BIN"],
+        args=["mcp", *flags],
+        env={
+            "FLOWBOX_DB": os.environ["FLOWBOX_DB"],
+            "FLOWBOX_CACHE_DIR": os.environ["FLOWBOX_CACHE_DIR"],
+        },
+    )
+
+
+@asynccontextmanager
+async def stateless(*flags, **client_options):
+    """A client of the stateless 2026-07-28 revision: no initialize; `mode="auto"` finds the
+    revision with server/discover."""
+    with open(SCRATCH / "server.stderr", "a") as errlog:
+        transport = stdio_client(stdio_params(*flags), errlog=errlog)
+        async with Client(transport, mode="auto", **client_options) as client:
+            assert client.protocol_version == "2026-07-28", client.protocol_version
+            yield client
+
+
+async def stateless_basics():
+    """2026-07-28: discover, list tools, a fan-out run with its structured result, progress,
+    and isError results, with self-contained requests."""
+    async with stateless() as client:
+        assert "run_workflow" in client.instructions and "agent(" in client.instructions
+        assert client.server_capabilities.tools is not None
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert sorted(tools) == ["list_threads", "resume_workflow", "run_workflow", "show_thread"]
+        assert tools["run_workflow"].output_schema["required"] == ["ok"]
+
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append(message)
+
+        items = ["a", "b", "c"]
+        result = await client.call_tool(
+            "run_workflow",
+            {"script": FANOUT, "args": {"items": items}, "thread_id": "stateless-1"},
+            progress_callback=on_progress,
+        )
+        out = result.structured_content
+        assert result.is_error is not True and out["ok"] is True, out
+        assert out["result"]["count"] == 3 and out["result"]["big"] == 12345678901234567890
+        assert out["result"]["exact"] == 0.1
+        assert out["summary"]["thread_id"] == "stateless-1" and out["summary"]["leaves"] == 3
+        assert json.loads(result.content[0].text) == out
+        assert progress and progress[-1].startswith("review · 3/3 leaves · "), progress
+
+        error = error_of(await client.call_tool("run_workflow", {"script": "x = 1\nimport os\nreturn x"}))
+        assert error["kind"] == "forbidden" and error["line"] == 2, error
+        error = error_of(await client.call_tool("run_workflow", {"script": 5}))
+        assert error["kind"] == "invalid_arguments", error
+        shown = await client.call_tool("show_thread", {"thread_id": "stateless-1"})
+        assert len(shown.structured_content["entries"]) == 3, shown
+        # Without --leaves sampling no call asks for input, so none takes answers.
+        try:
+            await client.session.call_tool("run_workflow", {"script": "return 1"}, request_state="x")
+        except MCPError as e:
+            assert e.code == -32602 and "asks for no input" in e.message, e
+        else:
+            raise AssertionError("a requestState was accepted by a call that asks for no input")
+
+
+# A schema leaf first, then a fan-out of three: the first batch asks for the schema leaf, the
+# second (after a reply that is not JSON) for its repair, the third for the three at once.
+BATCHED = """
+meta = {"name": "batched", "description": "leaves on the host's model, in batches"}
+
+async def main():
+    verdict = await agent("Is 2 + 2 = 4?", label="judge", instruction="Answer briefly.",
+                          schema={"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                  "required": ["ok"]})
+    notes = await parallel([lambda i=i: agent("Say hi " + str(i), model="fast") for i in range(3)])
+    return {"verdict": verdict, "notes": notes}
+"""
+
+SAMPLING_FLAGS = ["--leaves", "sampling", "--profile", "fast=small-model:cheap"]
+
+
+def answer(text):
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text=text), model="host-model"
+    )
+
+
+def host_model(received):
+    """A sampling callback: the first structured reply is not JSON, so the leaf asks again."""
+
+    async def on_sample(context, params):
+        received.append(params)
+        if "JSON Schema" in (params.system_prompt or ""):
+            schema_turns = sum("JSON Schema" in (p.system_prompt or "") for p in received)
+            return answer("certainly!" if schema_turns == 1 else '{"ok": true}')
+        return answer("hi from the host: " + params.messages[0].content.text)
+
+    return on_sample
+
+
+async def stateless_sampling():
+    """--leaves sampling under 2026-07-28: the leaves' requests come back in input-required
+    batches, which the SDK answers with its sampling callback and retries."""
+    received = []
+    async with stateless(*SAMPLING_FLAGS, sampling_callback=host_model(received)) as client:
+        assert "sampling" in client.instructions, client.instructions[-400:]
+        result = await client.call_tool("run_workflow", {"script": BATCHED, "thread_id": "batched-1"})
+        out = result.structured_content
+        assert out["ok"] is True, out
+        assert out["result"] == {
+            "verdict": {"ok": True},
+            "notes": ["hi from the host: Say hi 0", "hi from the host: Say hi 1", "hi from the host: Say hi 2"],
+        }, out
+        assert out["summary"]["leaves"] == 4 and out["summary"]["tokens"] > 0, out
+        first, repair, *plain = received
+        assert "Answer briefly." in first.system_prompt and "JSON Schema" in first.system_prompt
+        assert '"required":["ok"]' in first.system_prompt.replace(" ", ""), first.system_prompt
+        assert [m.content.text for m in first.messages] == ["Is 2 + 2 = 4?"], first.messages
+        assert [m.role for m in repair.messages] == ["user", "assistant", "user"], repair.messages
+        assert repair.messages[1].content.text == "certainly!"
+        assert sorted(m.messages[0].content.text for m in plain) == ["Say hi 0", "Say hi 1", "Say hi 2"]
+        assert all([h.name for h in p.model_preferences.hints] == ["small-model"] for p in plain)
+        assert [h.name for h in first.model_preferences.hints] == ["host"]
+        # The leaves are journaled like any: the finished thread answers from its journal.
+        again = await client.call_tool("resume_workflow", {"thread_id": "batched-1"})
+        assert again.structured_content["result"] == out["result"], again
+        assert len(received) == 5
+        shown = await client.call_tool("show_thread", {"thread_id": "batched-1"})
+        assert len(shown.structured_content["entries"]) == 4, shown.structured_content
+
+        # One round trip at a time, below the SDK's driver: what each batch holds.
+        session = client.session
+
+        async def call(arguments=None, **retry):
+            return await session.call_tool(
+                "run_workflow", arguments or {"script": BATCHED, "thread_id": "batched-2"},
+                allow_input_required=True, **retry,
+            )
+
+        batch = await call()
+        assert isinstance(batch, types.InputRequiredResult), batch
+        assert list(batch.input_requests) == ["leaf-1-turn-1"], batch.input_requests
+        asked = batch.input_requests["leaf-1-turn-1"]
+        assert asked.method == "sampling/createMessage"
+        assert "Answer briefly." in asked.params.system_prompt
+        assert "JSON Schema" in asked.params.system_prompt
+        assert asked.params.messages[0].content.text == "Is 2 + 2 = 4?"
+        # A reply that is not JSON: the next batch is the repair turn, which repeats the
+        # exchange so far.
+        repair = await call(input_responses={"leaf-1-turn-1": answer("certainly!")},
+                            request_state=batch.request_state)
+        assert list(repair.input_requests) == ["leaf-1-turn-2"], repair.input_requests
+        texts = [m.content.text for m in repair.input_requests["leaf-1-turn-2"].params.messages]
+        assert texts[:2] == ["Is 2 + 2 = 4?", "certainly!"] and "JSON Schema" in texts[2], texts
+        fanout = await call(input_responses={"leaf-1-turn-2": answer('{"ok": true}')},
+                            request_state=repair.request_state)
+        # The fan-out's three leaves wait at once: one batch holds them all.
+        assert sorted(fanout.input_requests) == ["leaf-2-turn-1", "leaf-3-turn-1", "leaf-4-turn-1"], fanout
+        for key, i in [("leaf-2-turn-1", 0), ("leaf-3-turn-1", 1), ("leaf-4-turn-1", 2)]:
+            params = fanout.input_requests[key].params
+            assert params.messages[0].content.text == f"Say hi {i}", params.messages
+            assert "JSON Schema" not in params.system_prompt
+            assert [h.name for h in params.model_preferences.hints] == ["small-model"]
+        # The judge is in the journal now: a replay, not a question.
+        shown = await client.call_tool("show_thread", {"thread_id": "batched-2"})
+        assert len(shown.structured_content["entries"]) == 1, shown.structured_content
+        # The same retry sent twice: its answers are journaled already, the same batch comes.
+        twice = await call(input_responses={"leaf-1-turn-2": answer('{"ok": true}')},
+                           request_state=repair.request_state)
+        assert twice.input_requests == fanout.input_requests and twice.request_state == fanout.request_state
+
+        # Bad retries: clear protocol errors, and the thread is untouched.
+        async def refused(expected, arguments=None, **retry):
+            try:
+                await call(arguments, **retry)
+            except MCPError as e:
+                assert e.code == -32602 and expected in e.message, e
+                return e.message
+            raise AssertionError(f"a bad retry was accepted: {retry}")
+
+        answers = {key: answer("x") for key in fanout.input_requests}
+        message = await refused("missing: leaf-4-turn-1", request_state=fanout.request_state,
+                                input_responses={k: v for k, v in answers.items() if k != "leaf-4-turn-1"})
+        assert "asked: leaf-2-turn-1, leaf-3-turn-1, leaf-4-turn-1" in message, message
+        await refused("not asked: leaf-9-turn-1", request_state=fanout.request_state,
+                      input_responses={**answers, "leaf-9-turn-1": answer("x")})
+        await refused("not one this server issued", request_state="forged", input_responses=answers)
+        await refused("not one this server issued", request_state=fanout.request_state[:-2] + "zz",
+                      input_responses=answers)
+        await refused("without a requestState", input_responses=answers)
+        elsewhere = bytes.fromhex(fanout.request_state).decode().replace("batched-2", "missing-thread")
+        await refused("names thread missing-thread, which is not in this server's journal",
+                      {"script": BATCHED}, request_state=elsewhere.encode().hex(),
+                      input_responses=answers)
+        await refused("of thread batched-2, but the call names thread other",
+                      {"script": BATCHED, "thread_id": "other"},
+                      request_state=fanout.request_state, input_responses=answers)
+        # A retry with another script than the thread's: the run's own divergence error.
+        error = error_of(await call({"script": "return 1"}, request_state=fanout.request_state,
+                                    input_responses=answers))
+        assert error["kind"] == "divergence" and "not the one thread batched-2" in error["message"], error
+
+        done = await call(input_responses={k: answer(f"note {k}") for k in fanout.input_requests},
+                          request_state=fanout.request_state)
+        assert isinstance(done, types.CallToolResult), done
+        out = done.structured_content
+        assert out["ok"] is True, out
+        assert out["result"] == {"verdict": {"ok": True},
+                                 "notes": ["note leaf-2-turn-1", "note leaf-3-turn-1", "note leaf-4-turn-1"]}, out
+        # A retry of the last round after the end: the recorded outcome.
+        late = await call(input_responses={k: answer("late") for k in fanout.input_requests},
+                          request_state=fanout.request_state)
+        assert late.structured_content["result"] == out["result"], late
+
+        # The journal is the state: a client that lost the requestState resumes the thread and
+        # is asked the same batch again; its answers go back with resume_workflow's retry.
+        lost = await call({"script": BATCHED, "thread_id": "batched-3"})
+        resumed = await session.call_tool("resume_workflow", {"thread_id": "batched-3"},
+                                          allow_input_required=True)
+        assert resumed.input_requests == lost.input_requests, resumed
+        onward = await session.call_tool(
+            "resume_workflow", {"thread_id": "batched-3"}, allow_input_required=True,
+            request_state=resumed.request_state,
+            input_responses={"leaf-1-turn-1": answer('{"ok": false}')},
+        )
+        assert sorted(onward.input_requests) == ["leaf-2-turn-1", "leaf-3-turn-1", "leaf-4-turn-1"], onward
+
+    # A 2026-07-28 client without the sampling capability: a clear error at the first leaf.
+    async with stateless(*SAMPLING_FLAGS) as client:
+        error = error_of(await client.call_tool("run_workflow", {"script": BATCHED}))
+        assert "sampling capability" in error["message"], error
+        assert error["line"] == 5, error
+
+
+async def stateless_slots():
+    """A fan-out wider than the concurrency limit: each batch holds the leaves that hold a
+    slot, and the next ones start as the answered ones finish."""
+    script = "return await parallel([lambda i=i: agent('item ' + str(i)) for i in range(5)])"
+    async with stateless(*SAMPLING_FLAGS, "--max-concurrency", "2", sampling_callback=host_model([])) as client:
+        session = client.session
+        sizes = []
+        retry = {}
+        while True:
+            result = await session.call_tool("run_workflow", {"script": script, "thread_id": "slots-1"},
+                                             allow_input_required=True, **retry)
+            if not isinstance(result, types.InputRequiredResult):
+                break
+            sizes.append(sorted(result.input_requests))
+            retry = {"request_state": result.request_state,
+                     "input_responses": {k: answer("done " + r.params.messages[0].content.text)
+                                         for k, r in result.input_requests.items()}}
+        assert sizes == [["leaf-1-turn-1", "leaf-2-turn-1"], ["leaf-3-turn-1", "leaf-4-turn-1"],
+                         ["leaf-5-turn-1"]], sizes
+        assert result.structured_content["result"] == [f"done item {i}" for i in range(5)], result
+
+
+async def stateless_http():
+    """2026-07-28 over Streamable HTTP, two clients at once, their leaves answered through
+    input-required batches."""
+    async def client(name, count):
+        received = []
+        async with Client(os.environ["FLOWBOX_URL"], mode="auto", sampling_callback=host_model(received)) as c:
+            assert c.protocol_version == "2026-07-28", c.protocol_version
+            tools = {tool.name for tool in (await c.list_tools()).tools}
+            assert "run_workflow" in tools, tools
+            script = f"return await parallel([lambda i=i: agent('{name} ' + str(i)) for i in range({count})])"
+            result = await c.call_tool("run_workflow", {"script": script, "thread_id": f"http-{name}"})
+            assert result.structured_content["result"] == [
+                f"hi from the host: {name} {i}" for i in range(count)
+            ], result
+            assert len(received) == count, received
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(client, "one", 2)
+        group.start_soon(client, "two", 3)
+
+
+async def stateless_cancel():
+    """A 2026-07-28 call cancelled mid-run: its thread stays open and resumes from its journal."""
+    backend = backend_file([
+        {"label": "^first$", "text": "first done", "latency_ms": 0},
+        {"label": "^slow ", "text": "slow done", "latency_ms": 1500},
+    ])
+    async with stateless("--backend", f"scripted:{backend}") as client:
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append(message)
+
+        async with anyio.create_task_group() as group:
+            cancel = anyio.CancelScope()
+
+            async def slow_call():
+                with cancel:
+                    await client.call_tool("run_workflow", {"script": SLOW, "thread_id": "slow-2026"},
+                                           progress_callback=on_progress)
+                    raise AssertionError("the cancelled call answered")
+
+            group.start_soon(slow_call)
+            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
+            cancel.cancel()
+        with anyio.fail_after(10):
+            while True:
+                result = await client.call_tool("resume_workflow", {"thread_id": "slow-2026"})
+                if result.structured_content["ok"]:
+                    break
+                # Until the cancelled run has let go of the thread, it is in use.
+                assert result.structured_content["error"]["kind"] == "thread_in_use", result
+                await anyio.sleep(0.1)
+        out = result.structured_content
+        # Resumed, not a recorded outcome: the run was cancelled before it finished.
+        assert "note" not in out and out["result"] == {"first": "first done", "rest": ["slow done"] * 3}, out
+        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
 
 
 SCENARIOS = {
@@ -569,6 +883,11 @@ SCENARIOS = {
     "http_sampling": http_sampling,
     "sampling": sampling,
     "sampling_resume": sampling_resume,
+    "stateless_basics": stateless_basics,
+    "stateless_sampling": stateless_sampling,
+    "stateless_slots": stateless_slots,
+    "stateless_http": stateless_http,
+    "stateless_cancel": stateless_cancel,
 }
 
 if __name__ == "__main__":
