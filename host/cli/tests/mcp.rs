@@ -193,6 +193,14 @@ fn serve_http(scratch: &Path, flags: &[&str], scenario: &str) {
     }
 }
 
+/// Tasks over Streamable HTTP with `--leaves sampling`: a task one client started is answered
+/// with `tasks/update` by another and read back by the first.
+#[test]
+fn a_task_is_not_tied_to_the_session_that_started_it() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    serve_http(scratch.path(), &["--leaves", "sampling"], "tasks_http");
+}
+
 /// 2026-07-28 over Streamable HTTP with `--leaves sampling`: each client's leaves come back to
 /// it in input-required batches.
 #[test]

@@ -1167,6 +1167,38 @@ async def tasks_sampling():
         await expect_error(update_task(session, handle.task_id, {}), -32602, "asks for no input")
 
 
+async def tasks_http():
+    """Tasks over Streamable HTTP, --leaves sampling: one client starts a task, another
+    (its own connection) answers its batches with tasks/update, and the first reads the
+    result: a task is not tied to the session that made it."""
+    received = []
+    on_sample = host_model(received)
+    url = os.environ["FLOWBOX_URL"]
+    async with Client(url, mode="auto", sampling_callback=on_sample, extensions=[Tasks()]) as starter:
+        assert starter.protocol_version == "2026-07-28", starter.protocol_version
+        script = "return await parallel([lambda i=i: agent('http task ' + str(i)) for i in range(3)])"
+        handle = await starter.session.call_tool("run_workflow", {"script": script, "thread_id": "http-task"},
+                                                 allow_claimed=True)
+        assert isinstance(handle, TaskHandle) and handle.task_id == "http-task", handle
+        async with Client(url, mode="auto", sampling_callback=on_sample, extensions=[Tasks()]) as helper:
+            with anyio.fail_after(60):
+                while True:
+                    state = await get_task(helper.session, "http-task")
+                    if state.status == "input_required":
+                        break
+                    assert state.status == "working", state
+                    await anyio.sleep(0.02)
+            assert sorted(state.input_requests) == ["leaf-1-turn-1", "leaf-2-turn-1", "leaf-3-turn-1"], state
+            responses = {}
+            for key, request in state.input_requests.items():
+                params = types.CreateMessageRequestParams.model_validate(request["params"])
+                reply = await on_sample(None, params)
+                responses[key] = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
+            await update_task(helper.session, "http-task", responses)
+        out = tool_result(await until_terminal(starter.session, "http-task")).structured_content
+        assert out["result"] == [f"hi from the host: http task {i}" for i in range(3)], out
+
+
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
@@ -1185,6 +1217,7 @@ SCENARIOS = {
     "tasks_cancel": tasks_cancel,
     "tasks_expiry": tasks_expiry,
     "tasks_sampling": tasks_sampling,
+    "tasks_http": tasks_http,
 }
 
 if __name__ == "__main__":
