@@ -2,7 +2,9 @@
 //! each in its own fresh guest, concurrently with the others, cancelled by the client's
 //! `notifications/cancelled` or by its leaving. A rejected or failed script is a tool result
 //! with `isError: true` carrying kind, message, line and hint, never a protocol error, so the
-//! host's model can fix the script and call again.
+//! host's model can fix the script and call again. A 2026-07-28 client that declares the tasks
+//! extension gets its `run_workflow` and `resume_workflow` calls run as tasks
+//! ([`super::tasks`]), answered from memory or, for a thread no task holds, from the journal.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -51,6 +53,8 @@ struct Inner {
     rounds: Option<Arc<Rounds>>,
     /// The calls run as tasks (the tasks extension).
     tasks: Tasks,
+    /// The threads calls are running now, tasks or not, by how many calls run each.
+    threads: Threads,
 }
 
 impl Server {
@@ -86,6 +90,7 @@ impl Server {
                 sampling,
                 rounds,
                 tasks: Tasks::new(task_ttl),
+                threads: Threads::default(),
             }),
         }
     }
@@ -126,6 +131,7 @@ impl Server {
         call: Call,
         cancelled: impl Future<Output = ()>,
     ) -> Option<T> {
+        let _running = self.inner.threads.enter(&thread_id);
         let _attached = self
             .inner
             .sampling
@@ -445,7 +451,11 @@ impl Server {
         };
         let created_ms = run.header.created_unix_ms;
         let Some(end) = &run.end else {
-            return Ok(Journaled::Unfinished { created_ms });
+            let running = self.inner.threads.running(id);
+            return Ok(Journaled::Unfinished {
+                created_ms,
+                running,
+            });
         };
         let finished_ms = end.finished_unix_ms;
         let ttl = self.inner.tasks.ttl();
@@ -785,6 +795,40 @@ impl ServerHandler for Server {
             format!("invalid params for {method}{detail}"),
             None,
         ))
+    }
+}
+
+/// The threads calls are running now, by how many calls run each (a second call of a running
+/// thread is refused, but counts until it is).
+#[derive(Debug, Default)]
+struct Threads(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+impl Threads {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn enter(&self, thread_id: &str) -> OnThread<'_> {
+        *self.lock().entry(thread_id.to_owned()).or_default() += 1;
+        OnThread(self, thread_id.to_owned())
+    }
+
+    fn running(&self, thread_id: &str) -> bool {
+        self.lock().contains_key(thread_id)
+    }
+}
+
+struct OnThread<'a>(&'a Threads, String);
+
+impl Drop for OnThread<'_> {
+    fn drop(&mut self) {
+        let mut threads = self.0.lock();
+        if let Some(count) = threads.get_mut(&self.1) {
+            *count -= 1;
+            if *count == 0 {
+                threads.remove(&self.1);
+            }
+        }
     }
 }
 

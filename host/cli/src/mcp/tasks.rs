@@ -9,8 +9,9 @@
 //! A task's id is its thread's id, so the journal answers for a task this server no longer
 //! holds in memory (it restarted, or the task left memory): a finished thread is a completed
 //! task with its recorded result until the TTL after it finished has passed, then an expired
-//! one; an unfinished thread no task of this server runs is a cancelled task, which
-//! `resume_workflow` continues. In memory the server keeps the tasks running and at most
+//! one; an unfinished thread that a call of its own (not a task) is running is a working task,
+//! and one nothing runs (the server stopped mid-run) a cancelled task, which `resume_workflow`
+//! continues. In memory the server keeps the tasks running and at most
 //! [`KEPT`] finished ones, each for the TTL after it finished. The server side of a call run
 //! as a task is in [`super::server`].
 
@@ -344,8 +345,9 @@ pub(crate) enum Journaled {
         finished_ms: u64,
         result: Box<CallToolResult>,
     },
-    /// The thread has not finished, and no task of this server runs it.
-    Unfinished { created_ms: u64 },
+    /// The thread has not finished, and no task of this server runs it; a call of its own
+    /// may (`running`).
+    Unfinished { created_ms: u64, running: bool },
 }
 
 /// The `tasks/get` answer for task `id` from the journal, or the error of one whose TTL has
@@ -377,7 +379,22 @@ pub(crate) fn from_journal(
                 },
             )
         }
-        Journaled::Unfinished { created_ms } => {
+        Journaled::Unfinished {
+            created_ms,
+            running: true,
+        } => {
+            let task = task(TaskStatus::Working, created_ms, created_ms)
+                .with_ttl_ms(ttl_ms(ttl))
+                .with_status_message(
+                    "running as a call of its own, not as a task: that call gets its result, \
+                     and tasks/get reports it completed once it ends",
+                );
+            DetailedTask::new(task, TaskPayload::Working)
+        }
+        Journaled::Unfinished {
+            created_ms,
+            running: false,
+        } => {
             let task = task(TaskStatus::Cancelled, created_ms, created_ms)
                 .with_ttl_ms(ttl_ms(ttl))
                 .with_status_message(format!(
@@ -542,5 +559,14 @@ mod tests {
         };
         let error = from_journal("t", journaled, Duration::from_secs(60)).unwrap_err();
         assert!(error.message.contains("has expired"), "{error:?}");
+        for (running, status) in [(true, TaskStatus::Working), (false, TaskStatus::Cancelled)] {
+            let journaled = Journaled::Unfinished {
+                created_ms: 0,
+                running,
+            };
+            let task = from_journal("t", journaled, Duration::from_secs(60)).unwrap();
+            assert_eq!(task.status(), status);
+            assert!(task.task.status_message.is_some());
+        }
     }
 }
