@@ -419,7 +419,10 @@ impl Server {
             let answered = entry.input_required(requests, pending);
             answers = tokio::select! {
                 answered = answered => answered.ok()?,
-                () = self.inner.gone.wait() => return None,
+                () = self.inner.gone.wait() => {
+                    self.inner.in_flight.cancelled.fetch_add(1, Ordering::SeqCst);
+                    return None;
+                }
             };
         }
     }
