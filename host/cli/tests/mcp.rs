@@ -90,6 +90,31 @@ fn a_stateless_batch_holds_the_leaves_that_hold_a_concurrency_slot() {
     scenario("stateless_slots");
 }
 
+/// The tasks extension: a long fan-out run as a task, polled through `working` (the progress
+/// line as its status message) to its structured result; bad task requests refused; the
+/// journal answering `tasks/get` for the finished task after a restart.
+#[test]
+fn a_long_call_runs_as_a_task_polled_to_its_result() {
+    scenario("tasks_basics");
+}
+
+#[test]
+fn a_cancelled_task_leaves_its_thread_resumable() {
+    scenario("tasks_cancel");
+}
+
+#[test]
+fn a_finished_task_expires_after_its_ttl_and_its_thread_stays() {
+    scenario("tasks_expiry");
+}
+
+/// `--leaves sampling` in a task: each batch is the task's `input_required` status, answered
+/// with `tasks/update`.
+#[test]
+fn sampling_leaves_of_a_task_are_answered_with_tasks_update() {
+    scenario("tasks_sampling");
+}
+
 #[test]
 fn a_resumed_sampling_run_counts_its_replayed_estimates_as_estimates() {
     scenario("sampling_resume");
@@ -166,6 +191,14 @@ fn serve_http(scratch: &Path, flags: &[&str], scenario: &str) {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// Tasks over Streamable HTTP with `--leaves sampling`: a task one client started is answered
+/// with `tasks/update` by another and read back by the first.
+#[test]
+fn a_task_is_not_tied_to_the_session_that_started_it() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    serve_http(scratch.path(), &["--leaves", "sampling"], "tasks_http");
 }
 
 /// 2026-07-28 over Streamable HTTP with `--leaves sampling`: each client's leaves come back to

@@ -2,7 +2,8 @@
 //! a desktop chat app, an IDE) can run the workflows its model writes. The tools are in
 //! [`server`], their schemas in [`tools`], what a running call tells its client (progress,
 //! the script's log lines) in [`progress`], and the leaves answered by the client's model in
-//! [`sampling`] (2025-11-25) and [`stateless`] (2026-07-28). Runs go through the same [`flowbox::Runtime`] as
+//! [`sampling`] (2025-11-25) and [`stateless`] (2026-07-28), and long calls run as tasks in
+//! [`tasks`]. Runs go through the same [`flowbox::Runtime`] as
 //! `flowbox run`, built from the same flags.
 
 mod http;
@@ -11,6 +12,7 @@ mod sampling;
 mod server;
 mod stateless;
 mod stdin;
+mod tasks;
 mod tools;
 
 use std::sync::Arc;
@@ -51,6 +53,11 @@ pub(crate) struct McpArgs {
     /// call with the answers.
     #[arg(long, value_name = "WHO", default_value = "backend", value_parser = ["backend", "sampling"])]
     leaves: String,
+    /// How long a finished task (a call of a 2026-07-28 client that declared the tasks
+    /// extension) answers `tasks/get`, in seconds after it finished; its thread stays in the
+    /// journal after that.
+    #[arg(long, value_name = "SECS", default_value_t = tasks::DEFAULT_TTL_SECS)]
+    task_ttl: u64,
     #[command(flatten)]
     options: RunOptions,
     #[command(flatten)]
@@ -86,6 +93,7 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         args.patterns,
         Arc::clone(&gone),
         sampled.then_some((clients, rounds)),
+        Duration::from_secs(args.task_ttl),
     );
     if let Some(addr) = args.listen {
         return http::serve(server, addr).await;

@@ -49,6 +49,9 @@ fn level_rank(level: rmcp::model::LoggingLevel) -> u8 {
     }
 }
 
+/// Where a call run as a task keeps its latest progress message, for `tasks/get` to report.
+pub(crate) type StatusLine = Arc<std::sync::Mutex<Option<String>>>;
+
 /// The notifications of one call, running.
 pub(crate) struct Forwarder {
     stop: oneshot::Sender<()>,
@@ -62,11 +65,17 @@ pub(crate) fn spawn(
     token: Option<ProgressToken>,
     peer: Peer<RoleServer>,
     level: Arc<LogLevel>,
+    status: Option<StatusLine>,
 ) -> Forwarder {
     let (stop, mut stopped) = oneshot::channel();
     let task = tokio::spawn(async move {
         let mut state = State::default();
-        let send = Sender { peer, token, level };
+        let send = Sender {
+            peer,
+            token,
+            level,
+            status,
+        };
         loop {
             let event = tokio::select! {
                 event = events.recv() => event,
@@ -150,6 +159,7 @@ struct Sender {
     peer: Peer<RoleServer>,
     token: Option<ProgressToken>,
     level: Arc<LogLevel>,
+    status: Option<StatusLine>,
 }
 
 impl Sender {
@@ -168,6 +178,9 @@ impl Sender {
                 return;
             }
             _ => return,
+        }
+        if let Some(status) = &self.status {
+            *status.lock().unwrap_or_else(|p| p.into_inner()) = Some(state.message());
         }
         let Some(token) = &self.token else { return };
         state.sent += 1;

@@ -8,6 +8,7 @@
 //! bytes) and counted in the run summary's `estimated_tokens`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flowbox::backends::APPROXIMATE_BYTES_PER_TOKEN;
@@ -17,42 +18,61 @@ use rmcp::model as wire;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
-/// The client each running thread's leaves go to, by thread id.
+/// The client each running thread's leaves go to, by thread id: the calls attached to the
+/// thread, oldest first, the oldest being the one whose leaves they are.
 #[derive(Debug, Default)]
-pub(crate) struct Clients(Mutex<HashMap<String, Peer<RoleServer>>>);
+pub(crate) struct Clients {
+    attached: Mutex<HashMap<String, Vec<AttachedCall>>>,
+    next: AtomicU64,
+}
 
 impl Clients {
     /// Sends the leaves of `thread_id` to `peer` until the returned guard is dropped; a thread
-    /// another call already runs keeps its client.
+    /// another call already runs keeps its client while that call lasts. A call that ended
+    /// may still hold its guard for a moment after its run let go of the thread; a resumed
+    /// run's leaves then go to that call's client until it lets go, then to the resumer's.
     pub(crate) fn attach(self: &Arc<Self>, thread_id: &str, peer: Peer<RoleServer>) -> Attached {
-        let mut clients = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let owner = !clients.contains_key(thread_id);
-        if owner {
-            clients.insert(thread_id.to_owned(), peer);
-        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut attached = self.attached.lock().unwrap_or_else(|p| p.into_inner());
+        attached
+            .entry(thread_id.to_owned())
+            .or_default()
+            .push((id, peer));
         Attached {
             clients: Arc::clone(self),
-            thread_id: owner.then(|| thread_id.to_owned()),
+            thread_id: thread_id.to_owned(),
+            id,
         }
     }
 
     fn get(&self, thread_id: &str) -> Option<Peer<RoleServer>> {
-        let clients = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        clients.get(thread_id).cloned()
+        let attached = self.attached.lock().unwrap_or_else(|p| p.into_inner());
+        Some(attached.get(thread_id)?.first()?.1.clone())
     }
 }
 
-/// Detaches its thread's client when dropped.
+/// A call attached to a thread: its number and its client.
+type AttachedCall = (u64, Peer<RoleServer>);
+
+/// Detaches its call from its thread when dropped.
 pub(crate) struct Attached {
     clients: Arc<Clients>,
-    thread_id: Option<String>,
+    thread_id: String,
+    id: u64,
 }
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        if let Some(thread_id) = &self.thread_id {
-            let mut clients = self.clients.0.lock().unwrap_or_else(|p| p.into_inner());
-            clients.remove(thread_id);
+        let mut attached = self
+            .clients
+            .attached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(calls) = attached.get_mut(&self.thread_id) {
+            calls.retain(|(id, _)| *id != self.id);
+            if calls.is_empty() {
+                attached.remove(&self.thread_id);
+            }
         }
     }
 }

@@ -2,7 +2,9 @@
 //! each in its own fresh guest, concurrently with the others, cancelled by the client's
 //! `notifications/cancelled` or by its leaving. A rejected or failed script is a tool result
 //! with `isError: true` carrying kind, message, line and hint, never a protocol error, so the
-//! host's model can fix the script and call again.
+//! host's model can fix the script and call again. A 2026-07-28 client that declares the tasks
+//! extension gets its `run_workflow` and `resume_workflow` calls run as tasks
+//! ([`super::tasks`]), answered from memory or, for a thread no task holds, from the journal.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,20 +15,22 @@ use flowbox::orchestrator::{Guidance, WorkflowInput, WorkflowTool};
 use flowbox::store::StoreError;
 use flowbox::{RunRequest, Runtime};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CustomRequest, CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressToken, ProtocolVersion, ServerCapabilities,
+    ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::progress::{self, LogLevel};
+use super::progress::{self, LogLevel, StatusLine};
 use super::sampling::Clients;
-use super::stateless::{Retry, Rounds};
+use super::stateless::{Answers, Retry, Rounds};
 use super::stdin::ClientGone;
+use super::tasks::{self, Entry, Journaled, Tasks};
 use super::tools::{self, LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
 
 /// The server; clones share one runtime.
@@ -47,16 +51,21 @@ struct Inner {
     sampling: Option<Arc<Clients>>,
     /// With `--leaves sampling`: the answers of the 2026-07-28 clients' calls.
     rounds: Option<Arc<Rounds>>,
+    /// The calls run as tasks (the tasks extension).
+    tasks: Tasks,
+    /// The threads calls are running now, tasks or not, by how many calls run each.
+    threads: Threads,
 }
 
 impl Server {
     /// A server running workflows on `runtime`; `patterns` puts the pattern library in its
-    /// instructions.
+    /// instructions, and the calls run as tasks are kept for `task_ttl` after they finish.
     pub(crate) fn new(
         runtime: Runtime,
         patterns: bool,
         gone: Arc<ClientGone>,
         sampling: Option<(Arc<Clients>, Arc<Rounds>)>,
+        task_ttl: Duration,
     ) -> Self {
         let (sampling, rounds) = sampling.unzip();
         let guidance = if patterns {
@@ -80,6 +89,8 @@ impl Server {
                 gone,
                 sampling,
                 rounds,
+                tasks: Tasks::new(task_ttl),
+                threads: Threads::default(),
             }),
         }
     }
@@ -102,23 +113,43 @@ impl Server {
         work: impl Future<Output = T>,
         context: &RequestContext<RoleServer>,
     ) -> Option<T> {
+        let call = Call {
+            peer: context.peer.clone(),
+            token: context.meta.get_progress_token(),
+            status: None,
+        };
+        self.run_as(thread_id, work, call, context.ct.cancelled())
+            .await
+    }
+
+    /// Runs `work` on `thread_id` for `call` until it ends, `cancelled` resolves or the client
+    /// goes away (`None` for both).
+    async fn run_as<T>(
+        &self,
+        thread_id: String,
+        work: impl Future<Output = T>,
+        call: Call,
+        cancelled: impl Future<Output = ()>,
+    ) -> Option<T> {
+        let _running = self.inner.threads.enter(&thread_id);
         let _attached = self
             .inner
             .sampling
             .as_ref()
-            .map(|clients| clients.attach(&thread_id, context.peer.clone()));
+            .map(|clients| clients.attach(&thread_id, call.peer.clone()));
         let forwarder = progress::spawn(
             self.inner.runtime.subscribe(),
             thread_id,
-            context.meta.get_progress_token(),
-            context.peer.clone(),
+            call.token,
+            call.peer,
             Arc::clone(&self.inner.level),
+            call.status,
         );
         // Dropping the run's future cancels it: leaves in flight are dropped, what finished
         // is journaled, and the thread stays resumable.
         let output = tokio::select! {
             output = work => Some(output),
-            () = context.ct.cancelled() => None,
+            () = cancelled => None,
             () = self.inner.gone.wait() => {
                 self.inner.in_flight.cancelled.fetch_add(1, Ordering::SeqCst);
                 None
@@ -280,6 +311,172 @@ impl Server {
         }
     }
 
+    /// A `run_workflow` or `resume_workflow` call of a 2026-07-28 client that declared the
+    /// tasks extension: it answers at once with a task handle (its id the thread's), the run
+    /// going on in the background (see [`super::tasks`]).
+    fn start_task(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.request_state.is_some() || request.input_responses.is_some() {
+            return Err(ErrorData::invalid_params(
+                "a call run as a task takes no requestState or inputResponses: its leaves' \
+                 requests are answered with tasks/update",
+                None,
+            ));
+        }
+        let name = request.name.as_ref();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let work = match name {
+            RUN_WORKFLOW => {
+                let mut input: WorkflowInput = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message).into()),
+                };
+                input
+                    .thread_id
+                    .get_or_insert_with(RunRequest::new_thread_id);
+                TaskWork::Run(input)
+            }
+            _ => match parse::<ThreadInput>(name, arguments) {
+                Ok(input) => TaskWork::Resume(input.thread_id),
+                Err(message) => return Ok(invalid_arguments(&message).into()),
+            },
+        };
+        let thread_id = work.thread_id().to_owned();
+        let Some(entry) = self.inner.tasks.create(&thread_id) else {
+            return Ok(failure(
+                "thread_in_use",
+                &format!("thread {thread_id} is running as a task already"),
+                "poll that task with tasks/get, or cancel it with tasks/cancel",
+            )
+            .into());
+        };
+        let sampling = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.sampling.is_some());
+        let call = Call {
+            peer: context.peer.clone(),
+            token: None,
+            status: Some(entry.status_line()),
+        };
+        let server = self.clone();
+        let task = Arc::clone(&entry);
+        let handle = tokio::spawn(async move {
+            let _running = server.inner.in_flight.enter();
+            match server.task_run(work, &task, call, sampling).await {
+                Some(result) => task.ended(result),
+                None => task.cancelled(),
+            }
+        });
+        entry.set_abort(handle.abort_handle());
+        Ok(CallToolResponse::Task(
+            entry.created(self.inner.tasks.ttl()),
+        ))
+    }
+
+    /// Runs a task's work to its tool result; under `--leaves sampling` the task goes
+    /// `input_required` with each batch of its leaves' requests, and the next round runs once
+    /// a `tasks/update` answered them. `None` when the client went away.
+    async fn task_run(
+        &self,
+        work: TaskWork,
+        entry: &Entry,
+        call: Call,
+        sampling: bool,
+    ) -> Option<Result<CallToolResult, ErrorData>> {
+        let thread_id = work.thread_id().to_owned();
+        let workflow = &self.inner.workflow;
+        let never = std::future::pending::<()>;
+        let Some(rounds) = &self.inner.rounds else {
+            let output = self
+                .run_as(thread_id, work.start(workflow), call, never())
+                .await?;
+            return Some(Ok(outcome_result(output)));
+        };
+        let mut answers = Answers::default();
+        loop {
+            let round = rounds.open(&thread_id, answers, sampling);
+            // Once the batch is ready the run can go no further: it is dropped, its journal
+            // kept, and replayed in the next round.
+            let run = async {
+                tokio::select! {
+                    biased;
+                    output = work.start(workflow) => Ok(output),
+                    batch = round.batch() => Err(batch),
+                }
+            };
+            let ran = self
+                .run_as(thread_id.clone(), run, call.clone(), never())
+                .await?;
+            drop(round);
+            let batch = match ran {
+                Ok(output) => return Some(Ok(outcome_result(output))),
+                Err(batch) => batch,
+            };
+            let (requests, pending) = batch.for_task();
+            let answered = entry.input_required(requests, pending);
+            answers = tokio::select! {
+                answered = answered => answered.ok()?,
+                () = self.inner.gone.wait() => {
+                    self.inner.in_flight.cancelled.fetch_add(1, Ordering::SeqCst);
+                    return None;
+                }
+            };
+        }
+    }
+
+    /// The error of an update or cancel (`method`) of task `id`, which this server does not
+    /// run.
+    async fn not_running(&self, id: &str, method: &str) -> ErrorData {
+        let Some(store) = self.inner.runtime.store() else {
+            return tasks::unknown(id);
+        };
+        match store.load(id).await {
+            Ok(Some(run)) => tasks::not_running(id, run.end.is_some(), method),
+            Ok(None) => tasks::unknown(id),
+            Err(error) => journal_error(&error),
+        }
+    }
+
+    /// What the journal says of task `id`, which this server does not hold in memory.
+    async fn journaled_task(&self, id: &str) -> Result<Journaled, ErrorData> {
+        let store = self
+            .inner
+            .runtime
+            .store()
+            .ok_or_else(|| tasks::unknown(id))?;
+        let run = match store.load(id).await {
+            Ok(Some(run)) => run,
+            Ok(None) => return Err(tasks::unknown(id)),
+            Err(error) => return Err(journal_error(&error)),
+        };
+        let created_ms = run.header.created_unix_ms;
+        let Some(end) = &run.end else {
+            let running = self.inner.threads.running(id);
+            return Ok(Journaled::Unfinished {
+                created_ms,
+                running,
+            });
+        };
+        let finished_ms = end.finished_unix_ms;
+        let ttl = self.inner.tasks.ttl();
+        if tasks::is_expired(finished_ms, ttl) {
+            return Err(tasks::expired(id, ttl));
+        }
+        // A finished thread answers with its recorded outcome; nothing runs.
+        let mut output = self.inner.workflow.resume(id).await;
+        if let Some(output) = output.as_object_mut() {
+            output.remove("note");
+        }
+        Ok(Journaled::Finished {
+            created_ms,
+            finished_ms,
+            result: Box::new(outcome_result(output)),
+        })
+    }
+
     async fn list_threads(&self) -> CallToolResult {
         let Some(store) = self.inner.runtime.store() else {
             return failure(
@@ -323,6 +520,46 @@ impl Server {
             Err(error) => journal_failure(&error),
         }
     }
+}
+
+/// Where a run's progress goes: the client's peer (log lines, and progress notifications when
+/// the request carried a token) and, for a task, its status line.
+#[derive(Clone)]
+struct Call {
+    peer: Peer<RoleServer>,
+    token: Option<ProgressToken>,
+    status: Option<StatusLine>,
+}
+
+/// What a task runs.
+enum TaskWork {
+    Run(WorkflowInput),
+    Resume(String),
+}
+
+impl TaskWork {
+    fn thread_id(&self) -> &str {
+        match self {
+            Self::Run(input) => input.thread_id.as_deref().unwrap_or_default(),
+            Self::Resume(thread_id) => thread_id,
+        }
+    }
+
+    /// One run of the work: the first, or a replay from the journal after a batch.
+    fn start<'a>(
+        &'a self,
+        workflow: &'a WorkflowTool,
+    ) -> futures_util::future::BoxFuture<'a, Value> {
+        match self {
+            Self::Run(input) => Box::pin(workflow.execute(input.clone())),
+            Self::Resume(thread_id) => Box::pin(workflow.resume(thread_id)),
+        }
+    }
+}
+
+/// A journal that fails while a task is looked up.
+fn journal_error(error: &StoreError) -> ErrorData {
+    ErrorData::internal_error(format!("the journal failed: {error}"), None)
 }
 
 /// What the instructions add under `--leaves sampling`.
@@ -431,6 +668,7 @@ impl ServerHandler for Server {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_logging()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("flowbox", env!("CARGO_PKG_VERSION")))
@@ -461,6 +699,12 @@ impl ServerHandler for Server {
         let stateless = context
             .protocol_version()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        if stateless && tasks && [RUN_WORKFLOW, RESUME_WORKFLOW].contains(&request.name.as_ref()) {
+            return self.start_task(request, &context);
+        }
         if let Some(rounds) = self.inner.rounds.as_ref().filter(|_| stateless) {
             return self.round_trip(rounds, request, &context).await;
         }
@@ -470,6 +714,47 @@ impl ServerHandler for Server {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let result = self.call(&request.name, arguments, &context).await?;
         Ok(CallToolResponse::Complete(result))
+    }
+
+    /// `tasks/get`: a task held in memory, else what the journal says of its thread.
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let id = request.task_id;
+        let ttl = self.inner.tasks.ttl();
+        let task = match self.inner.tasks.get(&id) {
+            Some(entry) => entry.detailed(ttl),
+            None => tasks::from_journal(&id, self.journaled_task(&id).await?, ttl)?,
+        };
+        Ok(GetTaskResult::new(task))
+    }
+
+    /// `tasks/update`: the answers of an `input_required` task's batch.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let id = request.task_id;
+        match self.inner.tasks.get(&id) {
+            Some(entry) => entry.update(&request.input_responses),
+            None => Err(self.not_running(&id, "tasks/update").await),
+        }
+    }
+
+    /// `tasks/cancel`: cancels a running task; its thread stays resumable.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let id = request.task_id;
+        match self.inner.tasks.get(&id) {
+            Some(entry) => entry.cancel(),
+            None => Err(self.not_running(&id, "tasks/cancel").await),
+        }
     }
 
     #[expect(deprecated, reason = "MCP logging is what 2025-11-25 clients show")]
@@ -494,13 +779,15 @@ impl ServerHandler for Server {
         let params = params.unwrap_or(Value::Null);
         let problem = match method.as_str() {
             "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
-            "initialize" | "ping" | "tools/list" | "logging/setLevel" => None,
+            "initialize" | "ping" | "tools/list" | "logging/setLevel" | "tasks/get"
+            | "tasks/update" | "tasks/cancel" => None,
             _ => {
                 return Err(ErrorData::new(
                     ErrorCode::METHOD_NOT_FOUND,
                     format!(
                         "unknown method {method:?}: this server serves initialize, ping, \
-                         tools/list, tools/call and logging/setLevel"
+                         tools/list, tools/call, logging/setLevel and (the tasks extension) \
+                         tasks/get, tasks/update and tasks/cancel"
                     ),
                     None,
                 ));
@@ -511,6 +798,40 @@ impl ServerHandler for Server {
             format!("invalid params for {method}{detail}"),
             None,
         ))
+    }
+}
+
+/// The threads calls are running now, by how many calls run each (a second call of a running
+/// thread is refused, but counts until it is).
+#[derive(Debug, Default)]
+struct Threads(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+impl Threads {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn enter(&self, thread_id: &str) -> OnThread<'_> {
+        *self.lock().entry(thread_id.to_owned()).or_default() += 1;
+        OnThread(self, thread_id.to_owned())
+    }
+
+    fn running(&self, thread_id: &str) -> bool {
+        self.lock().contains_key(thread_id)
+    }
+}
+
+struct OnThread<'a>(&'a Threads, String);
+
+impl Drop for OnThread<'_> {
+    fn drop(&mut self) {
+        let mut threads = self.0.lock();
+        if let Some(count) = threads.get_mut(&self.1) {
+            *count -= 1;
+            if *count == 0 {
+                threads.remove(&self.1);
+            }
+        }
     }
 }
 

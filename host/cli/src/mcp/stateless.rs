@@ -191,13 +191,24 @@ impl Batch {
     /// The input-required result asking the client for this batch, for a retry of the call
     /// on `thread_id`.
     pub(crate) fn input_required(self, thread_id: &str) -> InputRequiredResult {
+        let (requests, pending) = self.for_task();
         let state = RequestState {
             version: STATE_VERSION,
             thread_id: thread_id.to_owned(),
+            asked: pending.asked,
+            carried: pending.carried,
+        };
+        InputRequiredResult::new(Some(requests), Some(state.encode()))
+    }
+
+    /// The batch as a task's `input_required` status gives it: the requests, keyed as an
+    /// input-required result keys them, and what their answers must match.
+    pub(crate) fn for_task(self) -> (InputRequests, Pending) {
+        let pending = Pending {
             asked: self.requests.keys().cloned().collect(),
             carried: self.carried,
         };
-        let requests: InputRequests = self
+        let requests = self
             .requests
             .into_iter()
             .map(|(key, params)| {
@@ -205,7 +216,7 @@ impl Batch {
                 (key, request)
             })
             .collect();
-        InputRequiredResult::new(Some(requests), Some(state.encode()))
+        (requests, pending)
     }
 }
 
@@ -291,8 +302,30 @@ impl Retry {
             )
         })?;
         let empty = InputResponses::new();
-        let responses = responses.unwrap_or(&empty);
-        let missing: Vec<&str> = state
+        let pending = Pending {
+            asked: state.asked,
+            carried: state.carried,
+        };
+        Ok(Some(Self {
+            thread_id: state.thread_id,
+            answers: pending.answers(responses.unwrap_or(&empty))?,
+        }))
+    }
+}
+
+/// The requests of a batch and the earlier turns of its leaves: what a retry (or, for a call
+/// run as a task, a `tasks/update`) must answer.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    asked: BTreeSet<String>,
+    carried: BTreeMap<String, wire::CreateMessageResult>,
+}
+
+impl Pending {
+    /// The answers `responses` give, with the carried turns, or the protocol error for
+    /// responses that miss or add keys to the ones asked or are not sampling results.
+    pub(crate) fn answers(&self, responses: &InputResponses) -> Result<Answers, ErrorData> {
+        let missing: Vec<&str> = self
             .asked
             .iter()
             .filter(|key| !responses.contains_key(*key))
@@ -300,7 +333,7 @@ impl Retry {
             .collect();
         let unexpected: Vec<&str> = responses
             .keys()
-            .filter(|key| !state.asked.contains(*key))
+            .filter(|key| !self.asked.contains(*key))
             .map(String::as_str)
             .collect();
         if !missing.is_empty() || !unexpected.is_empty() {
@@ -312,7 +345,7 @@ impl Retry {
                 message.push_str(&format!("; not asked: {}", unexpected.join(", ")));
             }
             return Err(ErrorData::invalid_params(
-                format!("{message} (asked: {})", join(&state.asked)),
+                format!("{message} (asked: {})", join(&self.asked)),
                 None,
             ));
         }
@@ -327,11 +360,8 @@ impl Retry {
                 })?;
             answers.insert(key.clone(), answer);
         }
-        answers.extend(state.carried);
-        Ok(Some(Self {
-            thread_id: state.thread_id,
-            answers: Answers(answers),
-        }))
+        answers.extend(self.carried.clone());
+        Ok(Answers(answers))
     }
 }
 

@@ -10,10 +10,12 @@ import os
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
 from mcp import Client, ClientSession
+from mcp.client.extension import ClientExtension, ResultClaim
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -874,6 +876,347 @@ async def stateless_cancel():
         assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
 
 
+# The tasks extension (SEP-2663), client side: the SDK's extension mechanism claims the
+# `resultType: "task"` handle of a tools/call, and tasks/get, tasks/update and tasks/cancel go
+# out through ClientSession.send_request (the SDK's typed task requests are the 2025-11-25
+# experimental ones, whose shapes differ).
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+class TaskHandle(types.Result):
+    """A CreateTaskResult: the seed state of a task, flattened."""
+
+    result_type: Literal["task"]
+    task_id: str
+    status: str
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+
+
+class TaskIdParams(types.RequestParams):
+    task_id: str
+
+
+class TaskUpdateParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"
+
+
+class CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    name_param = "taskId"
+
+
+class UpdateTask(types.Request[TaskUpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param = "taskId"
+
+
+class TaskState(types.Result):
+    """A tasks/get result: the task, with its input requests, result or error by status."""
+
+    model_config = {"extra": "allow"}
+    task_id: str
+    status: str
+    status_message: str | None = None
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    poll_interval_ms: int | None = None
+    input_requests: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+class Ack(types.Result):
+    model_config = {"extra": "forbid"}
+    result_type: Literal["complete"]
+
+
+async def get_task(session, task_id):
+    return await session.send_request(GetTask(params=TaskIdParams(task_id=task_id)), TaskState)
+
+
+async def cancel_task(session, task_id):
+    return await session.send_request(CancelTask(params=TaskIdParams(task_id=task_id)), Ack)
+
+
+async def update_task(session, task_id, responses):
+    params = TaskUpdateParams(task_id=task_id, input_responses=responses)
+    return await session.send_request(UpdateTask(params=params), Ack)
+
+
+async def until_terminal(session, task_id, seen=None):
+    """Polls a task until it ends, noting each state it was seen in."""
+    with anyio.fail_after(60):
+        while True:
+            state = await get_task(session, task_id)
+            if seen is not None:
+                seen.append(state)
+            if state.status in ("completed", "failed", "cancelled"):
+                return state
+            await anyio.sleep((state.poll_interval_ms or 100) / 1000)
+
+
+def iso_ms(text):
+    """Milliseconds since the epoch of an ISO 8601 UTC time."""
+    from datetime import datetime
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000
+
+
+def tool_result(state):
+    assert state.status == "completed", state
+    return types.CallToolResult.model_validate(state.result)
+
+
+class Tasks(ClientExtension):
+    """Declares the tasks extension; a claimed task handle is polled to its tool result, so
+    `client.call_tool` answers as if the call had been direct."""
+
+    identifier = TASKS
+
+    def claims(self):
+        async def resolve(handle, context):
+            return tool_result(await until_terminal(context.session, handle.task_id))
+
+        return [ResultClaim(result_type="task", model=TaskHandle, resolve=resolve)]
+
+
+async def expect_error(call, code, text):
+    try:
+        await call
+    except MCPError as e:
+        assert e.code == code and text in e.message, (e.code, e.message)
+        return e.message
+    raise AssertionError(f"no error {code} ({text})")
+
+
+async def tasks_basics():
+    """The tasks extension: a long fan-out run as a task, polled through working (with the
+    progress line as its status message) to its structured result; the same result
+    transparently through the SDK's claim; the errors of bad task requests; and, after a
+    restart, the journal answering for the finished task."""
+    backend = backend_file([{"label": "^review ", "text": "looks fine", "latency_ms": 400}])
+    flags = ["--backend", f"scripted:{backend}", "--max-concurrency", "2"]
+    items = ["a", "b", "c", "d", "e", "f"]
+    arguments = {"script": FANOUT, "args": {"items": items}, "thread_id": "task-1"}
+    async with stateless(*flags, extensions=[Tasks()]) as client:
+        assert TASKS in (client.server_capabilities.extensions or {}), client.server_capabilities
+        session = client.session
+        handle = await session.call_tool("run_workflow", arguments, allow_claimed=True)
+        assert isinstance(handle, TaskHandle), handle
+        assert handle.task_id == "task-1" and handle.status == "working", handle
+        assert handle.ttl_ms == 3600 * 1000 and handle.poll_interval_ms > 0, handle
+        seen = []
+        final = await until_terminal(session, "task-1", seen)
+        messages = [s.status_message for s in seen if s.status == "working" and s.status_message]
+        assert any(m.startswith("review · ") and "/6 leaves" in m for m in messages), messages
+        result = tool_result(final)
+        out = result.structured_content
+        assert result.is_error is not True and out["ok"] is True, out
+        assert out["result"]["count"] == 6 and out["result"]["replies"] == ["looks fine"] * 6, out
+        assert out["result"]["big"] == 12345678901234567890 and out["result"]["exact"] == 0.1
+        assert out["summary"]["thread_id"] == "task-1" and out["summary"]["leaves"] == 6, out
+        assert json.loads(result.content[0].text) == out
+        assert final.created_at <= final.last_updated_at and final.created_at.endswith("Z"), final
+        # Through the SDK's claim the caller gets the tool result as from a direct call.
+        direct = await client.call_tool("run_workflow", {"script": FANOUT, "args": {"items": ["x"]}})
+        assert direct.structured_content["result"]["replies"] == ["looks fine"], direct
+        # A rejected script is a completed task whose result is the isError result.
+        rejected = tool_result(await until_terminal(session, (await session.call_tool(
+            "run_workflow", {"script": "import os", "thread_id": "task-bad"}, allow_claimed=True)).task_id))
+        error = error_of(rejected)
+        assert error["kind"] == "forbidden" and error["line"] == 1, error
+        # Calls that are not long still answer directly.
+        listing = await session.call_tool("list_threads", {}, allow_claimed=True)
+        assert isinstance(listing, types.CallToolResult), listing
+
+        await expect_error(get_task(session, "no-such-task"), -32602, 'no task "no-such-task"')
+        await expect_error(cancel_task(session, "no-such-task"), -32602, 'no task "no-such-task"')
+        await expect_error(cancel_task(session, "task-1"), -32602, "already completed")
+        await expect_error(update_task(session, "task-1", {}), -32602, "asks for no input")
+        # A task's answers come with tasks/update, never with a retry's requestState.
+        await expect_error(session.call_tool("run_workflow", {"script": "return 1"}, request_state="x",
+                                             allow_claimed=True), -32602, "tasks/update")
+
+    # A new server: the journal answers for the finished task, with the same result.
+    async with stateless(*flags, extensions=[Tasks()]) as client:
+        again = await get_task(client.session, "task-1")
+        restored = tool_result(again)
+        assert restored.structured_content == out, (restored.structured_content, out)
+        # Its times are the journal's: the thread's creation and its end.
+        # (The thread's header is written once the task that runs it exists.)
+        assert iso_ms(final.created_at) <= iso_ms(again.created_at) <= iso_ms(again.last_updated_at), again
+        await expect_error(cancel_task(client.session, "task-1"), -32602, "already finished")
+    # A client that does not declare the extension gets the result directly.
+    async with stateless(*flags) as client:
+        plain = await client.session.call_tool("run_workflow", {"script": "return 2"})
+        assert isinstance(plain, types.CallToolResult) and plain.structured_content["result"] == 2, plain
+        await expect_error(get_task(client.session, "task-1"), -32021, "")
+
+
+async def tasks_cancel():
+    """A task cancelled mid-run with tasks/cancel: it reports cancelled, its thread stays in
+    the journal, and resume_workflow (as a task too) continues it."""
+    backend = backend_file([
+        {"label": "^first$", "text": "first done", "latency_ms": 0},
+        {"label": "^slow ", "text": "slow done", "latency_ms": 1500},
+    ])
+    async with stateless("--backend", f"scripted:{backend}", extensions=[Tasks()]) as client:
+        session = client.session
+        handle = await session.call_tool("run_workflow", {"script": SLOW, "thread_id": "slow-task"},
+                                         allow_claimed=True)
+        with anyio.fail_after(30):
+            while True:
+                state = await get_task(session, handle.task_id)
+                if (state.status_message or "").startswith("1/4 leaves"):
+                    break
+                assert state.status == "working", state
+                await anyio.sleep(0.02)
+        ack = await cancel_task(session, "slow-task")
+        assert ack.result_type == "complete", ack
+        state = await get_task(session, "slow-task")
+        assert state.status == "cancelled" and "resume_workflow" in state.status_message, state
+        await expect_error(cancel_task(session, "slow-task"), -32602, "already cancelled")
+        with anyio.fail_after(10):
+            while True:
+                result = await client.call_tool("resume_workflow", {"thread_id": "slow-task"})
+                if result.structured_content["ok"]:
+                    break
+                # Until the cancelled run has let go of the thread, it is in use.
+                assert result.structured_content["error"]["kind"] == "thread_in_use", result
+                await anyio.sleep(0.1)
+        out = result.structured_content
+        assert "note" not in out and out["result"] == {"first": "first done", "rest": ["slow done"] * 3}, out
+        assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
+        state = await get_task(session, "slow-task")
+        assert tool_result(state).structured_content == out, state
+
+    # A client that leaves with a task running: the run is cancelled (or the server stopped, if
+    # it took longer to drain than the SDK waits), and a new server finds the thread unfinished
+    # in the journal, a cancelled task that resume_workflow continues.
+    flags = ["--backend", f"scripted:{backend}"]
+    async with stateless(*flags, extensions=[Tasks()]) as client:
+        await client.session.call_tool("run_workflow", {"script": SLOW, "thread_id": "left-task"},
+                                       allow_claimed=True)
+        with anyio.fail_after(30):
+            while not ((await get_task(client.session, "left-task")).status_message or "").startswith("1/4"):
+                await anyio.sleep(0.02)
+    async with stateless(*flags, extensions=[Tasks()]) as client:
+        state = await get_task(client.session, "left-task")
+        assert state.status == "cancelled" and "not running on this server" in state.status_message, state
+        await expect_error(cancel_task(client.session, "left-task"), -32602, "not running as a task")
+        result = await client.call_tool("resume_workflow", {"thread_id": "left-task"})
+        assert result.structured_content["result"] == {"first": "first done", "rest": ["slow done"] * 3}, result
+        assert len([c for c in calls() if c.get("label") == "first"]) == 2, calls()
+
+
+async def tasks_expiry():
+    """With --task-ttl 0 a finished task expires at once: tasks/get says so, and the thread is
+    still in the journal."""
+    async with stateless("--task-ttl", "0", extensions=[Tasks()]) as client:
+        session = client.session
+        handle = await session.call_tool("run_workflow", {"script": "return await agent('hi')",
+                                                          "thread_id": "short-lived"}, allow_claimed=True)
+        assert handle.ttl_ms == 0, handle
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    state = await get_task(session, "short-lived")
+                except MCPError as e:
+                    assert e.code == -32602 and "has expired" in e.message, e
+                    assert "show_thread" in e.message, e
+                    break
+                assert state.status == "working", state
+                await anyio.sleep(0.02)
+        shown = await client.call_tool("show_thread", {"thread_id": "short-lived"})
+        assert len(shown.structured_content["entries"]) == 1, shown
+
+
+async def tasks_sampling():
+    """--leaves sampling in a task: each batch of the leaves' sampling requests is the task's
+    input_required status, answered with tasks/update; the run replays from its journal and
+    goes on to the next batch or the end."""
+    received = []
+    on_sample = host_model(received)
+    async with stateless(*SAMPLING_FLAGS, sampling_callback=on_sample, extensions=[Tasks()]) as client:
+        session = client.session
+        handle = await session.call_tool("run_workflow", {"script": BATCHED, "thread_id": "task-batched"},
+                                         allow_claimed=True)
+        batches = []
+        with anyio.fail_after(60):
+            while True:
+                state = await get_task(session, handle.task_id)
+                if state.status in ("completed", "failed", "cancelled"):
+                    break
+                if state.status != "input_required":
+                    await anyio.sleep(0.02)
+                    continue
+                assert "tasks/update" in state.status_message, state
+                batches.append(sorted(state.input_requests))
+                if len(batches) == 1:
+                    # Answers that miss a key are refused, and the task still waits.
+                    await expect_error(update_task(session, handle.task_id, {}), -32602, "missing: leaf-1-turn-1")
+                    again = await get_task(session, handle.task_id)
+                    assert again.status == "input_required", again
+                responses = {}
+                for key, request in state.input_requests.items():
+                    assert request["method"] == "sampling/createMessage", request
+                    params = types.CreateMessageRequestParams.model_validate(request["params"])
+                    reply = await on_sample(None, params)
+                    responses[key] = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
+                await update_task(session, handle.task_id, responses)
+        assert batches == [["leaf-1-turn-1"], ["leaf-1-turn-2"],
+                           ["leaf-2-turn-1", "leaf-3-turn-1", "leaf-4-turn-1"]], batches
+        out = tool_result(state).structured_content
+        assert out["ok"] is True and out["result"] == {
+            "verdict": {"ok": True},
+            "notes": ["hi from the host: Say hi 0", "hi from the host: Say hi 1", "hi from the host: Say hi 2"],
+        }, out
+        assert len(received) == 5, received
+        await expect_error(update_task(session, handle.task_id, {}), -32602, "asks for no input")
+
+
+async def tasks_http():
+    """Tasks over Streamable HTTP, --leaves sampling: one client starts a task, another
+    (its own connection) answers its batches with tasks/update, and the first reads the
+    result: a task is not tied to the session that made it."""
+    received = []
+    on_sample = host_model(received)
+    url = os.environ["FLOWBOX_URL"]
+    async with Client(url, mode="auto", sampling_callback=on_sample, extensions=[Tasks()]) as starter:
+        assert starter.protocol_version == "2026-07-28", starter.protocol_version
+        script = "return await parallel([lambda i=i: agent('http task ' + str(i)) for i in range(3)])"
+        handle = await starter.session.call_tool("run_workflow", {"script": script, "thread_id": "http-task"},
+                                                 allow_claimed=True)
+        assert isinstance(handle, TaskHandle) and handle.task_id == "http-task", handle
+        async with Client(url, mode="auto", sampling_callback=on_sample, extensions=[Tasks()]) as helper:
+            with anyio.fail_after(60):
+                while True:
+                    state = await get_task(helper.session, "http-task")
+                    if state.status == "input_required":
+                        break
+                    assert state.status == "working", state
+                    await anyio.sleep(0.02)
+            assert sorted(state.input_requests) == ["leaf-1-turn-1", "leaf-2-turn-1", "leaf-3-turn-1"], state
+            responses = {}
+            for key, request in state.input_requests.items():
+                params = types.CreateMessageRequestParams.model_validate(request["params"])
+                reply = await on_sample(None, params)
+                responses[key] = reply.model_dump(by_alias=True, mode="json", exclude_none=True)
+            await update_task(helper.session, "http-task", responses)
+        out = tool_result(await until_terminal(starter.session, "http-task")).structured_content
+        assert out["result"] == [f"hi from the host: http task {i}" for i in range(3)], out
+
+
 SCENARIOS = {
     "basics": basics,
     "cancel_and_resume": cancel_and_resume,
@@ -888,6 +1231,11 @@ SCENARIOS = {
     "stateless_slots": stateless_slots,
     "stateless_http": stateless_http,
     "stateless_cancel": stateless_cancel,
+    "tasks_basics": tasks_basics,
+    "tasks_cancel": tasks_cancel,
+    "tasks_expiry": tasks_expiry,
+    "tasks_sampling": tasks_sampling,
+    "tasks_http": tasks_http,
 }
 
 if __name__ == "__main__":
