@@ -74,8 +74,14 @@ async fn the_pool_holds_at_most_its_capacity_and_reports_its_memory() {
     let rt = pooled(3, Arc::new(FakeBackend::new()));
     let full = filled(&rt, 3).await;
     assert_eq!(full.capacity, 3);
-    // Each instance holds the guest's linear memory (~12 MiB after instantiation).
+    // Each instance holds the guest's linear memory (~12 MiB after instantiation), on Linux
+    // all of it pre-faulted.
     assert!(full.memory_bytes >= 3 * (8 << 20), "{full:?}");
+    if cfg!(target_os = "linux") {
+        assert_eq!(full.prefaulted_bytes, full.memory_bytes, "{full:?}");
+    } else {
+        assert_eq!(full.prefaulted_bytes, 0, "{full:?}");
+    }
     for round in 0..5 {
         let result = rt.run(&format!("return {round}"), json!({})).await.result;
         assert_eq!(result.unwrap(), json!(round));
@@ -84,6 +90,7 @@ async fn the_pool_holds_at_most_its_capacity_and_reports_its_memory() {
     let refilled = filled(&rt, 3).await;
     assert_eq!(refilled.ready, 3);
     assert_eq!(refilled.memory_bytes, full.memory_bytes);
+    assert_eq!(refilled.prefaulted_bytes, full.prefaulted_bytes);
     assert_eq!(refilled.hits + refilled.misses, 5, "{refilled:?}");
 }
 
@@ -151,11 +158,16 @@ reviews = [await agent(f"r{i}") for i in range(5)]
 return {"xs": xs, "slept": time.monotonic() - t0, "reviews": reviews}
 "#;
 
+/// The instances these runs start from are pre-faulted (on Linux): pre-faulting changes no
+/// byte of an instance's memory, so not its fuel either.
 #[tokio::test]
 async fn a_pooled_run_and_its_replay_use_exactly_the_fuel_of_a_fresh_run() {
     let recorded = Arc::new(MemoryStore::new());
     let live = journaled(1, Arc::new(FakeBackend::new()), recorded.clone());
-    filled(&live, 1).await;
+    let ready = filled(&live, 1).await;
+    if cfg!(target_os = "linux") {
+        assert_eq!(ready.prefaulted_bytes, ready.memory_bytes, "{ready:?}");
+    }
     let first = live
         .run_request(RunRequest::new(SEQUENTIAL).thread_id("pooled"))
         .await;

@@ -6,8 +6,14 @@
 //! (WASI context, clocks, random seed, calls, limits), fuel is set to what a fresh instance
 //! would have left after instantiating, and the run's deadline starts: the guest sees exactly
 //! what it would have seen in a fresh instance. Every instance is dropped after its run.
+//!
+//! Before an instance joins the pool its linear memory is pre-faulted (see `prefault`): the
+//! copy-on-write of its memory image is broken page by page without writing anything, so the
+//! run does not pay a page fault for each page it first writes, which is most of what a
+//! trivial run from a pool without it costs.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -18,13 +24,15 @@ use wasmtime::{Engine, Store};
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
+use crate::prefault::{self, Mappings};
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
 use crate::{Limits, RunError};
 
-/// How long the refill thread holds off while runs are in flight. Instantiating maps and
-/// protects memory, which takes the process's memory-map lock that a run's page faults need
-/// too: refilling next to a run slowed the run down by more than the pool saved it. Under
-/// steady load the pool still gains an instance at least this often.
+/// How long the refill thread holds off while runs are in flight, before instantiating and
+/// between chunks of pre-faulting. Instantiating maps and protects memory, which takes the
+/// process's memory-map lock that a run's page faults need too: refilling next to a run
+/// slowed the run down by more than the pool saved it. Under steady load the refill thread
+/// still takes a step (an instantiation or a chunk of pre-faulting) at least this often.
 const MAX_DEFER: Duration = Duration::from_millis(50);
 
 /// The fuel a pooled instance instantiates with: far more than instantiation takes, so what
@@ -39,10 +47,12 @@ pub struct WarmPoolStats {
     pub capacity: usize,
     /// Instances ready now.
     pub ready: usize,
-    /// The linear memory the ready instances hold between them, in bytes: the most they can
-    /// keep resident (copy-on-write, so what is really resident is much less until a run
-    /// writes to it).
+    /// The linear memory the ready instances hold between them, in bytes.
     pub memory_bytes: u64,
+    /// Of that, what is pre-faulted, in bytes: private and resident already, so that a run
+    /// takes no page fault when it first writes there. All of it on Linux 5.14 or later;
+    /// elsewhere nothing, and the memory stays copy-on-write until a run writes to it.
+    pub prefaulted_bytes: u64,
     /// Runs that started from a pooled instance.
     pub hits: u64,
     /// Runs that found the pool empty (or needed limits a pooled instance cannot give them)
@@ -60,6 +70,8 @@ pub(crate) struct Warm {
     largest_memory: u64,
     /// All the linear memory instantiation created, in bytes.
     memory_bytes: u64,
+    /// How much of it is pre-faulted, in bytes.
+    prefaulted_bytes: u64,
 }
 
 /// The pool, shared between the runtime and its refill thread.
@@ -93,9 +105,9 @@ pub(crate) struct WarmPool {
 
 impl WarmPool {
     /// Starts a refill thread that keeps `capacity` instances of `pre` ready. The thread
-    /// instantiates one instance at a time, sleeps while the pool is full and holds off
-    /// while runs are in flight (up to [`MAX_DEFER`]), so refilling never takes more than one
-    /// core, and rarely any time, from the runs in flight.
+    /// instantiates and pre-faults one instance at a time, sleeps while the pool is full and
+    /// holds off while runs are in flight (up to [`MAX_DEFER`] before each step), so
+    /// refilling never takes more than one core, and rarely any time, from the runs in flight.
     pub(crate) fn start(
         capacity: usize,
         engine: Engine,
@@ -159,6 +171,7 @@ impl WarmPool {
             capacity: self.inner.capacity,
             ready: ready.instances.len(),
             memory_bytes: ready.instances.iter().map(|w| w.memory_bytes).sum(),
+            prefaulted_bytes: ready.instances.iter().map(|w| w.prefaulted_bytes).sum(),
             hits: self.inner.hits.load(Ordering::Relaxed),
             misses: self.inner.misses.load(Ordering::Relaxed),
         }
@@ -193,6 +206,7 @@ impl Warm {
             fuel_spent,
             largest_memory,
             memory_bytes,
+            prefaulted_bytes: _,
         } = self;
         let mut ctx = ctx;
         let fuel = ctx.limits.fuel - fuel_spent;
@@ -217,35 +231,19 @@ fn refill(
     backend: &Arc<dyn LeafBackend>,
 ) {
     loop {
-        {
-            let mut ready = pool.ready();
-            let mut deferred_since: Option<Instant> = None;
-            loop {
-                if ready.stopped {
-                    return;
-                }
-                if ready.instances.len() >= pool.capacity {
-                    deferred_since = None;
-                    ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
-                    continue;
-                }
-                let since = *deferred_since.get_or_insert_with(Instant::now);
-                let left = MAX_DEFER.saturating_sub(since.elapsed());
-                if ready.running == 0 || left.is_zero() {
-                    break;
-                }
-                ready = pool
-                    .wanted
-                    .wait_timeout(ready, left)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
+        if !wait_for_room(pool) {
+            return;
         }
-        let Some(warm) = executor.block_on(instantiate(engine, pre, backend)) else {
+        let Some((mut warm, memories)) = executor.block_on(instantiate(engine, pre, backend))
+        else {
             // The guest does not instantiate outside a run either: runs go on without a pool
             // and report why themselves.
             return;
         };
+        // The ranges may include another thread's instance, instantiated at the same moment
+        // (see `prefault`): what this one holds pre-faulted is at most its own memory.
+        warm.prefaulted_bytes =
+            prefault::populate(&memories, || hold_off(pool)).min(warm.memory_bytes);
         let mut ready = pool.ready();
         if ready.stopped {
             return;
@@ -257,13 +255,45 @@ fn refill(
     }
 }
 
+/// Waits until the pool has room for another instance, then holds off while runs are in
+/// flight (up to [`MAX_DEFER`]); false once the pool is stopped.
+fn wait_for_room(pool: &Inner) -> bool {
+    let mut ready = pool.ready();
+    while !ready.stopped && ready.instances.len() >= pool.capacity {
+        ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
+    }
+    drop(ready);
+    hold_off(pool)
+}
+
+/// Holds off while runs are in flight, up to [`MAX_DEFER`]; false once the pool is stopped.
+fn hold_off(pool: &Inner) -> bool {
+    let since = Instant::now();
+    let mut ready = pool.ready();
+    loop {
+        if ready.stopped {
+            return false;
+        }
+        let left = MAX_DEFER.saturating_sub(since.elapsed());
+        if ready.running == 0 || left.is_zero() {
+            return true;
+        }
+        ready = pool
+            .wanted
+            .wait_timeout(ready, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+}
+
 /// One instance of `pre` in a store holding placeholder state, which no guest code sees: the
-/// guest runs nothing but its instantiation until a run's state replaces it.
+/// guest runs nothing but its instantiation until a run's state replaces it. With it, the
+/// address ranges of the linear memory instantiation created, to pre-fault.
 async fn instantiate(
     engine: &Engine,
     pre: &WorkflowPre<RunCtx>,
     backend: &Arc<dyn LeafBackend>,
-) -> Option<Warm> {
+) -> Option<(Warm, Vec<Range<usize>>)> {
     let limits = Limits {
         fuel: INSTANTIATION_FUEL,
         memory_bytes: u64::MAX,
@@ -290,15 +320,19 @@ async fn instantiate(
     };
     let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, plan, pricing);
     let mut store = new_store(engine, ctx).ok()?;
+    let before = Mappings::now();
     let instance = pre.instantiate_async(&mut store).await.ok()?;
     let fuel_spent = INSTANTIATION_FUEL - store.get_fuel().ok()?;
     let memory = &store.data().memory;
     let (largest_memory, memory_bytes) = (memory.largest, memory.total);
-    Some(Warm {
+    let memories = Mappings::now().linear_memories_since(&before, memory_bytes);
+    let warm = Warm {
         store,
         instance,
         fuel_spent,
         largest_memory,
         memory_bytes,
-    })
+        prefaulted_bytes: 0,
+    };
+    Some((warm, memories))
 }
