@@ -633,6 +633,7 @@ async fn async_main() {
             "trivial_run_from_pool": trivial_pooled.json(),
             "capacity": pool_stats.capacity,
             "linear_memory_mib_held": pool_stats.memory_bytes / (1 << 20),
+            "linear_memory_mib_prefaulted": pool_stats.prefaulted_bytes / (1 << 20),
             "rss_mib_added_by_full_pool": (pool_rss as f64 / f64::from(1 << 20) * 10.0).round() / 10.0,
         },
         "makespan_1000x10ms_c16": {
