@@ -10,7 +10,10 @@
 //! Before an instance joins the pool its linear memory is pre-faulted (see `prefault`): the
 //! copy-on-write of its memory image is broken page by page without writing anything, so the
 //! run does not pay a page fault for each page it first writes, which is most of what a
-//! trivial run from a pool without it costs.
+//! trivial run from a pool without it costs. Which pages: those that runs from the pool have
+//! written, learnt after each run on the thread that drops its store (a fraction of the
+//! memory); none until the first run from the pool has ended, then the instances already
+//! waiting are pre-faulted too.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -24,7 +27,7 @@ use wasmtime::{Engine, Store};
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
-use crate::prefault::{self, Mappings};
+use crate::prefault::{self, Access, Mappings, Touch};
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
 use crate::{Limits, RunError};
 
@@ -50,8 +53,11 @@ pub struct WarmPoolStats {
     /// The linear memory the ready instances hold between them, in bytes.
     pub memory_bytes: u64,
     /// Of that, what is pre-faulted, in bytes: private and resident already, so that a run
-    /// takes no page fault when it first writes there. All of it on Linux 5.14 or later;
-    /// elsewhere nothing, and the memory stays copy-on-write until a run writes to it.
+    /// takes no page fault when it first writes there: on Linux 5.14 or later, the pages that
+    /// runs from the pool have written (~1.8 MiB an instance for trivial scripts), once one
+    /// has ended; until then, and on other systems, nothing (the memory stays copy-on-write
+    /// until a run writes to it). The pages runs only read are mapped ahead too, which costs
+    /// no memory of their own (they are the compiled guest file's, shared).
     pub prefaulted_bytes: u64,
     /// Runs that started from a pooled instance.
     pub hits: u64,
@@ -72,11 +78,106 @@ pub(crate) struct Warm {
     memory_bytes: u64,
     /// How much of it is pre-faulted, in bytes.
     prefaulted_bytes: u64,
+    /// It joined the pool before a run had shown which pages to pre-fault.
+    awaits_profile: bool,
+    /// Its run can show the profile which pages runs write: it was pre-faulted by the
+    /// profile, or not yet.
+    teaches: bool,
+    /// Where its linear memory is (empty when it could not be found).
+    memories: Vec<Range<usize>>,
+    profile: Arc<Profile>,
+}
+
+/// What runs from the pool have done to each page of an instance's linear memory (`None`
+/// until a run has ended); the same for every instance of the guest.
+#[derive(Debug, Default)]
+struct Profile(Mutex<Option<Vec<Touch>>>);
+
+/// The parts of an instance's memory to pre-fault, for writing and for reading.
+struct Targets {
+    write: Vec<Range<usize>>,
+    read: Vec<Range<usize>>,
+    /// Chosen by the profile, so a run from the instance can teach it (one pre-faulted whole
+    /// would show it every page as written).
+    by_profile: bool,
+}
+
+impl Profile {
+    fn pages(&self) -> MutexGuard<'_, Option<Vec<Touch>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds what one run did.
+    fn add(&self, touched: Vec<Touch>) {
+        let mut pages = self.pages();
+        match pages.as_mut() {
+            Some(pages) if pages.len() == touched.len() => {
+                pages
+                    .iter_mut()
+                    .zip(touched)
+                    .for_each(|(page, t)| *page = (*page).max(t));
+            }
+            _ => *pages = Some(touched),
+        }
+    }
+
+    /// The parts of `memories` to pre-fault: the pages runs have written and those they have
+    /// read, once a run has ended (`None` before: a memory pre-faulted whole would show its
+    /// run writing every page). All of it for writing when the profile cannot speak for it:
+    /// more than one memory was found (another thread's too), or its pages are not the
+    /// profile's.
+    fn targets(&self, memories: &[Range<usize>]) -> Option<Targets> {
+        let whole = || Targets {
+            write: memories.to_vec(),
+            read: Vec::new(),
+            by_profile: false,
+        };
+        if memories.len() != 1 {
+            return Some(whole());
+        }
+        let pages = self.pages();
+        let pages = pages.as_deref()?;
+        let part = |touch| prefault::flagged(memories, pages, touch);
+        Some(match (part(Touch::Written), part(Touch::Read)) {
+            (Some(write), Some(read)) => Targets {
+                write,
+                read,
+                by_profile: true,
+            },
+            _ => whole(),
+        })
+    }
+}
+
+/// Pre-faults `targets`, holding off for runs in flight between chunks; returns the bytes
+/// pre-faulted for writing (reading maps the file's pages, which costs no memory of its own).
+fn prefault_targets(pool: &Inner, targets: &Targets) -> u64 {
+    let written = prefault::populate(&targets.write, Access::Write, || hold_off(pool));
+    prefault::populate(&targets.read, Access::Read, || hold_off(pool));
+    written
+}
+
+/// Where a pooled run's linear memory is, for the pool to learn what the run did to it.
+#[derive(Debug)]
+pub(crate) struct TouchedPages {
+    memories: Vec<Range<usize>>,
+    profile: Arc<Profile>,
+}
+
+impl TouchedPages {
+    /// Reads which pages of the memory were written and which read, and adds them to the
+    /// pool's profile; only while the run's store, and so its memory, is alive.
+    pub(crate) fn learn(self) {
+        if let Some(touched) = prefault::touched_pages(&self.memories) {
+            self.profile.add(touched);
+        }
+    }
 }
 
 /// The pool, shared between the runtime and its refill thread.
 struct Inner {
     capacity: usize,
+    profile: Arc<Profile>,
     ready: Mutex<Ready>,
     /// Wakes the refill thread when an instance is taken or the runtime is dropped.
     wanted: Condvar,
@@ -116,6 +217,7 @@ impl WarmPool {
     ) -> std::io::Result<Self> {
         let inner = Arc::new(Inner {
             capacity,
+            profile: Arc::default(),
             ready: Mutex::new(Ready {
                 instances: VecDeque::with_capacity(capacity),
                 running: 0,
@@ -207,8 +309,15 @@ impl Warm {
             largest_memory,
             memory_bytes,
             prefaulted_bytes: _,
+            awaits_profile: _,
+            teaches,
+            memories,
+            profile,
         } = self;
         let mut ctx = ctx;
+        if teaches {
+            ctx.touched = Some(TouchedPages { memories, profile });
+        }
         let fuel = ctx.limits.fuel - fuel_spent;
         let timeout = ctx.limits.timeout;
         ctx.memory.largest = largest_memory;
@@ -231,10 +340,10 @@ fn refill(
     backend: &Arc<dyn LeafBackend>,
 ) {
     loop {
-        if !wait_for_room(pool) {
+        if !catch_up(pool) || !wait_for_room(pool) {
             return;
         }
-        let Some((mut warm, memories)) = executor.block_on(instantiate(engine, pre, backend))
+        let Some(mut warm) = executor.block_on(instantiate(engine, pre, backend, &pool.profile))
         else {
             // The guest does not instantiate outside a run either: runs go on without a pool
             // and report why themselves.
@@ -242,8 +351,16 @@ fn refill(
         };
         // The ranges may include another thread's instance, instantiated at the same moment
         // (see `prefault`): what this one holds pre-faulted is at most its own memory.
-        warm.prefaulted_bytes =
-            prefault::populate(&memories, || hold_off(pool)).min(warm.memory_bytes);
+        match pool.profile.targets(&warm.memories) {
+            Some(targets) => {
+                warm.prefaulted_bytes = prefault_targets(pool, &targets).min(warm.memory_bytes);
+                warm.teaches = targets.by_profile;
+            }
+            None => {
+                warm.awaits_profile = true;
+                warm.teaches = true;
+            }
+        }
         let mut ready = pool.ready();
         if ready.stopped {
             return;
@@ -255,12 +372,62 @@ fn refill(
     }
 }
 
+/// Pre-faults the ready instances that joined the pool before a run had shown which pages to,
+/// once one has; false once the pool is stopped. A run may take an instance meanwhile:
+/// pre-faulting the memory of a run in flight changes nothing in it either.
+fn catch_up(pool: &Inner) -> bool {
+    loop {
+        let waiting = pool
+            .ready()
+            .instances
+            .iter()
+            .find(|warm| warm.awaits_profile)
+            .map(|warm| warm.memories.clone());
+        let Some(memories) = waiting else {
+            return true;
+        };
+        let Some(targets) = pool.profile.targets(&memories) else {
+            return true;
+        };
+        let done = prefault_targets(pool, &targets);
+        let mut ready = pool.ready();
+        if ready.stopped {
+            return false;
+        }
+        if let Some(warm) = ready.instances.iter_mut().find(|w| w.memories == memories) {
+            warm.awaits_profile = false;
+            warm.teaches = targets.by_profile;
+            warm.prefaulted_bytes = done.min(warm.memory_bytes);
+        }
+    }
+}
+
+/// How often a full pool whose instances wait for the profile looks whether it has come.
+const PROFILE_POLL: Duration = Duration::from_millis(20);
+
 /// Waits until the pool has room for another instance, then holds off while runs are in
-/// flight (up to [`MAX_DEFER`]); false once the pool is stopped.
+/// flight (up to [`MAX_DEFER`]); false once the pool is stopped. Meanwhile pre-faults the
+/// ready instances that wait for the profile once it has come.
 fn wait_for_room(pool: &Inner) -> bool {
     let mut ready = pool.ready();
     while !ready.stopped && ready.instances.len() >= pool.capacity {
-        ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
+        if !ready.instances.iter().any(|warm| warm.awaits_profile) {
+            ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        if pool.profile.pages().is_some() {
+            drop(ready);
+            if !catch_up(pool) {
+                return false;
+            }
+            ready = pool.ready();
+            continue;
+        }
+        ready = pool
+            .wanted
+            .wait_timeout(ready, PROFILE_POLL)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
     }
     drop(ready);
     hold_off(pool)
@@ -287,13 +454,14 @@ fn hold_off(pool: &Inner) -> bool {
 }
 
 /// One instance of `pre` in a store holding placeholder state, which no guest code sees: the
-/// guest runs nothing but its instantiation until a run's state replaces it. With it, the
-/// address ranges of the linear memory instantiation created, to pre-fault.
+/// guest runs nothing but its instantiation until a run's state replaces it; with where the
+/// linear memory instantiation created is, to pre-fault.
 async fn instantiate(
     engine: &Engine,
     pre: &WorkflowPre<RunCtx>,
     backend: &Arc<dyn LeafBackend>,
-) -> Option<(Warm, Vec<Range<usize>>)> {
+    profile: &Arc<Profile>,
+) -> Option<Warm> {
     let limits = Limits {
         fuel: INSTANTIATION_FUEL,
         memory_bytes: u64::MAX,
@@ -333,6 +501,10 @@ async fn instantiate(
         largest_memory,
         memory_bytes,
         prefaulted_bytes: 0,
+        awaits_profile: false,
+        teaches: false,
+        memories,
+        profile: Arc::clone(profile),
     };
-    Some((warm, memories))
+    Some(warm)
 }

@@ -8,10 +8,16 @@
 //! guest), is no larger than the memory instantiation created, and is new. A mapping is new
 //! when its range was not mapped before, or when it holds less anonymous (written) memory
 //! than it did before: a store dropped meanwhile on another thread can leave its range to the
-//! new memory, and a mapping that lives on never gives written pages back. `madvise(MADV_POPULATE_WRITE)` then breaks the copy-on-write of
-//! every page of it, as a write would, without writing: the contents stay exactly what
-//! instantiation left, so no guest code runs and a run's fuel is what it is in a fresh
-//! instance. Linux only (5.14 or later); elsewhere nothing is pre-faulted.
+//! new memory, and a mapping that lives on never gives written pages back.
+//!
+//! `madvise(MADV_POPULATE_WRITE)` then breaks the copy-on-write of its pages, as a write
+//! would, without writing: the contents stay exactly what instantiation left, so no guest code
+//! runs and a run's fuel is what it is in a fresh instance. Pre-faulting all of the memory
+//! copies every page of the image, most of which a run never writes; so the pool also reads
+//! from `/proc/self/pagemap`, after each of its runs, which pages the run wrote and which it
+//! only read (`touched_pages`), and, once one has, pre-faults those: the written ones for
+//! writing, the read ones for reading (mapping the file's page, which copies nothing).
+//! Linux only (5.14 or later); elsewhere nothing is pre-faulted.
 
 use std::ops::Range;
 
@@ -144,16 +150,38 @@ impl Mappings {
     }
 }
 
-/// Pre-faults `ranges` for writing, a chunk at a time, calling `go_on` after each chunk;
+/// What a run did to a page of its linear memory, as the page map shows it afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Touch {
+    Untouched,
+    /// Mapped from the file (the memory image) and only read.
+    Read,
+    /// Private: written (or, rarely, zeros read where the image has none).
+    Written,
+}
+
+/// How a page is to be faulted in: mapped for reading (the file's page, shared, no copy), or
+/// copied for writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// Pre-faults `ranges` for `access`, a chunk at a time, calling `go_on` after each chunk;
 /// returns the bytes pre-faulted. Stops when `go_on` says false; leaves the rest of a range
 /// the kernel refuses (one that went away, or a kernel without `MADV_POPULATE_WRITE`).
-pub(crate) fn populate(ranges: &[Range<usize>], mut go_on: impl FnMut() -> bool) -> u64 {
+pub(crate) fn populate(
+    ranges: &[Range<usize>],
+    access: Access,
+    mut go_on: impl FnMut() -> bool,
+) -> u64 {
     let mut done = 0u64;
     for range in ranges {
         let mut start = range.start;
         while start < range.end {
             let len = CHUNK.min(range.end - start);
-            if !populate_write(start, len) {
+            if !populate_pages(start, len, access) {
                 break;
             }
             done += len as u64;
@@ -166,22 +194,95 @@ pub(crate) fn populate(ranges: &[Range<usize>], mut go_on: impl FnMut() -> bool)
     done
 }
 
+/// What has been done so far to each page of `ranges`, the ranges one after the other; `None`
+/// where the page map cannot be read. Its flags are readable without privileges (only page
+/// frame numbers are hidden).
+pub(crate) fn touched_pages(ranges: &[Range<usize>]) -> Option<Vec<Touch>> {
+    use std::io::{Read, Seek, SeekFrom};
+    /// Page-map entry bits: the page is present; it is a file page or shared anonymous.
+    const PRESENT: u64 = 1 << 63;
+    const FILE_OR_SHARED: u64 = 1 << 61;
+    let page = page_size()?;
+    let mut map = std::fs::File::open("/proc/self/pagemap").ok()?;
+    let mut touched = Vec::new();
+    for range in ranges {
+        map.seek(SeekFrom::Start(u64::try_from(range.start / page * 8).ok()?))
+            .ok()?;
+        let mut entries = vec![0u8; range.len() / page * 8];
+        map.read_exact(&mut entries).ok()?;
+        touched.extend(entries.chunks_exact(8).map(|entry| {
+            let entry = u64::from_ne_bytes(entry.try_into().unwrap_or_default());
+            match (entry & PRESENT != 0, entry & FILE_OR_SHARED != 0) {
+                (false, _) => Touch::Untouched,
+                (true, true) => Touch::Read,
+                (true, false) => Touch::Written,
+            }
+        }));
+    }
+    Some(touched)
+}
+
+/// The parts of `ranges` (one after the other) whose pages `pages` says were touched as
+/// `touch`, coalesced; `None` when `pages` does not have one entry per page of them.
+pub(crate) fn flagged(
+    ranges: &[Range<usize>],
+    pages: &[Touch],
+    touch: Touch,
+) -> Option<Vec<Range<usize>>> {
+    let page = page_size()?;
+    let total: usize = ranges.iter().map(|r| r.len() / page).sum();
+    if total != pages.len() {
+        return None;
+    }
+    let mut flagged: Vec<Range<usize>> = Vec::new();
+    let mut flags = pages.iter();
+    for range in ranges {
+        for start in (range.start..range.end).step_by(page) {
+            if flags.next() != Some(&touch) {
+                continue;
+            }
+            match flagged.last_mut() {
+                Some(last) if last.end == start => last.end = start + page,
+                _ => flagged.push(start..start + page),
+            }
+        }
+    }
+    Some(flagged)
+}
+
+#[cfg(target_os = "linux")]
+#[expect(unsafe_code, reason = "sysconf is the way to ask for the page size")]
+fn page_size() -> Option<usize> {
+    // SAFETY: sysconf reads a constant of the system and touches no memory of ours.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).ok().filter(|size| *size > 0)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn page_size() -> Option<usize> {
+    None
+}
+
 #[cfg(target_os = "linux")]
 #[expect(
     unsafe_code,
     reason = "madvise(MADV_POPULATE_WRITE) is the one way to break copy-on-write without writing"
 )]
-fn populate_write(start: usize, len: usize) -> bool {
-    // SAFETY: MADV_POPULATE_WRITE faults pages in as a write would but writes nothing, so it
-    // changes no memory the program can observe, whatever the range holds; a range that is not
-    // (or no longer) mapped writable makes the call fail with an error, not a signal.
-    let result =
-        unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+fn populate_pages(start: usize, len: usize, access: Access) -> bool {
+    let advice = match access {
+        Access::Read => libc::MADV_POPULATE_READ,
+        Access::Write => libc::MADV_POPULATE_WRITE,
+    };
+    // SAFETY: MADV_POPULATE_READ and _WRITE fault pages in as a read or a write would but
+    // read and write nothing, so they change no memory the program can observe, whatever the
+    // range holds; a range that is not (or no longer) mapped so makes the call fail with an
+    // error, not a signal.
+    let result = unsafe { libc::madvise(start as *mut libc::c_void, len, advice) };
     result == 0
 }
 
 #[cfg(not(target_os = "linux"))]
-fn populate_write(_start: usize, _len: usize) -> bool {
+fn populate_pages(_start: usize, _len: usize, _access: Access) -> bool {
     false
 }
 
@@ -274,6 +375,49 @@ mod tests {
 
     #[test]
     #[cfg(target_os = "linux")]
+    fn flagged_pages_are_coalesced_across_ranges() {
+        use Touch::{Read, Untouched, Written};
+        let page = page_size().unwrap();
+        let ranges = [0..3 * page, 10 * page..12 * page];
+        let pages = [Written, Written, Read, Written, Untouched];
+        assert_eq!(
+            flagged(&ranges, &pages, Written).unwrap(),
+            vec![0..2 * page, 10 * page..11 * page]
+        );
+        assert_eq!(
+            flagged(&ranges, &pages, Read).unwrap(),
+            vec![2 * page..3 * page]
+        );
+        // Adjacent ranges join up.
+        let ranges = [0..page, page..2 * page];
+        assert_eq!(
+            flagged(&ranges, &[Written, Written], Written).unwrap(),
+            vec![0..2 * page]
+        );
+        // Entries for another layout say nothing about this one.
+        assert_eq!(flagged(&ranges, &[Written], Written), None);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn touched_pages_show_what_was_written() {
+        let page = page_size().unwrap();
+        // Past the allocator's largest threshold for mapping memory afresh (32 MiB), so its
+        // pages are mapped only once written.
+        let mut bytes = vec![0u8; 64 << 20];
+        let start = (bytes.as_ptr() as usize).div_ceil(page) * page;
+        let offset = start - bytes.as_ptr() as usize;
+        bytes[offset + 5 * page] = 1;
+        bytes[offset + 9 * page + 17] = 2;
+        let touched = touched_pages(std::slice::from_ref(&(start..start + 32 * page))).unwrap();
+        assert_eq!(touched.len(), 32);
+        assert_eq!((touched[5], touched[9]), (Touch::Written, Touch::Written));
+        assert_eq!(touched[20], Touch::Untouched);
+        assert_eq!(bytes[offset + 5 * page], 1);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
     fn this_process_has_writable_mappings() {
         assert!(!Mappings::now().0.is_empty());
     }
@@ -283,7 +427,7 @@ mod tests {
         // Address 4096 is never mapped in a Linux process (`vm.mmap_min_addr`).
         let mut chunks = 0;
         assert_eq!(
-            populate(std::slice::from_ref(&(4096..8192)), || {
+            populate(std::slice::from_ref(&(4096..8192)), Access::Write, || {
                 chunks += 1;
                 true
             }),
@@ -303,7 +447,7 @@ mod tests {
         let start = (bytes.as_ptr() as usize).div_ceil(page) * page;
         let end = (bytes.as_ptr() as usize + bytes.len()) / page * page;
         let mut chunks = 0;
-        let done = populate(std::slice::from_ref(&(start..end)), || {
+        let done = populate(std::slice::from_ref(&(start..end)), Access::Write, || {
             chunks += 1;
             true
         });
