@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use flowbox_backends::{LeafBackend, ToolSet};
@@ -90,8 +90,12 @@ pub(crate) struct Warm {
 
 /// What runs from the pool have done to each page of an instance's linear memory (`None`
 /// until a run has ended); the same for every instance of the guest.
-#[derive(Debug, Default)]
-struct Profile(Mutex<Option<Vec<Touch>>>);
+#[derive(Default)]
+struct Profile {
+    pages: Mutex<Option<Vec<Touch>>>,
+    /// Wakes the refill thread when the first run's pages arrive, for the instances waiting.
+    first_learnt: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
 
 /// The parts of an instance's memory to pre-fault, for writing and for reading.
 struct Targets {
@@ -104,12 +108,13 @@ struct Targets {
 
 impl Profile {
     fn pages(&self) -> MutexGuard<'_, Option<Vec<Touch>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.pages.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Adds what one run did.
     fn add(&self, touched: Vec<Touch>) {
         let mut pages = self.pages();
+        let first = pages.is_none();
         match pages.as_mut() {
             Some(pages) if pages.len() == touched.len() => {
                 pages
@@ -118,6 +123,10 @@ impl Profile {
                     .for_each(|(page, t)| *page = (*page).max(t));
             }
             _ => *pages = Some(touched),
+        }
+        drop(pages);
+        if first && let Some(wake) = self.first_learnt.get() {
+            wake();
         }
     }
 
@@ -158,7 +167,6 @@ fn prefault_targets(pool: &Inner, targets: &Targets) -> u64 {
 }
 
 /// Where a pooled run's linear memory is, for the pool to learn what the run did to it.
-#[derive(Debug)]
 pub(crate) struct TouchedPages {
     memories: Vec<Range<usize>>,
     profile: Arc<Profile>,
@@ -227,6 +235,16 @@ impl WarmPool {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         });
+        let waiting = Arc::downgrade(&inner);
+        let wake = move || {
+            if let Some(pool) = waiting.upgrade() {
+                // Under the lock the refill thread checks the profile with, so that it cannot
+                // miss this between its check and its wait.
+                let _ready = pool.ready();
+                pool.wanted.notify_one();
+            }
+        };
+        let _ = inner.profile.first_learnt.set(Box::new(wake));
         let pool = Arc::clone(&inner);
         // Instantiation never waits on a host call, so a current-thread runtime polls it.
         let executor = tokio::runtime::Builder::new_current_thread().build()?;
@@ -402,20 +420,14 @@ fn catch_up(pool: &Inner) -> bool {
     }
 }
 
-/// How often a full pool whose instances wait for the profile looks whether it has come.
-const PROFILE_POLL: Duration = Duration::from_millis(20);
-
 /// Waits until the pool has room for another instance, then holds off while runs are in
 /// flight (up to [`MAX_DEFER`]); false once the pool is stopped. Meanwhile pre-faults the
 /// ready instances that wait for the profile once it has come.
 fn wait_for_room(pool: &Inner) -> bool {
     let mut ready = pool.ready();
     while !ready.stopped && ready.instances.len() >= pool.capacity {
-        if !ready.instances.iter().any(|warm| warm.awaits_profile) {
-            ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
-            continue;
-        }
-        if pool.profile.pages().is_some() {
+        if ready.instances.iter().any(|warm| warm.awaits_profile) && pool.profile.pages().is_some()
+        {
             drop(ready);
             if !catch_up(pool) {
                 return false;
@@ -423,11 +435,7 @@ fn wait_for_room(pool: &Inner) -> bool {
             ready = pool.ready();
             continue;
         }
-        ready = pool
-            .wanted
-            .wait_timeout(ready, PROFILE_POLL)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
+        ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
     }
     drop(ready);
     hold_off(pool)
