@@ -11,9 +11,9 @@
 //! copy-on-write of its memory image is broken page by page without writing anything, so the
 //! run does not pay a page fault for each page it first writes, which is most of what a
 //! trivial run from a pool without it costs. Which pages: those that runs from the pool have
-//! written, learnt after each run on the thread that drops its store (a fraction of the
-//! memory); none until the first run from the pool has ended, then the instances already
-//! waiting are pre-faulted too.
+//! written (and, for reading, those they only read), learnt after each run on the thread that
+//! drops its store (a fraction of the memory); none until the first run from the pool has
+//! ended, then the instances already waiting are pre-faulted too.
 
 use std::collections::VecDeque;
 use std::ops::Range;
