@@ -33,15 +33,39 @@ fn journaled(instances: usize, backend: Arc<dyn LeafBackend>, store: Arc<MemoryS
 
 /// Waits until the pool holds `ready` instances; a liveness bound only, never a timing claim.
 async fn filled(runtime: &Runtime, ready: usize) -> WarmPoolStats {
+    filled_until(runtime, ready, |_| true).await
+}
+
+/// Waits until the pool holds `ready` instances and its figures pass `done`; a liveness bound
+/// only, never a timing claim.
+async fn filled_until(
+    runtime: &Runtime,
+    ready: usize,
+    done: impl Fn(&WarmPoolStats) -> bool,
+) -> WarmPoolStats {
     for _ in 0..12_000 {
         let stats = runtime.warm_pool().expect("a pooled runtime");
         assert!(stats.ready <= stats.capacity, "{stats:?}");
-        if stats.ready >= ready {
+        assert!(stats.prefaulted_bytes <= stats.memory_bytes, "{stats:?}");
+        if stats.ready >= ready && done(&stats) {
             return stats;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("the pool never held {ready} instances");
+    panic!(
+        "the pool never held {ready} instances as expected: {:?}",
+        runtime.warm_pool()
+    );
+}
+
+/// On Linux, the ready instances pre-faulted: with the pages runs have written (a few MiB), or
+/// whole when another test's instance was instantiated at the same moment.
+fn prefaulted(stats: &WarmPoolStats) -> bool {
+    if cfg!(target_os = "linux") {
+        stats.prefaulted_bytes >= stats.ready as u64 * (1 << 20)
+    } else {
+        stats.prefaulted_bytes == 0
+    }
 }
 
 #[tokio::test]
@@ -74,7 +98,9 @@ async fn the_pool_holds_at_most_its_capacity_and_reports_its_memory() {
     let rt = pooled(3, Arc::new(FakeBackend::new()));
     let full = filled(&rt, 3).await;
     assert_eq!(full.capacity, 3);
-    // Each instance holds the guest's linear memory (~12 MiB after instantiation).
+    // Each instance holds the guest's linear memory (~12 MiB after instantiation); before a
+    // run has shown which pages runs write, none of it is pre-faulted unless another test's
+    // instance was instantiated at the same moment (then it is whole).
     assert!(full.memory_bytes >= 3 * (8 << 20), "{full:?}");
     for round in 0..5 {
         let result = rt.run(&format!("return {round}"), json!({})).await.result;
@@ -85,6 +111,10 @@ async fn the_pool_holds_at_most_its_capacity_and_reports_its_memory() {
     assert_eq!(refilled.ready, 3);
     assert_eq!(refilled.memory_bytes, full.memory_bytes);
     assert_eq!(refilled.hits + refilled.misses, 5, "{refilled:?}");
+    // Once a run has taught the pool, (on Linux) every ready instance is pre-faulted.
+    taught(&rt).await;
+    let taught = filled_until(&rt, 3, prefaulted).await;
+    assert_eq!(taught.memory_bytes, full.memory_bytes);
 }
 
 #[tokio::test]
@@ -151,15 +181,37 @@ reviews = [await agent(f"r{i}") for i in range(5)]
 return {"xs": xs, "slept": time.monotonic() - t0, "reviews": reviews}
 "#;
 
+/// Runs from a pool until one has shown it what to pre-fault and (on Linux) the instance it has
+/// ready is pre-faulted. A run teaches the pool only from an instance it could tell apart from
+/// one another test instantiated at the same moment, hence the loop (a liveness bound only).
+/// Returns the pool's hits so far.
+async fn taught(runtime: &Runtime) -> u64 {
+    for _ in 0..100 {
+        filled(runtime, 1).await;
+        let first = runtime.run("return 0", json!({})).await;
+        assert_eq!(first.result.unwrap(), json!(0));
+        for _ in 0..50 {
+            let stats = filled(runtime, 1).await;
+            if prefaulted(&stats) {
+                return stats.hits;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    panic!("no run taught the pool: {:?}", runtime.warm_pool());
+}
+
+/// The instances these runs start from are pre-faulted (on Linux): pre-faulting changes no
+/// byte of an instance's memory, so not its fuel either.
 #[tokio::test]
 async fn a_pooled_run_and_its_replay_use_exactly_the_fuel_of_a_fresh_run() {
     let recorded = Arc::new(MemoryStore::new());
     let live = journaled(1, Arc::new(FakeBackend::new()), recorded.clone());
-    filled(&live, 1).await;
+    let hits = taught(&live).await;
     let first = live
         .run_request(RunRequest::new(SEQUENTIAL).thread_id("pooled"))
         .await;
-    assert_eq!(live.warm_pool().unwrap().hits, 1);
+    assert_eq!(live.warm_pool().unwrap().hits, hits + 1);
     let first_result = first.result.clone().unwrap();
 
     let fresh = journaled(
@@ -180,9 +232,9 @@ async fn a_pooled_run_and_its_replay_use_exactly_the_fuel_of_a_fresh_run() {
     copy.begin(&run.header).await.unwrap();
     copy.append("pooled", &run.entries).await.unwrap();
     let replay = journaled(1, Arc::new(PanickingBackend::always()), copy);
-    filled(&replay, 1).await;
+    let hits = taught(&replay).await;
     let again = replay.resume("pooled", None).await;
-    assert_eq!(replay.warm_pool().unwrap().hits, 1);
+    assert_eq!(replay.warm_pool().unwrap().hits, hits + 1);
     assert_eq!(again.result.unwrap(), first_result);
     assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
 }

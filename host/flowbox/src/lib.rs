@@ -44,6 +44,7 @@ pub mod orchestrator;
 mod outcome;
 pub mod plan;
 mod pool;
+mod prefault;
 mod run;
 mod run_ctx;
 mod run_request;

@@ -6,10 +6,19 @@
 //! (WASI context, clocks, random seed, calls, limits), fuel is set to what a fresh instance
 //! would have left after instantiating, and the run's deadline starts: the guest sees exactly
 //! what it would have seen in a fresh instance. Every instance is dropped after its run.
+//!
+//! Before an instance joins the pool its linear memory is pre-faulted (see `prefault`): the
+//! copy-on-write of its memory image is broken page by page without writing anything, so the
+//! run does not pay a page fault for each page it first writes, which is most of what a
+//! trivial run from a pool without it costs. Which pages: those that runs from the pool have
+//! written (and, for reading, those they only read), learnt after each run on the thread that
+//! drops its store (a fraction of the memory); none until the first run from the pool has
+//! ended, then the instances already waiting are pre-faulted too.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use flowbox_backends::{LeafBackend, ToolSet};
@@ -18,13 +27,15 @@ use wasmtime::{Engine, Store};
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
+use crate::prefault::{self, Access, Mappings, Touch};
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
 use crate::{Limits, RunError};
 
-/// How long the refill thread holds off while runs are in flight. Instantiating maps and
-/// protects memory, which takes the process's memory-map lock that a run's page faults need
-/// too: refilling next to a run slowed the run down by more than the pool saved it. Under
-/// steady load the pool still gains an instance at least this often.
+/// How long the refill thread holds off while runs are in flight, before instantiating and
+/// between chunks of pre-faulting. Instantiating maps and protects memory, which takes the
+/// process's memory-map lock that a run's page faults need too: refilling next to a run
+/// slowed the run down by more than the pool saved it. Under steady load the refill thread
+/// still takes a step (an instantiation or a chunk of pre-faulting) at least this often.
 const MAX_DEFER: Duration = Duration::from_millis(50);
 
 /// The fuel a pooled instance instantiates with: far more than instantiation takes, so what
@@ -39,10 +50,15 @@ pub struct WarmPoolStats {
     pub capacity: usize,
     /// Instances ready now.
     pub ready: usize,
-    /// The linear memory the ready instances hold between them, in bytes: the most they can
-    /// keep resident (copy-on-write, so what is really resident is much less until a run
-    /// writes to it).
+    /// The linear memory the ready instances hold between them, in bytes.
     pub memory_bytes: u64,
+    /// Of that, what is pre-faulted, in bytes: private and resident already, so that a run
+    /// takes no page fault when it first writes there: on Linux 5.14 or later, the pages that
+    /// runs from the pool have written (~1.8 MiB an instance for trivial scripts), once one
+    /// has ended; until then, and on other systems, nothing (the memory stays copy-on-write
+    /// until a run writes to it). The pages runs only read are mapped ahead too, which costs
+    /// no memory of their own (they are the compiled guest file's, shared).
+    pub prefaulted_bytes: u64,
     /// Runs that started from a pooled instance.
     pub hits: u64,
     /// Runs that found the pool empty (or needed limits a pooled instance cannot give them)
@@ -60,11 +76,116 @@ pub(crate) struct Warm {
     largest_memory: u64,
     /// All the linear memory instantiation created, in bytes.
     memory_bytes: u64,
+    /// How much of it is pre-faulted, in bytes.
+    prefaulted_bytes: u64,
+    /// It joined the pool before a run had shown which pages to pre-fault.
+    awaits_profile: bool,
+    /// Its run can show the profile which pages runs write: it was pre-faulted by the
+    /// profile, or not yet.
+    teaches: bool,
+    /// Where its linear memory is (empty when it could not be found).
+    memories: Vec<Range<usize>>,
+    profile: Arc<Profile>,
+}
+
+/// What runs from the pool have done to each page of an instance's linear memory (`None`
+/// until a run has ended); the same for every instance of the guest.
+#[derive(Default)]
+struct Profile {
+    pages: Mutex<Option<Vec<Touch>>>,
+    /// Wakes the refill thread when the first run's pages arrive, for the instances waiting.
+    first_learnt: OnceLock<Box<dyn Fn() + Send + Sync>>,
+}
+
+/// The parts of an instance's memory to pre-fault, for writing and for reading.
+struct Targets {
+    write: Vec<Range<usize>>,
+    read: Vec<Range<usize>>,
+    /// Chosen by the profile, so a run from the instance can teach it (one pre-faulted whole
+    /// would show it every page as written).
+    by_profile: bool,
+}
+
+impl Profile {
+    fn pages(&self) -> MutexGuard<'_, Option<Vec<Touch>>> {
+        self.pages.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds what one run did.
+    fn add(&self, touched: Vec<Touch>) {
+        let mut pages = self.pages();
+        let first = pages.is_none();
+        match pages.as_mut() {
+            Some(pages) if pages.len() == touched.len() => {
+                pages
+                    .iter_mut()
+                    .zip(touched)
+                    .for_each(|(page, t)| *page = (*page).max(t));
+            }
+            _ => *pages = Some(touched),
+        }
+        drop(pages);
+        if first && let Some(wake) = self.first_learnt.get() {
+            wake();
+        }
+    }
+
+    /// The parts of `memories` to pre-fault: the pages runs have written and those they have
+    /// read, once a run has ended (`None` before: a memory pre-faulted whole would show its
+    /// run writing every page). All of it for writing when the profile cannot speak for it:
+    /// more than one memory was found (another thread's too), or its pages are not the
+    /// profile's.
+    fn targets(&self, memories: &[Range<usize>]) -> Option<Targets> {
+        let whole = || Targets {
+            write: memories.to_vec(),
+            read: Vec::new(),
+            by_profile: false,
+        };
+        if memories.len() != 1 {
+            return Some(whole());
+        }
+        let pages = self.pages();
+        let pages = pages.as_deref()?;
+        let part = |touch| prefault::flagged(memories, pages, touch);
+        Some(match (part(Touch::Written), part(Touch::Read)) {
+            (Some(write), Some(read)) => Targets {
+                write,
+                read,
+                by_profile: true,
+            },
+            _ => whole(),
+        })
+    }
+}
+
+/// Pre-faults `targets`, holding off for runs in flight between chunks; returns the bytes
+/// pre-faulted for writing (reading maps the file's pages, which costs no memory of its own).
+fn prefault_targets(pool: &Inner, targets: &Targets) -> u64 {
+    let written = prefault::populate(&targets.write, Access::Write, || hold_off(pool));
+    prefault::populate(&targets.read, Access::Read, || hold_off(pool));
+    written
+}
+
+/// Where a pooled run's linear memory is, for the pool to learn what the run did to it.
+pub(crate) struct TouchedPages {
+    memories: Vec<Range<usize>>,
+    profile: Arc<Profile>,
+}
+
+impl TouchedPages {
+    /// Reads which pages of the memory were written and which read, and adds them to the
+    /// pool's profile; only while the run's store, and so its memory, is alive.
+    pub(crate) fn learn(self) {
+        if let Some(touched) = prefault::touched_pages(&self.memories) {
+            self.profile.add(touched);
+        }
+    }
 }
 
 /// The pool, shared between the runtime and its refill thread.
 struct Inner {
     capacity: usize,
+    profile: Arc<Profile>,
     ready: Mutex<Ready>,
     /// Wakes the refill thread when an instance is taken or the runtime is dropped.
     wanted: Condvar,
@@ -93,9 +214,9 @@ pub(crate) struct WarmPool {
 
 impl WarmPool {
     /// Starts a refill thread that keeps `capacity` instances of `pre` ready. The thread
-    /// instantiates one instance at a time, sleeps while the pool is full and holds off
-    /// while runs are in flight (up to [`MAX_DEFER`]), so refilling never takes more than one
-    /// core, and rarely any time, from the runs in flight.
+    /// instantiates and pre-faults one instance at a time, sleeps while the pool is full and
+    /// holds off while runs are in flight (up to [`MAX_DEFER`] before each step), so
+    /// refilling never takes more than one core, and rarely any time, from the runs in flight.
     pub(crate) fn start(
         capacity: usize,
         engine: Engine,
@@ -104,6 +225,7 @@ impl WarmPool {
     ) -> std::io::Result<Self> {
         let inner = Arc::new(Inner {
             capacity,
+            profile: Arc::default(),
             ready: Mutex::new(Ready {
                 instances: VecDeque::with_capacity(capacity),
                 running: 0,
@@ -113,6 +235,16 @@ impl WarmPool {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         });
+        let waiting = Arc::downgrade(&inner);
+        let wake = move || {
+            if let Some(pool) = waiting.upgrade() {
+                // Under the lock the refill thread checks the profile with, so that it cannot
+                // miss this between its check and its wait.
+                let _ready = pool.ready();
+                pool.wanted.notify_one();
+            }
+        };
+        let _ = inner.profile.first_learnt.set(Box::new(wake));
         let pool = Arc::clone(&inner);
         // Instantiation never waits on a host call, so a current-thread runtime polls it.
         let executor = tokio::runtime::Builder::new_current_thread().build()?;
@@ -159,6 +291,7 @@ impl WarmPool {
             capacity: self.inner.capacity,
             ready: ready.instances.len(),
             memory_bytes: ready.instances.iter().map(|w| w.memory_bytes).sum(),
+            prefaulted_bytes: ready.instances.iter().map(|w| w.prefaulted_bytes).sum(),
             hits: self.inner.hits.load(Ordering::Relaxed),
             misses: self.inner.misses.load(Ordering::Relaxed),
         }
@@ -193,8 +326,16 @@ impl Warm {
             fuel_spent,
             largest_memory,
             memory_bytes,
+            prefaulted_bytes: _,
+            awaits_profile: _,
+            teaches,
+            memories,
+            profile,
         } = self;
         let mut ctx = ctx;
+        if teaches {
+            ctx.touched = Some(TouchedPages { memories, profile });
+        }
         let fuel = ctx.limits.fuel - fuel_spent;
         let timeout = ctx.limits.timeout;
         ctx.memory.largest = largest_memory;
@@ -217,35 +358,27 @@ fn refill(
     backend: &Arc<dyn LeafBackend>,
 ) {
     loop {
-        {
-            let mut ready = pool.ready();
-            let mut deferred_since: Option<Instant> = None;
-            loop {
-                if ready.stopped {
-                    return;
-                }
-                if ready.instances.len() >= pool.capacity {
-                    deferred_since = None;
-                    ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
-                    continue;
-                }
-                let since = *deferred_since.get_or_insert_with(Instant::now);
-                let left = MAX_DEFER.saturating_sub(since.elapsed());
-                if ready.running == 0 || left.is_zero() {
-                    break;
-                }
-                ready = pool
-                    .wanted
-                    .wait_timeout(ready, left)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
+        if !catch_up(pool) || !wait_for_room(pool) {
+            return;
         }
-        let Some(warm) = executor.block_on(instantiate(engine, pre, backend)) else {
+        let Some(mut warm) = executor.block_on(instantiate(engine, pre, backend, &pool.profile))
+        else {
             // The guest does not instantiate outside a run either: runs go on without a pool
             // and report why themselves.
             return;
         };
+        // The ranges may include another thread's instance, instantiated at the same moment
+        // (see `prefault`): what this one holds pre-faulted is at most its own memory.
+        match pool.profile.targets(&warm.memories) {
+            Some(targets) => {
+                warm.prefaulted_bytes = prefault_targets(pool, &targets).min(warm.memory_bytes);
+                warm.teaches = targets.by_profile;
+            }
+            None => {
+                warm.awaits_profile = true;
+                warm.teaches = true;
+            }
+        }
         let mut ready = pool.ready();
         if ready.stopped {
             return;
@@ -257,12 +390,85 @@ fn refill(
     }
 }
 
+/// Pre-faults the ready instances that joined the pool before a run had shown which pages to,
+/// once one has; false once the pool is stopped. A run may take an instance meanwhile:
+/// pre-faulting the memory of a run in flight changes nothing in it either.
+fn catch_up(pool: &Inner) -> bool {
+    loop {
+        let waiting = pool
+            .ready()
+            .instances
+            .iter()
+            .find(|warm| warm.awaits_profile)
+            .map(|warm| warm.memories.clone());
+        let Some(memories) = waiting else {
+            return true;
+        };
+        let Some(targets) = pool.profile.targets(&memories) else {
+            return true;
+        };
+        let done = prefault_targets(pool, &targets);
+        let mut ready = pool.ready();
+        if ready.stopped {
+            return false;
+        }
+        if let Some(warm) = ready.instances.iter_mut().find(|w| w.memories == memories) {
+            warm.awaits_profile = false;
+            warm.teaches = targets.by_profile;
+            warm.prefaulted_bytes = done.min(warm.memory_bytes);
+        }
+    }
+}
+
+/// Waits until the pool has room for another instance, then holds off while runs are in
+/// flight (up to [`MAX_DEFER`]); false once the pool is stopped. Meanwhile pre-faults the
+/// ready instances that wait for the profile once it has come.
+fn wait_for_room(pool: &Inner) -> bool {
+    let mut ready = pool.ready();
+    while !ready.stopped && ready.instances.len() >= pool.capacity {
+        if ready.instances.iter().any(|warm| warm.awaits_profile) && pool.profile.pages().is_some()
+        {
+            drop(ready);
+            if !catch_up(pool) {
+                return false;
+            }
+            ready = pool.ready();
+            continue;
+        }
+        ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
+    }
+    drop(ready);
+    hold_off(pool)
+}
+
+/// Holds off while runs are in flight, up to [`MAX_DEFER`]; false once the pool is stopped.
+fn hold_off(pool: &Inner) -> bool {
+    let since = Instant::now();
+    let mut ready = pool.ready();
+    loop {
+        if ready.stopped {
+            return false;
+        }
+        let left = MAX_DEFER.saturating_sub(since.elapsed());
+        if ready.running == 0 || left.is_zero() {
+            return true;
+        }
+        ready = pool
+            .wanted
+            .wait_timeout(ready, left)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+}
+
 /// One instance of `pre` in a store holding placeholder state, which no guest code sees: the
-/// guest runs nothing but its instantiation until a run's state replaces it.
+/// guest runs nothing but its instantiation until a run's state replaces it; with where the
+/// linear memory instantiation created is, to pre-fault.
 async fn instantiate(
     engine: &Engine,
     pre: &WorkflowPre<RunCtx>,
     backend: &Arc<dyn LeafBackend>,
+    profile: &Arc<Profile>,
 ) -> Option<Warm> {
     let limits = Limits {
         fuel: INSTANTIATION_FUEL,
@@ -290,15 +496,23 @@ async fn instantiate(
     };
     let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, plan, pricing);
     let mut store = new_store(engine, ctx).ok()?;
+    let before = Mappings::now();
     let instance = pre.instantiate_async(&mut store).await.ok()?;
     let fuel_spent = INSTANTIATION_FUEL - store.get_fuel().ok()?;
     let memory = &store.data().memory;
     let (largest_memory, memory_bytes) = (memory.largest, memory.total);
-    Some(Warm {
+    let memories = Mappings::now().linear_memories_since(&before, memory_bytes);
+    let warm = Warm {
         store,
         instance,
         fuel_spent,
         largest_memory,
         memory_bytes,
-    })
+        prefaulted_bytes: 0,
+        awaits_profile: false,
+        teaches: false,
+        memories,
+        profile: Arc::clone(profile),
+    };
+    Some(warm)
 }

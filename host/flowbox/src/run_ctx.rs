@@ -46,6 +46,9 @@ pub(crate) struct RunCtx {
     pub(crate) thread_id: String,
     /// The journal, when the runtime keeps one.
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
+    /// For a run from the warm pool: where its linear memory is, for the pool to learn which
+    /// pages a run writes and reads once the run is over.
+    pub(crate) touched: Option<crate::pool::TouchedPages>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }
@@ -211,6 +214,7 @@ impl RunCtx {
             record: Record::default(),
             thread_id: thread_id.to_owned(),
             store,
+            touched: None,
             stdout,
             stderr,
         }
@@ -265,8 +269,9 @@ const RETIRING: usize = 16;
 /// here and now (a leaf still running stops as it would if the store were dropped, and a
 /// process that exits next closes its journal cleanly), and the store itself, whose guest
 /// memory takes ~0.15 ms or more to unmap, is dropped on a background thread, off the path of
-/// the caller waiting for the result. At most [`RETIRING`] stores wait there; the rest are
-/// dropped at once.
+/// the caller waiting for the result (first, for a run from the warm pool, the pool learns
+/// there which pages of its memory the run wrote and read). At most [`RETIRING`] stores wait there;
+/// the rest are dropped at once.
 pub(crate) fn retire(mut store: Store<RunCtx>) {
     let ctx = store.data_mut();
     ctx.calls.end();
@@ -276,7 +281,15 @@ pub(crate) fn retire(mut store: Store<RunCtx>) {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Store<RunCtx>>(RETIRING);
         std::thread::Builder::new()
             .name("flowbox-retire".into())
-            .spawn(move || receiver.into_iter().for_each(drop))
+            .spawn(move || {
+                for mut store in receiver {
+                    // The memory is still mapped: the pool reads which pages the run wrote.
+                    if let Some(touched) = store.data_mut().touched.take() {
+                        touched.learn();
+                    }
+                    drop(store);
+                }
+            })
             .ok()
             .map(|_| sender)
     });
