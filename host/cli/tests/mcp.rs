@@ -206,37 +206,7 @@ fn a_task_is_not_tied_to_the_session_that_started_it() {
 #[test]
 fn stateless_clients_over_http_answer_their_own_batches() {
     let scratch = tempfile::tempdir().expect("a temporary directory");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
-        .args(["mcp", "--listen", "127.0.0.1:0", "--leaves", "sampling"])
-        .env("FLOWBOX_DB", scratch.path().join("journal.db"))
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flowbox mcp --listen starts");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let url = loop {
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            let _ = child.kill();
-            panic!("flowbox mcp --listen exited before listening");
-        }
-        if let Some(url) = line.trim().strip_prefix("flowbox mcp: listening on ") {
-            break url.to_owned();
-        }
-    };
-    let result =
-        std::panic::catch_unwind(|| scenario_in("stateless_http", scratch.path(), Some(&url)));
-    // Stopped by its pid, whatever the scenario did.
-    let _ = child.kill();
-    let _ = child.wait();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
-    assert!(!rest.contains("panicked"), "{rest}");
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    serve_http(scratch.path(), &["--leaves", "sampling"], "stateless_http");
 }
 
 /// A client that goes away mid-run without cancelling (its process died): stdin closes, the

@@ -203,6 +203,17 @@ async def wait_for(predicate, what, seconds=30):
         while not predicate():
             await anyio.sleep(0.02)
 
+async def resume_when_free(session, thread_id, seconds=10):
+    """`resume_workflow` of a thread whose cancelled run may not have let go of it yet (until
+    then it is in use), retried until it answers."""
+    with anyio.fail_after(seconds):
+        while True:
+            result = await session.call_tool("resume_workflow", {"thread_id": thread_id})
+            if result.structured_content["ok"]:
+                return result
+            assert result.structured_content["error"]["kind"] == "thread_in_use", result
+            await anyio.sleep(0.1)
+
 
 async def cancel_and_resume():
     backend = backend_file([
@@ -385,14 +396,7 @@ async def http():
             cancel.cancel()
     async with http_session() as session:
         await session.initialize()
-        with anyio.fail_after(10):
-            while True:
-                busy = await session.call_tool("resume_workflow", {"thread_id": "http-slow"})
-                if busy.structured_content["ok"]:
-                    break
-                # Until the cancelled run has let go of the thread, it is in use.
-                assert busy.structured_content["error"]["kind"] == "thread_in_use", busy
-                await anyio.sleep(0.1)
+        busy = await resume_when_free(session, "http-slow", seconds=10)
         assert busy.structured_content["result"]["first"] == "first done", busy
         assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
 
@@ -545,13 +549,7 @@ async def sampling_resume():
                 await waiting.wait()
             cancel.cancel()
         hold["second"] = False
-        with anyio.fail_after(30):
-            while True:
-                resumed = await session.call_tool("resume_workflow", {"thread_id": "held-1"})
-                if resumed.structured_content["ok"]:
-                    break
-                assert resumed.structured_content["error"]["kind"] == "thread_in_use", resumed
-                await anyio.sleep(0.1)
+        resumed = await resume_when_free(session, "held-1", seconds=30)
         out = resumed.structured_content
         assert out["result"] == ["host says: first leaf", "host says: second leaf"], out
         assert asked.count("first leaf") == 1, asked
@@ -862,14 +860,7 @@ async def stateless_cancel():
             group.start_soon(slow_call)
             await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
             cancel.cancel()
-        with anyio.fail_after(10):
-            while True:
-                result = await client.call_tool("resume_workflow", {"thread_id": "slow-2026"})
-                if result.structured_content["ok"]:
-                    break
-                # Until the cancelled run has let go of the thread, it is in use.
-                assert result.structured_content["error"]["kind"] == "thread_in_use", result
-                await anyio.sleep(0.1)
+        result = await resume_when_free(client, "slow-2026", seconds=10)
         out = result.structured_content
         # Resumed, not a recorded outcome: the run was cancelled before it finished.
         assert "note" not in out and out["result"] == {"first": "first done", "rest": ["slow done"] * 3}, out
@@ -1086,14 +1077,7 @@ async def tasks_cancel():
         state = await get_task(session, "slow-task")
         assert state.status == "cancelled" and "resume_workflow" in state.status_message, state
         await expect_error(cancel_task(session, "slow-task"), -32602, "already cancelled")
-        with anyio.fail_after(10):
-            while True:
-                result = await client.call_tool("resume_workflow", {"thread_id": "slow-task"})
-                if result.structured_content["ok"]:
-                    break
-                # Until the cancelled run has let go of the thread, it is in use.
-                assert result.structured_content["error"]["kind"] == "thread_in_use", result
-                await anyio.sleep(0.1)
+        result = await resume_when_free(client, "slow-task", seconds=10)
         out = result.structured_content
         assert "note" not in out and out["result"] == {"first": "first done", "rest": ["slow done"] * 3}, out
         assert len([c for c in calls() if c.get("label") == "first"]) == 1, calls()
