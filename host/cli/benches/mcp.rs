@@ -17,6 +17,8 @@ use flowbox::{RunRequest, Runtime};
 use serde_json::{Value, json};
 
 const TRIVIAL: &str = "return 1";
+/// The pause before each measured run: longer than a pool takes to refill one instance.
+const SETTLE: Duration = Duration::from_millis(15);
 const FANOUT: &str = "\
 results = await parallel([lambda i=i: agent(f'item {i}') for i in range(100)])
 return len(results)";
@@ -123,10 +125,14 @@ fn compare(
     let mut library = Vec::with_capacity(runs);
     let mut mcp = Vec::with_capacity(runs);
     for i in 0..runs + 5 {
+        // Each pool refills between runs (instantiating, pre-faulting) on its own thread; let
+        // the other side's refill finish first, so neither run shares the cores with it.
+        std::thread::sleep(SETTLE);
         let started = Instant::now();
         let outcome = rt.block_on(runtime.run_request(RunRequest::new(script)));
         let elapsed = started.elapsed();
         assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+        std::thread::sleep(SETTLE);
         let through = server.run(script);
         if i >= 5 {
             library.push(elapsed);
@@ -153,7 +159,7 @@ fn main() {
     });
     let mut server = Server::start(dir.path());
     let trivial = compare(TRIVIAL, 200, &rt, &runtime, &mut server);
-    let fanout = compare(FANOUT, 40, &rt, &runtime, &mut server);
+    let fanout = compare(FANOUT, 100, &rt, &runtime, &mut server);
     drop(server);
     let results = json!({
         "mcp_trivial_library_ms": trivial.0,
