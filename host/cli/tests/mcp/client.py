@@ -214,6 +214,32 @@ async def resume_when_free(session, thread_id, seconds=10):
             assert result.structured_content["error"]["kind"] == "thread_in_use", result
             await anyio.sleep(0.1)
 
+@asynccontextmanager
+async def slow_run(session, thread_id):
+    """Runs SLOW on `thread_id` in the background; the body runs once its first leaf is done
+    and the slow ones are running, and then the call is cancelled (the SDK sends
+    notifications/cancelled)."""
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append(message)
+
+    async with anyio.create_task_group() as group:
+        cancel = anyio.CancelScope()
+
+        async def slow_call():
+            with cancel:
+                await session.call_tool(
+                    "run_workflow", {"script": SLOW, "thread_id": thread_id},
+                    progress_callback=on_progress,
+                )
+                raise AssertionError("the cancelled call answered")
+
+        group.start_soon(slow_call)
+        await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
+        yield
+        cancel.cancel()
+
 
 async def cancel_and_resume():
     backend = backend_file([
@@ -223,26 +249,7 @@ async def cancel_and_resume():
     flags = ["--backend", f"scripted:{backend}"]
     async with server(*flags) as session:
         await session.initialize()
-        progress = []
-
-        async def on_progress(value, total, message):
-            progress.append(message)
-
-        async with anyio.create_task_group() as group:
-            cancel = anyio.CancelScope()
-
-            async def slow_call():
-                with cancel:
-                    await session.call_tool(
-                        "run_workflow", {"script": SLOW, "thread_id": "slow-1"},
-                        progress_callback=on_progress,
-                    )
-                    raise AssertionError("the cancelled call answered")
-
-            group.start_soon(slow_call)
-            # Once the first leaf is done and the slow ones are running, cancel the call: the
-            # SDK sends notifications/cancelled.
-            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
+        async with slow_run(session, "slow-1"):
             # Two calls in flight at once: another completes while the slow one runs, and a
             # second run of the running thread is refused.
             quick = await session.call_tool("run_workflow", {"script": "return await agent('quick')"})
@@ -250,7 +257,6 @@ async def cancel_and_resume():
             busy = await session.call_tool("resume_workflow", {"thread_id": "slow-1"})
             error = error_of(busy)
             assert error["kind"] == "thread_in_use", error
-            cancel.cancel()
 
         # The journal keeps the finished leaf; the thread stays open and resumes from it.
         async def still_running():
@@ -376,24 +382,8 @@ async def http():
     # A cancelled call over HTTP: the thread stays open, and another session resumes it.
     async with http_session() as session:
         await session.initialize()
-        seen = []
-
-        async def on_progress(value, total, message):
-            seen.append(message)
-
-        async with anyio.create_task_group() as group:
-            cancel = anyio.CancelScope()
-
-            async def slow_call():
-                with cancel:
-                    await session.call_tool(
-                        "run_workflow", {"script": SLOW, "thread_id": "http-slow"},
-                        progress_callback=on_progress,
-                    )
-
-            group.start_soon(slow_call)
-            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in seen), "the slow leaves")
-            cancel.cancel()
+        async with slow_run(session, "http-slow"):
+            pass
     async with http_session() as session:
         await session.initialize()
         busy = await resume_when_free(session, "http-slow", seconds=10)
@@ -843,23 +833,8 @@ async def stateless_cancel():
         {"label": "^slow ", "text": "slow done", "latency_ms": 1500},
     ])
     async with stateless("--backend", f"scripted:{backend}") as client:
-        progress = []
-
-        async def on_progress(value, total, message):
-            progress.append(message)
-
-        async with anyio.create_task_group() as group:
-            cancel = anyio.CancelScope()
-
-            async def slow_call():
-                with cancel:
-                    await client.call_tool("run_workflow", {"script": SLOW, "thread_id": "slow-2026"},
-                                           progress_callback=on_progress)
-                    raise AssertionError("the cancelled call answered")
-
-            group.start_soon(slow_call)
-            await wait_for(lambda: any(m.startswith("1/4 leaves") for m in progress), "the slow leaves")
-            cancel.cancel()
+        async with slow_run(client, "slow-2026"):
+            pass
         result = await resume_when_free(client, "slow-2026", seconds=10)
         out = result.structured_content
         # Resumed, not a recorded outcome: the run was cancelled before it finished.
