@@ -18,6 +18,7 @@ from wit_world.imports import host as wit
 
 import flowbox_sdk
 from flowbox_sdk import BudgetState, CallFailed, Completion, ScriptFailure, Settings
+from flowbox_sdk import warmup
 from flowbox_sdk.host import PARALLEL, PIPELINE
 
 
@@ -183,6 +184,9 @@ class WitWorld(wit_world.WitWorld):
 
 
 # Everything up to here is start-up state that componentize-py snapshots into the component.
-# Collect once and freeze what survives, so no collection during a run traverses it again.
+# One fixed warm-up of the SDK first, so the snapshot holds its specialised bytecode and type
+# caches instead of every run building them anew (see flowbox_sdk.warmup). Then collect once and
+# freeze what survives, so no collection during a run traverses it again.
+warmup.warm_up()
 gc.collect()
 gc.freeze()
