@@ -13,6 +13,8 @@ under such a condition ends it.
 
 import ast
 
+from .script import child_nodes, walk
+
 # What a script awaits to get a reply.
 _PRIMITIVES = frozenset({"agent", "parallel", "pipeline", "call_tool"})
 
@@ -25,7 +27,7 @@ def reply_dependence(tree: ast.Module) -> list:
     `loop_trip_count`."""
     tainted = _tainted_names(tree)
     found = []
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.While):
             if _depends(node.test, tainted) or _exits_on_reply(node, tainted):
                 found.append((node.lineno, "while", True))
@@ -54,7 +56,7 @@ def reply_dependence(tree: ast.Module) -> list:
 
 def _depends(node: ast.AST, tainted: set) -> bool:
     """Whether evaluating `node` may read a reply."""
-    for child in ast.walk(node):
+    for child in walk(node):
         if isinstance(child, ast.Await):
             return True
         if isinstance(child, ast.Name) and (child.id in tainted or child.id in _PRIMITIVES):
@@ -63,7 +65,7 @@ def _depends(node: ast.AST, tainted: set) -> bool:
 
 
 def _stored_names(target: ast.AST):
-    for child in ast.walk(target):
+    for child in walk(target):
         if isinstance(child, ast.Name):
             yield child.id
 
@@ -77,14 +79,14 @@ def _parameters(function) -> list:
 
 def _tainted_names(tree: ast.Module) -> set:
     functions = {}
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             functions.setdefault(node.name, []).append(node)
     tainted = set()
     changed = True
     while changed:
         before = len(tainted)
-        for node in ast.walk(tree):
+        for node in walk(tree):
             for targets, value in _flows(node, functions):
                 if value is None or _depends(value, tainted):
                     for target in targets:
@@ -108,7 +110,7 @@ def _flows(node: ast.AST, functions: dict):
                 yield [item.optional_vars], item.context_expr
     elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         # A function returning a reply makes its calls replies.
-        for child in ast.walk(node):
+        for child in walk(node):
             if isinstance(child, ast.Return) and child.value is not None:
                 yield [ast.Name(id=node.name)], child.value
     elif isinstance(node, ast.Lambda):
@@ -173,6 +175,6 @@ def _own_nodes(node: ast.AST):
     while pending:
         current = pending.pop()
         yield current
-        for child in ast.iter_child_nodes(current):
+        for child in child_nodes(current):
             if not isinstance(child, _NESTED):
                 pending.append(child)

@@ -11,6 +11,7 @@ import ast
 from .contract import LITERAL_ATTRIBUTE_NAME, MODULES, REFUSED_BUILTINS
 from .errors import FORBIDDEN, ScriptFailure
 from .modules import available_modules_hint
+from .script import child_nodes, walk
 
 # Attributes that reach frames, code objects and tracebacks, from which globals and builtins
 # are one step away. `co_*` is matched by prefix.
@@ -48,7 +49,7 @@ def check_script(tree: ast.Module) -> None:
 def _bound_names(tree: ast.Module) -> set:
     """Every name the script binds anywhere, scopes ignored."""
     bound = set()
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             bound.add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -76,6 +77,10 @@ class _Guard(ast.NodeVisitor):
     def __init__(self, bound: set):
         self._bound = bound
         self._special_methods = set()  # ids of the defs that are special methods of a class
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for child in child_nodes(node):
+            self.visit(child)
 
     # --- names ---------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from .script import (
     build,
     extract_meta,
     is_size_overflow,
+    may_name_memory_error,
     memory_errors,
     parse,
     script_line,
@@ -124,7 +125,7 @@ def _prepare(source: str, guard: bool) -> _Prepared:
         meta = extract_meta(tree)
         if guard:
             check_script(tree)
-        return _Prepared(build(tree), meta)
+        return _Prepared(build(tree, may_name_memory_error(source)), meta)
     except (RecursionError, MemoryError) as error:
         # Deeply nested source exhausts the parser's stack (MemoryError) or the recursion of
         # the compiler or the guard (RecursionError) long before memory really runs out.

@@ -97,20 +97,51 @@ def parse(source: str) -> ast.Module:
         raise ScriptFailure(SYNTAX, f"the script cannot be parsed: {error}") from None
 
 
-def build(tree: ast.Module) -> Entry:
-    """Picks the script's form, transforms the tree for it and compiles it."""
+def build(tree: ast.Module, may_catch_memory_errors: bool = True) -> Entry:
+    """Picks the script's form, transforms the tree for it and compiles it. A script whose text
+    cannot name `MemoryError` (see `may_name_memory_error`) needs no search for its handlers."""
     if _has_top_level_await_or_return(tree):
         _wrap_body(tree)
         function = BODY_FUNCTION
     else:
         function = _entry_function(tree)
     _report_return_lines(tree, function)
-    _catch_size_overflows(tree)
+    if may_catch_memory_errors:
+        _catch_size_overflows(tree)
     try:
         code = compile(tree, FILENAME, "exec")
     except SyntaxError as error:
         raise _syntax_failure(error) from None
     return Entry(code, function)
+
+
+def may_name_memory_error(source: str) -> bool:
+    """False when no name in `source` can be `MemoryError`: an ASCII text without the word
+    (outside ASCII, the parser's NFKC normalisation can turn other letters into it)."""
+    return not source.isascii() or "MemoryError" in source
+
+
+def child_nodes(node: ast.AST) -> list:
+    """The nodes directly below `node`, as `ast.iter_child_nodes` yields them, as a list and
+    faster: the SDK walks every script's tree several times before it runs."""
+    children = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, ast.AST):
+                    children.append(item)
+        elif isinstance(value, ast.AST):
+            children.append(value)
+    return children
+
+
+def walk(tree: ast.AST) -> list:
+    """Every node of `tree`, itself included, in the order `ast.walk` yields them."""
+    nodes = [tree]
+    for node in nodes:
+        nodes.extend(child_nodes(node))
+    return nodes
 
 
 def _syntax_failure(error: SyntaxError) -> ScriptFailure:
@@ -132,7 +163,7 @@ def _has_top_level_await_or_return(tree: ast.Module) -> bool:
             return True
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child_nodes(node))
     return False
 
 
@@ -179,18 +210,26 @@ def _report_return_lines(tree: ast.Module, function: str) -> None:
             continue
         if isinstance(node, ast.Return) and node.value is not None:
             value = node.value
-            call = ast.Call(
-                func=ast.Name(id=RETURNED, ctx=ast.Load()),
-                args=[value, ast.Constant(node.lineno)],
+            # Each new node at the value's place, as `fix_missing_locations` would put them,
+            # without walking the value again.
+            place = {
+                "lineno": value.lineno,
+                "col_offset": value.col_offset,
+                "end_lineno": value.end_lineno,
+                "end_col_offset": value.end_col_offset,
+            }
+            node.value = ast.Call(
+                func=ast.Name(id=RETURNED, ctx=ast.Load(), **place),
+                args=[value, ast.Constant(node.lineno, **place)],
                 keywords=[],
+                **place,
             )
-            node.value = ast.fix_missing_locations(ast.copy_location(call, value))
-        pending.extend(ast.iter_child_nodes(node))
+        pending.extend(child_nodes(node))
 
 
 def _catch_size_overflows(tree: ast.Module) -> None:
     """Makes `except MemoryError` (alone or in a tuple) catch size overflows too."""
-    for handler in ast.walk(tree):
+    for handler in walk(tree):
         if not isinstance(handler, ast.ExceptHandler) or handler.type is None:
             continue
         caught = handler.type

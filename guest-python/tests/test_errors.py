@@ -124,6 +124,14 @@ def test_a_size_beyond_the_address_space_is_a_memory_error(host):
     assert host.run(script) == "overflow"
 
 
+def test_a_handler_spelt_outside_ascii_also_catches_a_size_overflow(host):
+    # The parser folds "\uff2demoryError" (a fullwidth M) into the name MemoryError, so the text
+    # does not hold the word, yet the handler is one of MemoryError.
+    script = f"try:\n    {SIZE_OVERFLOW}\nexcept \uff2demoryError:\n    return 'caught'\n"
+    assert "MemoryError" not in script
+    assert host.run(script) == "caught"
+
+
 def test_recursion_error_stays_uncaught():
     # Measured natively: with the host's limit at 200 an unbounded recursion raises
     # RecursionError at the script's recursive call, and the run reports it as uncaught.
