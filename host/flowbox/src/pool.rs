@@ -468,6 +468,11 @@ fn hold_off(pool: &Inner) -> bool {
 /// One instance of `pre` in a store holding placeholder state, which no guest code sees: the
 /// guest runs nothing but its instantiation until a run's state replaces it; with where the
 /// linear memory instantiation created is, to pre-fault.
+#[expect(
+    clippy::await_holding_lock,
+    reason = "the refill thread blocks on this future alone, and the lock is there to make the \
+              retiring thread wait the instantiation out"
+)]
 async fn instantiate(
     engine: &Engine,
     pre: &WorkflowPre<RunCtx>,
@@ -500,12 +505,14 @@ async fn instantiate(
     };
     let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, plan, pricing);
     let mut store = new_store(engine, ctx).ok()?;
+    let unmapping = prefault::hold_unmapping();
     let before = Mappings::now();
     let instance = pre.instantiate_async(&mut store).await.ok()?;
-    let fuel_spent = INSTANTIATION_FUEL - store.get_fuel().ok()?;
     let memory = &store.data().memory;
     let (largest_memory, memory_bytes) = (memory.largest, memory.total);
     let memories = Mappings::now().linear_memories_since(&before, memory_bytes);
+    drop(unmapping);
+    let fuel_spent = INSTANTIATION_FUEL - store.get_fuel().ok()?;
     let warm = Warm {
         store,
         instance,

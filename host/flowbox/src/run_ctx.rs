@@ -287,6 +287,9 @@ pub(crate) fn retire(mut store: Store<RunCtx>) {
                     if let Some(touched) = store.data_mut().touched.take() {
                         touched.learn();
                     }
+                    // Not while the warm pool compares the memory map around an
+                    // instantiation (see `prefault`).
+                    let _unmapping = crate::prefault::hold_unmapping();
                     drop(store);
                 }
             })
