@@ -225,10 +225,6 @@ impl RuntimeBuilder {
             .consume_fuel(true)
             .epoch_interruption(true)
             .memory_init_cow(true)
-            // Function tables filled at instantiation rather than on each first indirect call:
-            // CPython calls through thousands of them, and a fresh instance paid a lookup for
-            // every one it reached (~0.3 ms of a trivial run); a pooled one pays none.
-            .table_lazy_init(false)
             .wasm_component_model(true)
             .max_wasm_stack(MAX_WASM_STACK)
             .async_stack_size(ASYNC_STACK);
