@@ -16,8 +16,8 @@
 //! ended, then the instances already waiting are pre-faulted too.
 //!
 //! A run takes the instance that joined the pool last: its pages were copied most recently, so
-//! more of them are still in the processor's caches than an older one's (a trivial run from an
-//! idle pool took ~0.67 ms so against ~0.95 ms taking the oldest).
+//! more of them are still in the processor's caches than an older one's (~0.67 ms for a
+//! trivial run from an idle pool, against ~0.95 ms taking the oldest).
 
 use std::collections::VecDeque;
 use std::ops::Range;
