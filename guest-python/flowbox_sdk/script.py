@@ -97,7 +97,7 @@ def parse(source: str) -> ast.Module:
         raise ScriptFailure(SYNTAX, f"the script cannot be parsed: {error}") from None
 
 
-def build(tree: ast.Module, may_catch_memory_errors: bool = True) -> Entry:
+def build(tree: ast.Module, may_catch_memory_errors: bool) -> Entry:
     """Picks the script's form, transforms the tree for it and compiles it. A script whose text
     cannot name `MemoryError` (see `may_name_memory_error`) needs no search for its handlers."""
     if _has_top_level_await_or_return(tree):
