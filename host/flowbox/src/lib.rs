@@ -35,6 +35,7 @@ mod error;
 mod event_queue;
 mod events;
 pub mod external;
+mod fault_around;
 pub mod history;
 mod host;
 mod journal;

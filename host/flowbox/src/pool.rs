@@ -31,6 +31,7 @@ use wasmtime::{Engine, Store};
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
+use crate::fault_around;
 use crate::prefault::{self, Access, Mappings, Touch};
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
 use crate::{Limits, RunError};
@@ -512,6 +513,7 @@ async fn instantiate(
     let (largest_memory, memory_bytes) = (memory.largest, memory.total);
     let memories = Mappings::now().linear_memories_since(&before, memory_bytes);
     drop(unmapping);
+    fault_around::turn_off(&memories);
     let fuel_spent = INSTANTIATION_FUEL - store.get_fuel().ok()?;
     let warm = Warm {
         store,

@@ -18,9 +18,11 @@ use crate::clock::{millis, unix_millis, unix_nanos};
 use crate::error;
 use crate::events::{EventKind, RunEvents};
 use crate::external::ExternalRun;
+use crate::fault_around;
 use crate::journal::journal_error;
 use crate::plan::{self, GateRefusal};
 use crate::pool::WarmPool;
+use crate::prefault::Mappings;
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store};
 use crate::shared::Shared;
 use crate::{
@@ -266,7 +268,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
     };
     let mut store = fresh_store(shared, plan, false)?;
     let outcome = tokio::time::timeout(limits.timeout, async {
-        let instance = shared.pre.instantiate_async(&mut store).await?;
+        let instance = instantiate(shared, &mut store).await?;
         instance.call_check(&mut store, script).await
     })
     .await;
@@ -289,7 +291,7 @@ async fn call_run(
     let outcome = tokio::time::timeout(limits.timeout, async {
         let instance = match instance {
             Some(instance) => instance,
-            None => shared.pre.instantiate_async(&mut *store).await?,
+            None => instantiate(shared, store).await?,
         };
         instance.call_run(&mut *store, script, args).await
     })
@@ -393,6 +395,18 @@ fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>
             .map(|(store, instance)| (store, Some(instance))),
         None => Ok((new_store(&shared.engine, ctx)?, None)),
     }
+}
+
+/// Instantiates the guest in `store`, its linear memories without the kernel's fault-around
+/// (see `fault_around`), found as the warm pool finds them (see `prefault`) but without its
+/// lock, which a future that may move between threads cannot hold: a memory in a range that
+/// a store dropped meanwhile left behind looks old and keeps fault-around, nothing else.
+async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Result<Workflow> {
+    let before = Mappings::now();
+    let instance = shared.pre.instantiate_async(&mut *store).await?;
+    let memories = Mappings::now().linear_memories_since(&before, store.data().memory.total);
+    fault_around::turn_off(&memories);
+    Ok(instance)
 }
 
 /// A fresh store for a run of `plan`; a `projection` answers its calls with placeholders.
@@ -506,7 +520,7 @@ pub(crate) async fn plan(
     let mut store = fresh_store(shared, start, true)?;
     let mut notes = None;
     let outcome = tokio::time::timeout(limits.timeout, async {
-        let instance = shared.pre.instantiate_async(&mut store).await?;
+        let instance = instantiate(shared, &mut store).await?;
         match instance
             .call_plan_notes(&mut store, &request.script)
             .await?
