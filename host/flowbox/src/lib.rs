@@ -51,6 +51,7 @@ mod run_ctx;
 mod run_request;
 mod runtime;
 mod shared;
+mod tally;
 mod text;
 mod thread;
 

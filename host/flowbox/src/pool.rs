@@ -32,7 +32,7 @@ use crate::bindings::{Workflow, WorkflowPre};
 use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
 use crate::fault_around;
-use crate::prefault::{self, Access, Mappings, Touch};
+use crate::prefault::{self, Access, Learner, Mappings, Touch, TouchedPages};
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
 use crate::{Limits, RunError};
 
@@ -116,25 +116,6 @@ impl Profile {
         self.pages.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds what one run did.
-    fn add(&self, touched: Vec<Touch>) {
-        let mut pages = self.pages();
-        let first = pages.is_none();
-        match pages.as_mut() {
-            Some(pages) if pages.len() == touched.len() => {
-                pages
-                    .iter_mut()
-                    .zip(touched)
-                    .for_each(|(page, t)| *page = (*page).max(t));
-            }
-            _ => *pages = Some(touched),
-        }
-        drop(pages);
-        if first && let Some(wake) = self.first_learnt.get() {
-            wake();
-        }
-    }
-
     /// The parts of `memories` to pre-fault: the pages runs have written and those they have
     /// read, once a run has ended (`None` before: a memory pre-faulted whole would show its
     /// run writing every page). All of it for writing when the profile cannot speak for it:
@@ -163,28 +144,32 @@ impl Profile {
     }
 }
 
+impl Learner for Profile {
+    fn add(&self, touched: Vec<Touch>) {
+        let mut pages = self.pages();
+        let first = pages.is_none();
+        match pages.as_mut() {
+            Some(pages) if pages.len() == touched.len() => {
+                pages
+                    .iter_mut()
+                    .zip(touched)
+                    .for_each(|(page, t)| *page = (*page).max(t));
+            }
+            _ => *pages = Some(touched),
+        }
+        drop(pages);
+        if first && let Some(wake) = self.first_learnt.get() {
+            wake();
+        }
+    }
+}
+
 /// Pre-faults `targets`, holding off for runs in flight between chunks; returns the bytes
 /// pre-faulted for writing (reading maps the file's pages, which costs no memory of its own).
 fn prefault_targets(pool: &Inner, targets: &Targets) -> u64 {
     let written = prefault::populate(&targets.write, Access::Write, || hold_off(pool));
     prefault::populate(&targets.read, Access::Read, || hold_off(pool));
     written
-}
-
-/// Where a pooled run's linear memory is, for the pool to learn what the run did to it.
-pub(crate) struct TouchedPages {
-    memories: Vec<Range<usize>>,
-    profile: Arc<Profile>,
-}
-
-impl TouchedPages {
-    /// Reads which pages of the memory were written and which read, and adds them to the
-    /// pool's profile; only while the run's store, and so its memory, is alive.
-    pub(crate) fn learn(self) {
-        if let Some(touched) = prefault::touched_pages(&self.memories) {
-            self.profile.add(touched);
-        }
-    }
 }
 
 /// The pool, shared between the runtime and its refill thread.
@@ -339,7 +324,10 @@ impl Warm {
         } = self;
         let mut ctx = ctx;
         if teaches {
-            ctx.touched = Some(TouchedPages { memories, profile });
+            ctx.touched = Some(TouchedPages {
+                memories,
+                learner: profile,
+            });
         }
         let fuel = ctx.limits.fuel - fuel_spent;
         let timeout = ctx.limits.timeout;

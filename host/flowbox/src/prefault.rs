@@ -20,10 +20,12 @@
 //! from `/proc/self/pagemap`, after each of its runs, which pages the run wrote and which it
 //! only read (`touched_pages`), and, once one has, pre-faults those: the written ones for
 //! writing, the read ones for reading (mapping the file's page, which copies nothing).
+//! The same reading of the page map, after each run a fresh instance serves, teaches the
+//! runtime's tally, by which fresh instances are pre-faulted on the request path (`tally`).
 //! Linux only (5.14 or later); elsewhere nothing is pre-faulted.
 
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// What `madvise` is asked to populate at a time, so that the refill thread can make way for
 /// runs in between.
@@ -145,6 +147,29 @@ pub(crate) enum Touch {
     Read,
     /// Private: written (or, rarely, zeros read where the image has none).
     Written,
+}
+
+/// What learns from the pages runs touched: the warm pool's profile, a runtime's tally of its
+/// fresh runs.
+pub(crate) trait Learner: Send + Sync {
+    /// Adds what one run did to each page of its linear memory.
+    fn add(&self, pages: Vec<Touch>);
+}
+
+/// Where a run's linear memory is, for `learner` to learn what the run did to it.
+pub(crate) struct TouchedPages {
+    pub(crate) memories: Vec<Range<usize>>,
+    pub(crate) learner: Arc<dyn Learner>,
+}
+
+impl TouchedPages {
+    /// Reads which pages of the memory were written and which read, for the learner; only
+    /// while the run's store, and so its memory, is alive.
+    pub(crate) fn learn(self) {
+        if let Some(touched) = touched_pages(&self.memories) {
+            self.learner.add(touched);
+        }
+    }
 }
 
 /// How a page is to be faulted in: mapped for reading (the file's page, shared, no copy), or

@@ -22,7 +22,7 @@ use crate::fault_around;
 use crate::journal::journal_error;
 use crate::plan::{self, GateRefusal};
 use crate::pool::WarmPool;
-use crate::prefault::Mappings;
+use crate::prefault::{Learner, Mappings, TouchedPages};
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store};
 use crate::shared::Shared;
 use crate::{
@@ -397,15 +397,25 @@ fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>
     }
 }
 
-/// Instantiates the guest in `store`, its linear memories without the kernel's fault-around
-/// (see `fault_around`), found as the warm pool finds them (see `prefault`) but without its
-/// lock, which a future that may move between threads cannot hold: a memory in a range that
-/// a store dropped meanwhile left behind looks old and keeps fault-around, nothing else.
+/// Instantiates the guest in `store`, its linear memory without the kernel's fault-around
+/// (see `fault_around`) and pre-faulted with what most recent fresh runs did to it (see
+/// `tally`), or left as it is for the tally to learn from this run. The memory is found as the warm
+/// pool finds it (see `prefault`) but without its lock, which a future that may move between
+/// threads cannot hold: a memory that took over the range of a store dropped meanwhile looks
+/// old, and keeps fault-around and its page faults, nothing else.
 async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Result<Workflow> {
     let before = Mappings::now();
     let instance = shared.pre.instantiate_async(&mut *store).await?;
     let memories = Mappings::now().linear_memories_since(&before, store.data().memory.total);
     fault_around::turn_off(&memories);
+    if let [memory] = memories.as_slice()
+        && shared.tally.prefault(memory).is_none()
+    {
+        store.data_mut().touched = Some(TouchedPages {
+            memories,
+            learner: Arc::clone(&shared.tally) as Arc<dyn Learner>,
+        });
+    }
     Ok(instance)
 }
 

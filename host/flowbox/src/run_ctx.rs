@@ -46,9 +46,10 @@ pub(crate) struct RunCtx {
     pub(crate) thread_id: String,
     /// The journal, when the runtime keeps one.
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
-    /// For a run from the warm pool: where its linear memory is, for the pool to learn which
-    /// pages a run writes and reads once the run is over.
-    pub(crate) touched: Option<crate::pool::TouchedPages>,
+    /// Where its linear memory is, when it was found, for the warm pool (a pooled run) or the
+    /// runtime's tally (a fresh one) to learn which pages a run writes and reads once the run
+    /// is over.
+    pub(crate) touched: Option<crate::prefault::TouchedPages>,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }

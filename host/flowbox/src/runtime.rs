@@ -269,6 +269,7 @@ impl RuntimeBuilder {
                 prices: self.prices.map(Arc::new),
                 fanout: self.fanout,
                 pool,
+                tally: Arc::default(),
                 remote: self.engine,
             }),
         })
@@ -428,17 +429,48 @@ mod tests {
         );
     }
 
-    /// Everything the guest can call, by interface: the component's imports are fixed when it
-    /// is built, so this is the whole of its reach outside the sandbox.
-    #[test]
-    fn the_guest_imports_nothing_but_the_host_interface_and_wasi() {
-        let runtime = Runtime::builder()
+    fn test_runtime() -> Runtime {
+        Runtime::builder()
             .backend(flowbox_backends::FakeBackend::new())
             .cache_dir(
                 std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flowbox-cache"),
             )
             .build()
-            .expect("the guest loads");
+            .expect("the guest loads")
+    }
+
+    /// On Linux, the first fresh run teaches the runtime's tally, and the next is pre-faulted
+    /// by it: with the same result and, to the unit, the same fuel.
+    #[tokio::test]
+    #[cfg(target_os = "linux")]
+    async fn a_fresh_run_pre_faulted_by_the_tally_uses_exactly_the_fuel_of_the_first() {
+        let runtime = test_runtime();
+        let script = "import random\nreturn [random.random(), sum(range(1000))]";
+        let run = async || {
+            runtime
+                .run_request(crate::RunRequest::new(script).thread_id("tally"))
+                .await
+        };
+        let first = run().await;
+        let tally = &runtime.shared.tally;
+        for _ in 0..500 {
+            if tally.runs() > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        assert_eq!(tally.runs(), 1, "the first run did not teach the tally");
+        let second = run().await;
+        assert_eq!(tally.instances(), 1, "the second run was not pre-faulted");
+        assert_eq!(second.result.unwrap(), first.result.unwrap());
+        assert_eq!(second.summary.fuel_used, first.summary.fuel_used);
+    }
+
+    /// Everything the guest can call, by interface: the component's imports are fixed when it
+    /// is built, so this is the whole of its reach outside the sandbox.
+    #[test]
+    fn the_guest_imports_nothing_but_the_host_interface_and_wasi() {
+        let runtime = test_runtime();
         let shared = &runtime.shared;
         let types = shared.pre.instance_pre().component().component_type();
         let imports: Vec<&str> = types

@@ -16,6 +16,7 @@ use crate::events::EventHub;
 use crate::plan::{FanoutProfile, PriceTable};
 use crate::pool::WarmPool;
 use crate::run_ctx::RunCtx;
+use crate::tally::Tally;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding
 /// between concurrent busy runs.
@@ -36,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) fanout: Option<FanoutProfile>,
     /// Guests instantiated ahead of demand, when the runtime keeps a warm pool.
     pub(crate) pool: Option<WarmPool>,
+    /// What recent fresh instances did to their memory's pages, to pre-fault the next with.
+    pub(crate) tally: Arc<Tally>,
     /// Another engine that runs requests instead, when the runtime sends them there.
     pub(crate) remote: Option<Arc<dyn crate::external::Engine>>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.
