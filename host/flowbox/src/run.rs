@@ -399,10 +399,10 @@ fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>
 
 /// Instantiates the guest in `store`, its linear memory without the kernel's fault-around
 /// (see `fault_around`) and pre-faulted with what most recent fresh runs did to it (see
-/// `tally`), or left as it is for the tally to learn from this run. The memory is found as the warm
-/// pool finds it (see `prefault`) but without its lock, which a future that may move between
-/// threads cannot hold: a memory that took over the range of a store dropped meanwhile looks
-/// old, and keeps fault-around and its page faults, nothing else.
+/// `tally`), or left as it is for the tally to learn from this run. The memory is found as
+/// the warm pool finds it (see `prefault`) but without its lock, which a future that may move
+/// between threads cannot hold: a memory that took over the range of a store dropped
+/// meanwhile looks old, and keeps fault-around and its page faults, nothing else.
 async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Result<Workflow> {
     let before = Mappings::now();
     let instance = shared.pre.instantiate_async(&mut *store).await?;
