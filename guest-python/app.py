@@ -19,7 +19,6 @@ from wit_world.imports import host as wit
 import flowbox_sdk
 from flowbox_sdk import BudgetState, CallFailed, Completion, ScriptFailure, Settings
 from flowbox_sdk import warmup
-from flowbox_sdk.host import PARALLEL, PIPELINE
 
 
 def _kind_name(kind) -> str:
@@ -60,18 +59,12 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-_GROUP_KINDS = {kind: wit.GroupKind[kind.upper()] for kind in (PARALLEL, PIPELINE)}
-
-
 def _path(path) -> list:
-    """The SDK's path (tuples) as the WIT `path` (position records)."""
+    """The SDK's path as the WIT `path`: each position without its kind, which its stage
+    tells (a pipeline's from 1, a parallel's none)."""
     if not path:
         return path
-    kinds = _GROUP_KINDS
-    return [
-        wit.Position(group, kinds[kind], index, size, stage)
-        for group, kind, index, size, stage in path
-    ]
+    return [(group, index, size, stage) for group, _, index, size, stage in path]
 
 
 class WitHost:

@@ -9,7 +9,8 @@ from typing import NamedTuple, Protocol
 
 # Where a call sits in the script tree: one position per enclosing group, outermost first,
 # each (group, kind, index, size, stage): kind is PARALLEL or PIPELINE, stage (from 1) is the
-# pipeline stage the item was in, None for a parallel branch. Mirrors the WIT `position` record.
+# pipeline stage the item was in, None for a parallel branch. The WIT `position` is the same
+# tuple without the kind, which its stage tells.
 Path = list[tuple[int, str, int, int, int | None]]
 
 

@@ -36,8 +36,11 @@ def bindings(tmp_path_factory):
 
 
 def sdk_path(path) -> list:
-    """A WIT path (position records) back as the SDK's tuples."""
-    return [(p.group, p.kind.name.lower(), p.index, p.size, p.stage) for p in path]
+    """A WIT path (positions without their kind) back as the SDK's tuples."""
+    return [
+        (group, "parallel" if stage is None else "pipeline", index, size, stage)
+        for group, index, size, stage in path
+    ]
 
 
 class WitFake:
@@ -144,7 +147,7 @@ def test_run_returns_json_text_and_converts_paths(guest, host):
     assert host.named("started") == [('{"name": "n", "description": "d"}',)]
     prompt, options, path = fake.agent_requests[0]
     assert prompt == '"a"'
-    assert path == [fake.wit.Position(1, fake.wit.GroupKind.PARALLEL, 0, 2, None)]
+    assert path == [(1, 0, 2, None)]
     assert isinstance(options, fake.wit.AgentOptions)
     assert options.tools == ["t"] and options.schema is None
     assert host.named("start_tool") == [("t", '{"q": 1}', [(1, "parallel", 1, 2, None)])]
@@ -155,7 +158,7 @@ def test_pipeline_paths_convert_with_their_stage(guest, host):
     script = "return await pipeline(['x'], lambda item: item, lambda prev: agent(prev))\n"
     assert json.loads(app.WitWorld().run(script, "{}")) == ["echo: x"]
     _, _, path = fake.agent_requests[0]
-    assert path == [fake.wit.Position(1, fake.wit.GroupKind.PIPELINE, 0, 1, 2)]
+    assert path == [(1, 0, 1, 2)]
 
 
 def test_a_call_without_options_sends_none(guest):

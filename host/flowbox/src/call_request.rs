@@ -9,7 +9,7 @@ use flowbox_store::{CallErrorKind, GroupKind};
 use serde_json::Value;
 
 use crate::Limits;
-use crate::bindings::host::{AgentOptions, GroupKind as WitGroupKind, Position as WitPosition};
+use crate::bindings::host::{AgentOptions, Position as WitPosition};
 use crate::events::Position;
 
 /// A call that failed, as the script will see it.
@@ -159,24 +159,22 @@ pub(crate) fn decode_path(path: Vec<WitPosition>) -> Result<Vec<Position>, CallF
         )));
     }
     path.into_iter()
-        .map(|position| {
-            let kind = match (position.kind, position.stage) {
-                (WitGroupKind::Parallel, None) => GroupKind::Parallel,
-                (WitGroupKind::Pipeline, Some(stage)) if stage > 0 => GroupKind::Pipeline,
-                (kind, stage) => {
+        .map(|(group, index, size, stage)| {
+            let kind = match stage {
+                None => GroupKind::Parallel,
+                Some(stage) if stage > 0 => GroupKind::Pipeline,
+                Some(_) => {
                     return Err(CallFailure::invalid(format!(
-                        "group {} is a {kind:?} with stage {stage:?}: a pipeline position \
-                         needs a stage from 1, a parallel one none",
-                        position.group
+                        "group {group} has stage 0: a pipeline's stages count from 1"
                     )));
                 }
             };
             Ok(Position {
-                group: position.group,
+                group,
                 kind: Some(kind),
-                index: position.index,
-                size: position.size,
-                stage: position.stage,
+                index,
+                size,
+                stage,
             })
         })
         .collect()
@@ -266,22 +264,7 @@ mod tests {
         r.options.schema = Some(r#"{"type": "object", "required": ["a"]}"#.into());
         r.options.label = Some("rev".into());
         r.options.tools = Some(vec!["read_file".into()]);
-        r.path = vec![
-            WitPosition {
-                group: 1,
-                kind: WitGroupKind::Pipeline,
-                index: 4,
-                size: 5,
-                stage: Some(2),
-            },
-            WitPosition {
-                group: 2,
-                kind: WitGroupKind::Parallel,
-                index: 0,
-                size: 3,
-                stage: None,
-            },
-        ];
+        r.path = vec![(1, 4, 5, Some(2)), (2, 0, 3, None)];
         let decoded = decode(r, &Limits::default()).unwrap();
         assert_eq!(decoded.leaf.prompt, serde_json::json!({"file": "ü.rs"}));
         assert_eq!(decoded.leaf.tools, Some(vec!["read_file".to_owned()]));
@@ -375,30 +358,14 @@ mod tests {
         r.options.tools = Some(vec!["t".into(); 300]);
         assert!(failure(r).contains("at most 256"));
         let mut r = request("\"x\"");
-        r.path = vec![position(WitGroupKind::Parallel, None); 65];
+        r.path = vec![(1, 0, 1, None); 65];
         assert!(failure(r).contains("nested 65 deep"));
-        for (kind, stage) in [
-            (WitGroupKind::Parallel, Some(1)),
-            (WitGroupKind::Pipeline, None),
-            (WitGroupKind::Pipeline, Some(0)),
-        ] {
-            let mut r = request("\"x\"");
-            r.path = vec![position(kind, stage)];
-            assert!(
-                failure(r).contains("needs a stage from 1"),
-                "{kind:?} {stage:?}"
-            );
-        }
-    }
-
-    fn position(kind: WitGroupKind, stage: Option<u32>) -> WitPosition {
-        WitPosition {
-            group: 1,
-            kind,
-            index: 0,
-            size: 1,
-            stage,
-        }
+        let mut r = request("\"x\"");
+        r.path = vec![(1, 0, 1, Some(1)), (2, 0, 1, Some(0))];
+        assert_eq!(
+            failure(r),
+            "group 2 has stage 0: a pipeline's stages count from 1"
+        );
     }
 
     #[test]
@@ -459,22 +426,10 @@ mod tests {
         fn position() -> impl Strategy<Value = WitPosition> {
             (
                 any::<u32>(),
-                any::<bool>(),
                 any::<u32>(),
                 any::<u32>(),
                 prop::option::of(0u32..4),
             )
-                .prop_map(|(group, pipeline, index, size, stage)| WitPosition {
-                    group,
-                    kind: if pipeline {
-                        WitGroupKind::Pipeline
-                    } else {
-                        WitGroupKind::Parallel
-                    },
-                    index,
-                    size,
-                    stage,
-                })
         }
 
         fn request() -> impl Strategy<Value = Request> {
