@@ -494,6 +494,23 @@ return {"xs": xs, "slept": time.monotonic() - t0 >= 5, "n": len(reviews)}
     assert_eq!(a.summary.fuel_used, b.summary.fuel_used);
 }
 
+/// A thread's random numbers are fixed by its id for good, not by the build: a journal written
+/// before an upgrade replays after it, even where `random` chose the calls.
+#[tokio::test]
+async fn a_threads_random_numbers_are_the_same_in_every_build() {
+    let rt = runtime();
+    let outcome = rt
+        .run_request(
+            RunRequest::new("import random\nreturn [random.random(), random.randint(0, 10**9)]")
+                .thread_id("pinned"),
+        )
+        .await;
+    assert_eq!(
+        outcome.result.unwrap(),
+        json!([0.18463530849207932, 476862990])
+    );
+}
+
 #[tokio::test]
 async fn leaves_run_concurrently_up_to_the_limit() {
     let backend = Arc::new(CountingBackend::new(Duration::from_millis(20)));
