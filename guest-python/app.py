@@ -154,6 +154,9 @@ time.sleep = flowbox_sdk.virtual_sleep(HOST)
 
 
 class WitWorld(wit_world.WitWorld):
+    def warm_up(self) -> None:
+        """Nothing: the call alone makes componentize-py's runtime set itself up (see the WIT)."""
+
     def run(self, script: str, args: str) -> str:
         # The host makes WASI randomness deterministic per run; seeding from it here makes the
         # script's `random` replay exactly, whatever state a previous run left behind.

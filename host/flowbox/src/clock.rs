@@ -7,8 +7,8 @@
 //! `monotonic_clock`), and the random bytes come from a generator seeded from the thread id.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
@@ -136,6 +136,19 @@ impl SeededRandom {
         (u128::from(self.next()) << 64) | u128::from(self.next())
     }
 
+    fn next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok((self.next() >> 32) as u32)
+    }
+
+    /// Fills `dest` with whole words, dropping what the last one has left over.
+    fn fill(&mut self, dest: &mut [u8]) -> Result<(), Infallible> {
+        for chunk in dest.chunks_mut(8) {
+            let bytes = self.next().to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
+        Ok(())
+    }
+
     fn next(&mut self) -> u64 {
         let s = &mut self.state;
         let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
@@ -154,7 +167,7 @@ impl rand_core::TryRng for SeededRandom {
     type Error = Infallible;
 
     fn try_next_u32(&mut self) -> Result<u32, Infallible> {
-        Ok((self.next() >> 32) as u32)
+        self.next_u32()
     }
 
     fn try_next_u64(&mut self) -> Result<u64, Infallible> {
@@ -162,11 +175,102 @@ impl rand_core::TryRng for SeededRandom {
     }
 
     fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), Infallible> {
-        for chunk in dest.chunks_mut(8) {
-            let bytes = self.next().to_le_bytes();
-            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        self.fill(dest)
+    }
+}
+
+/// One of a run's random streams, as its WASI context draws from it and as the run's state
+/// sees it: the clones share one generator and count the words drawn from it. That is how a
+/// warm pool's instance, which set itself up on a placeholder's stream, has its run's stream
+/// skip what that set-up drew, as it would have drawn it in a fresh instance (see `pool`).
+#[derive(Clone)]
+pub(crate) struct RandomStream(Arc<Mutex<Counted>>);
+
+struct Counted {
+    random: SeededRandom,
+    /// Words (8 bytes, each draw taking whole ones) drawn so far.
+    drawn: u64,
+}
+
+impl RandomStream {
+    pub(crate) fn new(seed: &str, stream: &str) -> Self {
+        Self(Arc::new(Mutex::new(Counted {
+            random: SeededRandom::new(seed, stream),
+            drawn: 0,
+        })))
+    }
+
+    /// The words drawn so far.
+    pub(crate) fn drawn(&self) -> u64 {
+        self.lock().drawn
+    }
+
+    /// Moves on as if `words` had been drawn.
+    pub(crate) fn skip(&self, words: u64) {
+        self.draw(
+            |random| {
+                for _ in 0..words {
+                    random.next();
+                }
+            },
+            words,
+        );
+    }
+
+    fn draw<T>(&self, draw: impl FnOnce(&mut SeededRandom) -> T, words: u64) -> T {
+        let mut counted = self.lock();
+        counted.drawn += words;
+        draw(&mut counted.random)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Counted> {
+        // No draw panics: the stream is whole whoever held it last.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl rand_core::TryRng for RandomStream {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        self.draw(|random| random.next_u32(), 1)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        self.draw(|random| Ok(random.next()), 1)
+    }
+
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), Infallible> {
+        let words = dest.len().div_ceil(8) as u64;
+        self.draw(|random| random.fill(dest), words)
+    }
+}
+
+/// A run's two random streams, for WASI's secure and insecure random interfaces; how far the
+/// guest has drawn from them, and moving a new run's on by as much.
+pub(crate) struct Randomness {
+    pub(crate) secure: RandomStream,
+    pub(crate) insecure: RandomStream,
+}
+
+impl Randomness {
+    /// The streams of thread `thread_id`.
+    pub(crate) fn new(thread_id: &str) -> Self {
+        Self {
+            secure: RandomStream::new(thread_id, "secure"),
+            insecure: RandomStream::new(thread_id, "insecure"),
         }
-        Ok(())
+    }
+
+    /// The words drawn so far, per stream.
+    pub(crate) fn drawn(&self) -> [u64; 2] {
+        [self.secure.drawn(), self.insecure.drawn()]
+    }
+
+    /// Moves each stream on as if the words `drawn` had been drawn from it.
+    pub(crate) fn skip(&self, [secure, insecure]: [u64; 2]) {
+        self.secure.skip(secure);
+        self.insecure.skip(insecure);
     }
 }
 
@@ -236,6 +340,35 @@ mod tests {
         let late = VirtualTime::new(u64::MAX);
         late.advance(10);
         assert_eq!(late.elapsed(), 0);
+    }
+
+    #[test]
+    fn a_stream_counts_whole_words_and_skipping_them_is_drawing_them() {
+        let drawn = RandomStream::new("thread-a", "secure");
+        let mut draws = drawn.clone();
+        let mut bytes = [0u8; 20];
+        draws.try_fill_bytes(&mut bytes).unwrap();
+        draws.try_next_u32().unwrap();
+        draws.try_next_u64().unwrap();
+        // Three words for the 20 bytes, one each for the numbers, seen through either clone.
+        assert_eq!((drawn.drawn(), draws.drawn()), (5, 5));
+
+        let mut skipped = RandomStream::new("thread-a", "secure");
+        skipped.skip(5);
+        assert_eq!(skipped.drawn(), 5);
+        assert_eq!(
+            skipped.try_next_u64().unwrap(),
+            draws.try_next_u64().unwrap()
+        );
+
+        let randomness = Randomness::new("thread-b");
+        randomness.skip([3, 0]);
+        assert_eq!(randomness.drawn(), [3, 0]);
+        let mut fresh = RandomStream::new("thread-b", "insecure");
+        assert_eq!(
+            randomness.insecure.clone().try_next_u64().unwrap(),
+            fresh.try_next_u64().unwrap()
+        );
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! The warm pool: guests instantiated ahead of demand, each handed to exactly one run.
 //!
-//! Instantiating the guest (a `Store` and componentize-py's linked core modules) is the part of
-//! a run's start that does not depend on the request, so one background thread does it before
-//! a request arrives. At hand-over the run's own state replaces the placeholder in the store
-//! (WASI context, clocks, random seed, calls, limits), fuel is set to what a fresh instance
-//! would have left after instantiating, and the run's deadline starts: the guest sees exactly
-//! what it would have seen in a fresh instance. Every instance is dropped after its run.
+//! Instantiating the guest (a `Store` and componentize-py's linked core modules) and its
+//! warm-up (the runtime's own set-up on the first call of an export, see the WIT's `warm-up`)
+//! are the part of a run's start that does not depend on the request, so one background
+//! thread does them before a request arrives. At hand-over the run's own state replaces the
+//! placeholder in the store (WASI context, clocks, random streams, calls, limits), the run's
+//! random streams skip what the warm-up drew from the placeholder's, fuel is set to what a
+//! fresh instance would have left after its warm-up, and the run's deadline starts: the guest
+//! sees exactly what it would have seen in a fresh instance. Every instance is dropped after
+//! its run.
 //!
 //! Before an instance joins the pool its linear memory is pre-faulted (see `prefault`): the
 //! copy-on-write of its memory image is broken page by page without writing anything, so the
@@ -75,8 +78,11 @@ pub struct WarmPoolStats {
 pub(crate) struct Warm {
     store: Store<RunCtx>,
     instance: Workflow,
-    /// The fuel instantiation took, the same for every instance.
+    /// The fuel instantiation and the guest's warm-up took, the same for every instance.
     fuel_spent: u64,
+    /// The words the warm-up drew from the placeholder's random streams, which its run's
+    /// streams skip: in a fresh instance, the warm-up draws them from the run's own.
+    random_drawn: [u64; 2],
     /// The largest linear memory instantiation created, in bytes.
     largest_memory: u64,
     /// All the linear memory instantiation created, in bytes.
@@ -307,13 +313,15 @@ impl Drop for WarmPool {
 
 impl Warm {
     /// Hands the instance to the run whose state is `ctx`: the placeholder state goes, the
-    /// run's own (with its memory cap) takes its place, fuel is what a fresh instance would
-    /// have left after instantiating under the run's limit, and the run's deadline starts now.
+    /// run's own (with its memory cap, its random streams moved on past the warm-up's draws)
+    /// takes its place, fuel is what a fresh instance would have left after its warm-up under
+    /// the run's limit, and the run's deadline starts now.
     pub(crate) fn start(self, ctx: RunCtx) -> Result<(Store<RunCtx>, Workflow), RunError> {
         let Self {
             mut store,
             instance,
             fuel_spent,
+            random_drawn,
             largest_memory,
             memory_bytes,
             prefaulted_bytes: _,
@@ -329,6 +337,7 @@ impl Warm {
                 learner: profile,
             });
         }
+        ctx.random.skip(random_drawn);
         let fuel = ctx.limits.fuel - fuel_spent;
         let timeout = ctx.limits.timeout;
         ctx.memory.largest = largest_memory;
@@ -497,16 +506,19 @@ async fn instantiate(
     let unmapping = prefault::hold_unmapping();
     let before = Mappings::now();
     let instance = pre.instantiate_async(&mut store).await.ok()?;
-    let memory = &store.data().memory;
-    let (largest_memory, memory_bytes) = (memory.largest, memory.total);
-    let memories = Mappings::now().linear_memories_since(&before, memory_bytes);
+    let memories = Mappings::now().linear_memories_since(&before, store.data().memory.total);
     drop(unmapping);
     fault_around::turn_off(&memories);
+    instance.call_warm_up(&mut store).await.ok()?;
+    let memory = &store.data().memory;
+    let (largest_memory, memory_bytes) = (memory.largest, memory.total);
+    let random_drawn = store.data().random.drawn();
     let fuel_spent = INSTANTIATION_FUEL - store.get_fuel().ok()?;
     let warm = Warm {
         store,
         instance,
         fuel_spent,
+        random_drawn,
         largest_memory,
         memory_bytes,
         prefaulted_bytes: 0,

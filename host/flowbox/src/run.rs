@@ -402,7 +402,9 @@ fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>
 /// `tally`), or left as it is for the tally to learn from this run. The memory is found as
 /// the warm pool finds it (see `prefault`) but without its lock, which a future that may move
 /// between threads cannot hold: a memory that took over the range of a store dropped
-/// meanwhile looks old, and keeps fault-around and its page faults, nothing else.
+/// meanwhile looks old, and keeps fault-around and its page faults, nothing else. Then the
+/// guest warms up, as a pooled instance did before its run (see `pool`), drawing from the
+/// run's own random streams what a pooled run's skip.
 async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Result<Workflow> {
     let before = Mappings::now();
     let instance = shared.pre.instantiate_async(&mut *store).await?;
@@ -416,6 +418,7 @@ async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Re
             learner: Arc::clone(&shared.tally) as Arc<dyn Learner>,
         });
     }
+    instance.call_warm_up(&mut *store).await?;
     Ok(instance)
 }
 

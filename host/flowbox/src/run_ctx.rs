@@ -19,7 +19,7 @@ use flowbox_backends::{LeafBackend, ToolSet};
 use flowbox_store::{BranchFailure, CheckpointStore};
 
 use crate::calls::{CallSettings, Calls, Checkpoints};
-use crate::clock::{MonotonicClock, SeededRandom, VirtualTime, WallClock};
+use crate::clock::{MonotonicClock, Randomness, SeededRandom, VirtualTime, WallClock};
 use crate::error::TrapContext;
 use crate::events::RunEvents;
 use crate::plan::{FanoutProfile, PriceTable};
@@ -50,6 +50,8 @@ pub(crate) struct RunCtx {
     /// runtime's tally (a fresh one) to learn which pages a run writes and reads once the run
     /// is over.
     pub(crate) touched: Option<crate::prefault::TouchedPages>,
+    /// The streams its WASI context draws random numbers from.
+    pub(crate) random: Randomness,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }
@@ -164,6 +166,7 @@ impl RunCtx {
         let stdout = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
         let stderr = MemoryOutputPipe::new(GUEST_STDIO_BYTES);
         let seed = SeededRandom::new(thread_id, "seed");
+        let random = Randomness::new(thread_id);
         let wasi = WasiCtxBuilder::new()
             .stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -172,8 +175,8 @@ impl RunCtx {
                 time: time.clone(),
             })
             .monotonic_clock(MonotonicClock { time: time.clone() })
-            .secure_random(SeededRandom::new(thread_id, "secure"))
-            .insecure_random(SeededRandom::new(thread_id, "insecure"))
+            .secure_random(random.secure.clone())
+            .insecure_random(random.insecure.clone())
             .insecure_random_seed(seed.seed_u128())
             .allow_tcp(false)
             .allow_udp(false)
@@ -216,6 +219,7 @@ impl RunCtx {
             thread_id: thread_id.to_owned(),
             store,
             touched: None,
+            random,
             stdout,
             stderr,
         }
