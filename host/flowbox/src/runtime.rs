@@ -183,8 +183,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Keeps up to `instances` guests instantiated ahead of demand (default 0: no pool), so a
-    /// run skips instantiation, and, on Linux, with the pages of their linear memory that runs
+    /// Keeps up to `instances` guests instantiated and warmed up ahead of demand (default 0: no
+    /// pool), so a run skips instantiation and the guest's own set-up, and, on Linux, with the pages of their linear memory that runs
     /// touch pre-faulted (faulted in ahead, contents unchanged), so a run skips the page faults
     /// of its first writes to the guest's memory image. Each pooled guest serves exactly one run and is then dropped,
     /// so runs stay as isolated and as deterministic as with a fresh instance each (same
