@@ -136,17 +136,12 @@ impl SeededRandom {
         (u128::from(self.next()) << 64) | u128::from(self.next())
     }
 
-    fn next_u32(&mut self) -> Result<u32, Infallible> {
-        Ok((self.next() >> 32) as u32)
-    }
-
     /// Fills `dest` with whole words, dropping what the last one has left over.
-    fn fill(&mut self, dest: &mut [u8]) -> Result<(), Infallible> {
+    fn fill(&mut self, dest: &mut [u8]) {
         for chunk in dest.chunks_mut(8) {
             let bytes = self.next().to_le_bytes();
             chunk.copy_from_slice(&bytes[..chunk.len()]);
         }
-        Ok(())
     }
 
     fn next(&mut self) -> u64 {
@@ -160,22 +155,6 @@ impl SeededRandom {
         s[2] ^= t;
         s[3] = s[3].rotate_left(45);
         result
-    }
-}
-
-impl rand_core::TryRng for SeededRandom {
-    type Error = Infallible;
-
-    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
-        self.next_u32()
-    }
-
-    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
-        Ok(self.next())
-    }
-
-    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), Infallible> {
-        self.fill(dest)
     }
 }
 
@@ -233,16 +212,17 @@ impl rand_core::TryRng for RandomStream {
     type Error = Infallible;
 
     fn try_next_u32(&mut self) -> Result<u32, Infallible> {
-        self.draw(|random| random.next_u32(), 1)
+        Ok(self.draw(|random| (random.next() >> 32) as u32, 1))
     }
 
     fn try_next_u64(&mut self) -> Result<u64, Infallible> {
-        self.draw(|random| Ok(random.next()), 1)
+        Ok(self.draw(SeededRandom::next, 1))
     }
 
     fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), Infallible> {
         let words = dest.len().div_ceil(8) as u64;
-        self.draw(|random| random.fill(dest), words)
+        self.draw(|random| random.fill(dest), words);
+        Ok(())
     }
 }
 
@@ -374,16 +354,16 @@ mod tests {
     #[test]
     fn random_bytes_are_fixed_by_the_seed() {
         let draw = |seed: &str| {
-            let mut rng = SeededRandom::new(seed, "secure");
+            let mut rng = RandomStream::new(seed, "secure");
             let mut bytes = [0u8; 20];
             rng.try_fill_bytes(&mut bytes).unwrap();
             bytes
         };
         assert_eq!(draw("thread-a"), draw("thread-a"));
         assert_ne!(draw("thread-a"), draw("thread-b"));
-        let mut other_stream = SeededRandom::new("thread-a", "insecure");
+        let mut other_stream = RandomStream::new("thread-a", "insecure");
         assert_ne!(other_stream.try_next_u64().unwrap(), {
-            let mut same = SeededRandom::new("thread-a", "secure");
+            let mut same = RandomStream::new("thread-a", "secure");
             same.try_next_u64().unwrap()
         });
     }

@@ -80,8 +80,8 @@ pub(crate) struct Warm {
     instance: Workflow,
     /// The fuel instantiation and the guest's warm-up took, the same for every instance.
     fuel_spent: u64,
-    /// The words the warm-up drew from the placeholder's random streams, which its run's
-    /// streams skip: in a fresh instance, the warm-up draws them from the run's own.
+    /// The words instantiation and the warm-up drew from the placeholder's random streams,
+    /// which its run's streams skip: a fresh instance draws them from the run's own.
     random_drawn: [u64; 2],
     /// The largest linear memory instantiation created, in bytes.
     largest_memory: u64,
