@@ -264,14 +264,14 @@ pub(crate) fn flagged(
 
 #[cfg(target_os = "linux")]
 #[expect(unsafe_code, reason = "sysconf is the way to ask for the page size")]
-fn page_size() -> Option<usize> {
+pub(crate) fn page_size() -> Option<usize> {
     // SAFETY: sysconf reads a constant of the system and touches no memory of ours.
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(size).ok().filter(|size| *size > 0)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn page_size() -> Option<usize> {
+pub(crate) fn page_size() -> Option<usize> {
     None
 }
 

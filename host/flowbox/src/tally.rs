@@ -47,6 +47,15 @@ struct Counts {
     touched: Vec<u16>,
     /// Per page, what to pre-fault it for: written or touched by more than half the runs.
     habit: Vec<Touch>,
+    /// The habit as byte ranges from the memory's start, for writing and for reading, made
+    /// when a run is counted rather than on the request path; `None` without a page size.
+    targets: Option<Targets>,
+}
+
+/// Byte ranges from the start of a memory, to pre-fault for writing and for reading.
+struct Targets {
+    write: Vec<Range<usize>>,
+    read: Vec<Range<usize>>,
 }
 
 impl Counts {
@@ -56,6 +65,7 @@ impl Counts {
             written: vec![0; pages],
             touched: vec![0; pages],
             habit: vec![Touch::Untouched; pages],
+            targets: None,
         }
     }
 
@@ -80,6 +90,12 @@ impl Counts {
                 Touch::Untouched
             };
         }
+        self.targets = prefault::page_size().and_then(|page| {
+            let memory = 0..self.habit.len() * page;
+            let part = |touch| prefault::flagged(std::slice::from_ref(&memory), &self.habit, touch);
+            let (write, read) = part(Touch::Written).zip(part(Touch::Read))?;
+            Some(Targets { write, read })
+        });
     }
 }
 
@@ -95,17 +111,25 @@ impl Tally {
     /// and the instance's run is to teach the tally: before the tally has counted a run, for
     /// a memory of another size, and for one instance in [`SAMPLE`].
     pub(crate) fn prefault(&self, memory: &Range<usize>) -> Option<u64> {
-        let memories = std::slice::from_ref(memory);
+        let at = |ranges: &[Range<usize>]| -> Vec<Range<usize>> {
+            let start = memory.start;
+            ranges
+                .iter()
+                .map(|r| start + r.start..start + r.end)
+                .collect()
+        };
         let (write, read) = {
             let counts = self.counts();
             let counts = counts.as_ref()?;
-            let part = |touch| prefault::flagged(memories, &counts.habit, touch);
-            let targets = part(Touch::Written).zip(part(Touch::Read))?;
+            let targets = counts.targets.as_ref()?;
+            if memory.len() != counts.habit.len() * prefault::page_size()? {
+                return None;
+            }
             let instance = self.instances.fetch_add(1, Ordering::Relaxed) + 1;
             if instance.is_multiple_of(SAMPLE) {
                 return None;
             }
-            targets
+            (at(&targets.write), at(&targets.read))
         };
         let written = prefault::populate(&write, Access::Write, || true);
         prefault::populate(&read, Access::Read, || true);
