@@ -48,12 +48,13 @@ class _Prepared(NamedTuple):
 
 class _Returned:
     """The script's RETURNED global: remembers the line of the entry function's latest `return`
-    and passes its value through."""
+    and passes its value through. It starts at the line of the entry's only `return`, when the
+    entry has one and none of its returns is wrapped (see `Entry`)."""
 
     __slots__ = ("line",)
 
-    def __init__(self):
-        self.line = None
+    def __init__(self, line: int | None):
+        self.line = line
 
     def __call__(self, value, line):
         self.line = line
@@ -90,7 +91,7 @@ def run(host: Host, source: str, args_json: str) -> str:
     host.started(None if prepared.meta is None else to_json(prepared.meta, "meta"))
 
     scheduler = Scheduler(host)
-    returned = _Returned()
+    returned = _Returned(prepared.entry.return_line)
     primitives = make_primitives(host, scheduler)
     print_function = primitives.pop("print")
     namespace = {

@@ -78,10 +78,13 @@ def memory_errors(caught):
 
 
 class Entry(NamedTuple):
-    """Compiled module code and the name of the global function that starts the script."""
+    """Compiled module code, the name of the global function that starts the script and, when
+    the entry function has a single `return value`, that statement's line: then its result can
+    only come from there, and no `return` is wrapped in a call of RETURNED."""
 
     code: types.CodeType
     function: str
+    return_line: int | None
 
 
 def parse(source: str) -> ast.Module:
@@ -105,14 +108,14 @@ def build(tree: ast.Module, may_catch_memory_errors: bool) -> Entry:
         function = BODY_FUNCTION
     else:
         function = _entry_function(tree)
-    _report_return_lines(tree, function)
+    return_line = _report_return_lines(tree, function)
     if may_catch_memory_errors:
         _catch_size_overflows(tree)
     try:
         code = compile(tree, FILENAME, "exec")
     except SyntaxError as error:
         raise _syntax_failure(error) from None
-    return Entry(code, function)
+    return Entry(code, function, return_line)
 
 
 def may_name_memory_error(source: str) -> bool:
@@ -195,36 +198,47 @@ def _wrap_body(tree: ast.Module) -> None:
     tree.body = [wrapper]
 
 
-def _report_return_lines(tree: ast.Module, function: str) -> None:
-    """Wraps the value of every `return` of the entry function (each top-level definition of
-    that name) in a call of RETURNED with the statement's line; nested functions keep theirs."""
+def _report_return_lines(tree: ast.Module, function: str) -> int | None:
+    """Where the entry function's result comes from (each top-level definition of that name;
+    nested functions keep their own returns). A single `return value` in a function that does
+    not yield is the only place, and its line is returned; otherwise the value of every
+    `return` is wrapped in a call of RETURNED with the statement's line."""
+    returns = []
+    yields = False
     pending = [
-        node
+        statement
         for node in tree.body
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+        for statement in node.body
     ]
-    pending = [statement for node in pending for statement in node.body]
     while pending:
         node = pending.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
         if isinstance(node, ast.Return) and node.value is not None:
-            value = node.value
-            # Each new node at the value's place, as `fix_missing_locations` would put them,
-            # without walking the value again.
-            place = {
-                "lineno": value.lineno,
-                "col_offset": value.col_offset,
-                "end_lineno": value.end_lineno,
-                "end_col_offset": value.end_col_offset,
-            }
-            node.value = ast.Call(
-                func=ast.Name(id=RETURNED, ctx=ast.Load(), **place),
-                args=[value, ast.Constant(node.lineno, **place)],
-                keywords=[],
-                **place,
-            )
+            returns.append(node)
+        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+            yields = True  # a generator's result is the generator, whatever it returns
         pending.extend(child_nodes(node))
+    if len(returns) == 1 and not yields:
+        return returns[0].lineno
+    for node in returns:
+        value = node.value
+        # Each new node at the value's place, as `fix_missing_locations` would put them,
+        # without walking the value again.
+        place = {
+            "lineno": value.lineno,
+            "col_offset": value.col_offset,
+            "end_lineno": value.end_lineno,
+            "end_col_offset": value.end_col_offset,
+        }
+        node.value = ast.Call(
+            func=ast.Name(id=RETURNED, ctx=ast.Load(), **place),
+            args=[value, ast.Constant(node.lineno, **place)],
+            keywords=[],
+            **place,
+        )
+    return None
 
 
 def _catch_size_overflows(tree: ast.Module) -> None:

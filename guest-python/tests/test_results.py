@@ -214,6 +214,19 @@ def test_a_sync_main_names_its_own_return_of_an_awaitable(host):
     assert host.fail(script).line == 5
 
 
+def test_a_generator_main_names_no_return_it_did_not_reach(host):
+    script = src(
+        """
+        def main():
+            yield 1
+            return [1]
+        """
+    )
+    failure = host.fail(script)
+    assert failure.message.startswith("result is a value of type generator")
+    assert failure.line is None
+
+
 def test_a_result_with_a_lone_surrogate_names_the_return(host):
     failure = host.fail('x = 1\nreturn {"k": "\\ud800"}\n')
     assert (failure.kind, failure.line) == ("invalid-result", 2)
