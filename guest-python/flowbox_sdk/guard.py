@@ -46,21 +46,29 @@ def check_script(tree: ast.Module) -> None:
     _Guard(_bound_names(tree)).visit(tree)
 
 
+_DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+_NAMED_CAPTURES = frozenset({ast.ExceptHandler, ast.MatchAs, ast.MatchStar})
+
+
 def _bound_names(tree: ast.Module) -> set:
-    """Every name the script binds anywhere, scopes ignored."""
+    """Every name the script binds anywhere, scopes ignored. (Nodes are told apart by their
+    exact type, as in `script.child_nodes`.)"""
     bound = set()
     for node in walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is not ast.Load:
+                bound.add(node.id)
+        elif kind in _DEFINITIONS:
             bound.add(node.name)
-        elif isinstance(node, ast.arg):
+        elif kind is ast.arg:
             bound.add(node.arg)
-        elif isinstance(node, ast.alias):
+        elif kind is ast.alias:
             bound.add(node.asname or node.name.split(".")[0])
-        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
+        elif kind in _NAMED_CAPTURES:
+            if node.name:
+                bound.add(node.name)
+        elif kind is ast.MatchMapping and node.rest:
             bound.add(node.rest)
     return bound
 
@@ -73,10 +81,20 @@ def _reject(message: str, node: ast.AST) -> ScriptFailure:
     return ScriptFailure(FORBIDDEN, message, node.lineno)
 
 
-class _Guard(ast.NodeVisitor):
+class _Guard:
+    """Visits the tree as `ast.NodeVisitor` does: each node with the `visit_` method of its
+    class (found in `_VISITS` by exact type), else its children."""
+
     def __init__(self, bound: set):
         self._bound = bound
         self._special_methods = set()  # ids of the defs that are special methods of a class
+
+    def visit(self, node: ast.AST) -> None:
+        method = _VISITS.get(type(node))
+        if method is None:
+            self.generic_visit(node)
+        else:
+            method(self, node)
 
     def generic_visit(self, node: ast.AST) -> None:
         for child in child_nodes(node):
@@ -103,7 +121,7 @@ class _Guard(ast.NodeVisitor):
         # A script that binds one of the contract's builtin names itself
         # (`input = args["input"]`) is using its own variable, which is fine.
         self._check_name(node.id, node)
-        if not isinstance(node.ctx, ast.Load) or node.id in self._bound:
+        if type(node.ctx) is not ast.Load or node.id in self._bound:
             return
         reason = REFUSED_BUILTINS.get(node.id)
         if reason:
@@ -293,6 +311,14 @@ class _Guard(ast.NodeVisitor):
             f"'except*' is not supported in workflow scripts; use a plain 'except'",
             node,
         )
+
+
+# Each `visit_` method of the guard by the class of node it checks.
+_VISITS = {
+    getattr(ast, name.removeprefix("visit_")): method
+    for name, method in vars(_Guard).items()
+    if name.startswith("visit_")
+}
 
 
 def _is_super_special_method(node: ast.Attribute) -> bool:

@@ -7,6 +7,7 @@ import ast
 import math
 import sys
 import types
+import typing
 from typing import Any, NamedTuple
 
 from .errors import INVALID_META, NO_ENTRY_POINT, SYNTAX, ScriptFailure
@@ -124,23 +125,64 @@ def may_name_memory_error(source: str) -> bool:
     return not source.isascii() or "MemoryError" in source
 
 
+def _node_classes() -> list:
+    """Every class of AST node this Python has."""
+    classes = []
+    pending = [ast.AST]
+    while pending:
+        for subclass in pending.pop().__subclasses__():
+            if subclass not in classes:
+                classes.append(subclass)
+                pending.append(subclass)
+    return classes
+
+
+def _holds_nodes(annotation) -> bool:
+    """Whether a field of this type (from `_field_types`, Python 3.13+) can hold a node."""
+    if isinstance(annotation, type):
+        return issubclass(annotation, ast.AST)
+    return any(_holds_nodes(argument) for argument in typing.get_args(annotation))
+
+
+def _child_fields(node_class: type) -> tuple:
+    """The fields of `node_class` that can hold nodes, in order; Python before 3.13 does not
+    say which, so all of them."""
+    field_types = getattr(node_class, "_field_types", None)
+    if field_types is None:
+        return node_class._fields
+    return tuple(name for name in node_class._fields if _holds_nodes(field_types.get(name)))
+
+
+# The fields each class of node has children in, and (as keys) the classes the walks below
+# yield: every class but the expression contexts (Load, Store, Del), which only repeat what
+# their node already says and which no check looks for.
+_CHILD_FIELDS = {
+    node_class: _child_fields(node_class)
+    for node_class in _node_classes()
+    if not issubclass(node_class, ast.expr_context)
+}
+
+
 def child_nodes(node: ast.AST) -> list:
-    """The nodes directly below `node`, as `ast.iter_child_nodes` yields them, as a list and
-    faster: the SDK walks every script's tree several times before it runs."""
+    """The nodes directly below `node`, as `ast.iter_child_nodes` yields them but without
+    expression contexts, as a list and faster: the SDK walks every script's tree several
+    times before it runs. Only exact types are tested (a type test is cheaper than
+    `isinstance`): the tree comes from the parser and from this module, never from a script."""
     children = []
-    for name in node._fields:
+    for name in _CHILD_FIELDS[type(node)]:
         value = getattr(node, name, None)
-        if isinstance(value, list):
+        if type(value) is list:
             for item in value:
-                if isinstance(item, ast.AST):
+                if type(item) in _CHILD_FIELDS:
                     children.append(item)
-        elif isinstance(value, ast.AST):
+        elif type(value) in _CHILD_FIELDS:
             children.append(value)
     return children
 
 
 def walk(tree: ast.AST) -> list:
-    """Every node of `tree`, itself included, in the order `ast.walk` yields them."""
+    """Every node of `tree`, itself included, in the order `ast.walk` yields them (but without
+    expression contexts, as `child_nodes`)."""
     nodes = [tree]
     for node in nodes:
         nodes.extend(child_nodes(node))
@@ -154,48 +196,52 @@ def _syntax_failure(error: SyntaxError) -> ScriptFailure:
 # --- forms -------------------------------------------------------------------------------
 
 
+_ASYNC_OR_RETURN = frozenset({ast.Await, ast.Return, ast.AsyncFor, ast.AsyncWith})
+# Nodes with a scope of their own: what is inside them is not the entry's.
+_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+_FUNCTIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
+_YIELDS = frozenset({ast.Yield, ast.YieldFrom})
+
+
 def _has_top_level_await_or_return(tree: ast.Module) -> bool:
     """True for a direct body: `await` (or `async for`/`async with`) or `return` outside any
     function or class."""
     pending = list(tree.body)
     while pending:
         node = pending.pop()
-        if isinstance(node, (ast.Await, ast.Return, ast.AsyncFor, ast.AsyncWith)):
+        kind = type(node)
+        if kind in _ASYNC_OR_RETURN or (kind is ast.comprehension and node.is_async):
             return True
-        if isinstance(node, ast.comprehension) and node.is_async:
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        pending.extend(child_nodes(node))
+        if kind not in _SCOPES:
+            pending.extend(child_nodes(node))
     return False
 
 
 def _wrap_body(tree: ast.Module) -> None:
     """Moves every top-level statement into `async def __flowbox_body__():`, keeping each
-    statement's own location, so helpers defined in the body become closures over its names."""
+    statement's own location, so helpers defined in the body become closures over its names.
+    The nodes are made without their classes' `__init__`, which checks every field and costs
+    more than the rest of the wrapping."""
     body = tree.body
-    wrapper = ast.AsyncFunctionDef(
-        name=BODY_FUNCTION,
-        args=ast.arguments(
-            posonlyargs=[],
-            args=[],
-            vararg=None,
-            kwonlyargs=[],
-            kw_defaults=[],
-            kwarg=None,
-            defaults=[],
-        ),
-        body=body,
-        decorator_list=[],
-        returns=None,
-        type_comment=None,
-    )
+    first, last = body[0], body[-1]
+    arguments = _new_node(
+        ast.arguments, posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[],
+        kwarg=None, defaults=[],
+    )  # fmt: skip
+    wrapper = _new_node(
+        ast.AsyncFunctionDef, name=BODY_FUNCTION, args=arguments, body=body, decorator_list=[],
+        returns=None, type_comment=None, lineno=first.lineno, col_offset=first.col_offset,
+        end_lineno=last.end_lineno, end_col_offset=last.end_col_offset,
+    )  # fmt: skip
     if "type_params" in ast.AsyncFunctionDef._fields:  # Python 3.12+
         wrapper.type_params = []
-    ast.copy_location(wrapper, body[0])
-    wrapper.end_lineno = body[-1].end_lineno
-    wrapper.end_col_offset = body[-1].end_col_offset
     tree.body = [wrapper]
+
+
+def _new_node(node_class: type, **fields) -> ast.AST:
+    node = node_class.__new__(node_class)
+    node.__dict__.update(fields)
+    return node
 
 
 def _report_return_lines(tree: ast.Module, function: str) -> int | None:
@@ -208,16 +254,17 @@ def _report_return_lines(tree: ast.Module, function: str) -> int | None:
     pending = [
         statement
         for node in tree.body
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+        if type(node) in _FUNCTIONS and node.name == function
         for statement in node.body
     ]
     while pending:
         node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+        kind = type(node)
+        if kind in _SCOPES:
             continue
-        if isinstance(node, ast.Return) and node.value is not None:
+        if kind is ast.Return and node.value is not None:
             returns.append(node)
-        elif isinstance(node, (ast.Yield, ast.YieldFrom)):
+        elif kind in _YIELDS:
             yields = True  # a generator's result is the generator, whatever it returns
         pending.extend(child_nodes(node))
     if len(returns) == 1 and not yields:
