@@ -22,29 +22,48 @@ _PRIMITIVES = frozenset({"agent", "parallel", "pipeline", "call_tool"})
 _FILLING = frozenset({"append", "extend", "insert", "add", "update", "setdefault"})
 
 
+# Nodes are told apart by their exact type, as in `script.child_nodes` (cheaper than
+# `isinstance` in the guest; the tree is the parser's).
+_FUNCTIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
+_FOR_LOOPS = frozenset({ast.For, ast.AsyncFor})
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp})
+_TARGET_ASSIGNMENTS = frozenset({ast.AugAssign, ast.AnnAssign, ast.NamedExpr})
+_ITERATIONS = frozenset({ast.For, ast.AsyncFor, ast.comprehension})
+_WITHS = frozenset({ast.With, ast.AsyncWith})
+# The nodes `_flows` has pairs for.
+_FLOWING = frozenset(
+    {ast.Assign, ast.Call} | _TARGET_ASSIGNMENTS | _ITERATIONS | _WITHS | _FUNCTIONS
+)
+# What has a `break` or `return` of its own.
+_NESTED = frozenset({ast.While, ast.Lambda} | _FOR_LOOPS | _FUNCTIONS)
+_EXITS = frozenset({ast.Break, ast.Return})
+
+
 def reply_dependence(tree: ast.Module) -> list:
     """The reply-dependent constructs of `tree`, by line: dicts with `line`, `construct` and
     `loop_trip_count`."""
-    tainted = _tainted_names(tree)
+    nodes = walk(tree)
+    tainted = _tainted_names(nodes)
     found = []
-    for node in walk(tree):
-        if isinstance(node, ast.While):
+    for node in nodes:
+        kind = type(node)
+        if kind is ast.While:
             if _depends(node.test, tainted) or _exits_on_reply(node, tainted):
                 found.append((node.lineno, "while", True))
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
+        elif kind in _FOR_LOOPS:
             if _depends(node.iter, tainted) or _exits_on_reply(node, tainted):
                 found.append((node.lineno, "for", True))
-        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        elif kind in _COMPREHENSIONS:
             # How many items (a fan-out's width, say) a reply decides.
             if any(_depends(generator.iter, tainted) for generator in node.generators):
                 found.append((node.lineno, "comprehension", True))
-        elif isinstance(node, ast.If):
+        elif kind is ast.If:
             if _depends(node.test, tainted):
                 found.append((node.lineno, "if", False))
-        elif isinstance(node, ast.IfExp):
+        elif kind is ast.IfExp:
             if _depends(node.test, tainted):
                 found.append((node.lineno, "conditional expression", False))
-        elif isinstance(node, ast.Match):
+        elif kind is ast.Match:
             if _depends(node.subject, tainted):
                 found.append((node.lineno, "match", False))
     found.sort()
@@ -56,18 +75,24 @@ def reply_dependence(tree: ast.Module) -> list:
 
 def _depends(node: ast.AST, tainted: set) -> bool:
     """Whether evaluating `node` may read a reply."""
+    awaits, names = _reads(node)
+    return awaits or not (names.isdisjoint(tainted) and names.isdisjoint(_PRIMITIVES))
+
+
+def _reads(node: ast.AST) -> tuple:
+    """Whether `node` awaits anything, and the names it reads or writes."""
+    names = set()
     for child in walk(node):
-        if isinstance(child, ast.Await):
-            return True
-        if isinstance(child, ast.Name) and (child.id in tainted or child.id in _PRIMITIVES):
-            return True
-    return False
+        kind = type(child)
+        if kind is ast.Await:
+            return True, names
+        if kind is ast.Name:
+            names.add(child.id)
+    return False, names
 
 
-def _stored_names(target: ast.AST):
-    for child in walk(target):
-        if isinstance(child, ast.Name):
-            yield child.id
+def _stored_names(target: ast.AST) -> list:
+    return [child.id for child in walk(target) if type(child) is ast.Name]
 
 
 def _parameters(function) -> list:
@@ -77,62 +102,73 @@ def _parameters(function) -> list:
     ]
 
 
-def _tainted_names(tree: ast.Module) -> set:
+def _tainted_names(nodes: list) -> set:
+    """The reply-dependent names, from every node of the tree: a fixed point over the tree's
+    flows, each a set of names taking what a value holds, which are found once."""
     functions = {}
-    for node in walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    for node in nodes:
+        if type(node) in _FUNCTIONS:
             functions.setdefault(node.name, []).append(node)
+    # (names, None) always take a reply; (names, (awaits, read)) when the value awaits or
+    # reads a reply-dependent name or a primitive.
+    flows = []
+    for node in nodes:
+        if type(node) in _FLOWING:
+            for targets, value in _flows(node, functions):
+                names = [name for target in targets for name in _stored_names(target)]
+                flows.append((names, None if value is None else _reads(value)))
     tainted = set()
     changed = True
     while changed:
         before = len(tainted)
-        for node in walk(tree):
-            for targets, value in _flows(node, functions):
-                if value is None or _depends(value, tainted):
-                    for target in targets:
-                        tainted.update(_stored_names(target))
+        for names, reads in flows:
+            if (
+                reads is None
+                or reads[0]
+                or not (reads[1].isdisjoint(tainted) and reads[1].isdisjoint(_PRIMITIVES))
+            ):
+                tainted.update(names)
         changed = len(tainted) != before
     return tainted
 
 
 def _flows(node: ast.AST, functions: dict):
     """(targets, value) pairs: `targets` take what `value` holds (`value` None: always)."""
-    if isinstance(node, ast.Assign):
+    kind = type(node)
+    if kind is ast.Assign:
         yield node.targets, node.value
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+    elif kind in _TARGET_ASSIGNMENTS:
         if node.value is not None:
             yield [node.target], node.value
-    elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+    elif kind in _ITERATIONS:
         yield [node.target], node.iter
-    elif isinstance(node, (ast.With, ast.AsyncWith)):
+    elif kind in _WITHS:
         for item in node.items:
             if item.optional_vars is not None:
                 yield [item.optional_vars], item.context_expr
-    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    elif kind in _FUNCTIONS:
         # A function returning a reply makes its calls replies.
         for child in walk(node):
-            if isinstance(child, ast.Return) and child.value is not None:
+            if type(child) is ast.Return and child.value is not None:
                 yield [ast.Name(id=node.name)], child.value
-    elif isinstance(node, ast.Lambda):
-        pass
-    elif isinstance(node, ast.Call):
+    elif kind is ast.Call:
         yield from _call_flows(node, functions)
 
 
 def _call_flows(call: ast.Call, functions: dict):
     func = call.func
-    if isinstance(func, ast.Attribute) and func.attr in _FILLING:
+    if type(func) is ast.Attribute and func.attr in _FILLING:
         # `items.append(reply)` fills `items` with it.
         for argument in call.args:
             yield [func.value], argument
-    if isinstance(func, ast.Name) and func.id == "pipeline":
+    if type(func) is ast.Name and func.id == "pipeline":
         # A stage's first parameter is the previous stage's reply.
         for stage in call.args[1:]:
             for function in _callables(stage, functions):
                 parameters = _parameters(function)
                 if parameters:
                     yield [ast.Name(id=parameters[0])], None
-    if isinstance(func, ast.Name) and func.id in functions:
+    if type(func) is ast.Name and func.id in functions:
         # A parameter takes what a call passes it.
         for function in functions[func.id]:
             parameters = _parameters(function)
@@ -144,26 +180,23 @@ def _call_flows(call: ast.Call, functions: dict):
 
 
 def _callables(stage: ast.AST, functions: dict) -> list:
-    if isinstance(stage, ast.Lambda):
+    kind = type(stage)
+    if kind is ast.Lambda:
         return [stage]
-    if isinstance(stage, ast.Name):
+    if kind is ast.Name:
         return functions.get(stage.id, [])
     return []
-
-
-# What has a `break` or `return` of its own.
-_NESTED = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def _exits_on_reply(loop: ast.AST, tainted: set) -> bool:
     """Whether a `break` or `return` of `loop`'s own body sits under a reply-dependent `if`."""
     for statement in loop.body:
-        if isinstance(statement, _NESTED):
+        if type(statement) in _NESTED:
             continue
         for node in _own_nodes(statement):
-            if isinstance(node, ast.If) and _depends(node.test, tainted):
+            if type(node) is ast.If and _depends(node.test, tainted):
                 for branch in node.body + node.orelse:
-                    if any(isinstance(n, (ast.Break, ast.Return)) for n in _own_nodes(branch)):
+                    if any(type(n) in _EXITS for n in _own_nodes(branch)):
                         return True
     return False
 
@@ -176,5 +209,5 @@ def _own_nodes(node: ast.AST):
         current = pending.pop()
         yield current
         for child in child_nodes(current):
-            if not isinstance(child, _NESTED):
+            if type(child) not in _NESTED:
                 pending.append(child)
