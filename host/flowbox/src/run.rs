@@ -573,5 +573,8 @@ pub(crate) async fn plan(
         ended,
         fuel_used,
     };
-    Ok(plan::Plan::assemble(projection, context))
+    let plan = plan::Plan::assemble(projection, context);
+    // As a run's: unmapping the guest's memory is not the caller's wait.
+    crate::run_ctx::retire(store);
+    Ok(plan)
 }
