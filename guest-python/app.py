@@ -59,14 +59,6 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _path(path) -> list:
-    """The SDK's path as the WIT `path`: each position without its kind, which its stage
-    tells (a pipeline's from 1, a parallel's none)."""
-    if not path:
-        return path
-    return [(group, index, size, stage) for group, _, index, size, stage in path]
-
-
 class WitHost:
     """The SDK's host protocol over the generated import functions."""
 
@@ -89,14 +81,17 @@ class WitHost:
                 _text(options.instance_id, "instance_id"),
             )  # fmt: skip
         try:
-            return wit.start_agent(_text(prompt, "prompt"), record, _path(path))
+            # The usual prompt is ASCII: checked here, as a call of `_text` costs more.
+            if not prompt.isascii():
+                prompt = _text(prompt, "prompt")
+            return wit.start_agent(prompt, record, path)
         except Err as error:
             raise _call_failed(error) from None
 
     def start_tool(self, name, arguments_json, path) -> int:
         try:
             return wit.start_tool(
-                _text(name, "tool name"), _text(arguments_json, "tool arguments"), _path(path)
+                _text(name, "tool name"), _text(arguments_json, "tool arguments"), path
             )
         except Err as error:
             raise _call_failed(error) from None

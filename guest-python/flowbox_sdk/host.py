@@ -8,10 +8,10 @@ in `errors`.
 from typing import NamedTuple, Protocol
 
 # Where a call sits in the script tree: one position per enclosing group, outermost first,
-# each (group, kind, index, size, stage): kind is PARALLEL or PIPELINE, stage (from 1) is the
-# pipeline stage the item was in, None for a parallel branch. The WIT `position` is the same
-# tuple without the kind, which its stage tells.
-Path = list[tuple[int, str, int, int, int | None]]
+# each (group, index, size, stage): stage (from 1) is the pipeline stage the item was in, None
+# for a parallel branch, so it also tells the group's kind. The WIT `position` is the same
+# tuple, so a path crosses the boundary as it is.
+Path = list[tuple[int, int, int, int | None]]
 
 
 class Settings(NamedTuple):

@@ -221,7 +221,7 @@ class Parallel(_Group):
     def _tasks(self, gather, path, number):
         return [
             _Branch(
-                gather, index, item, is_callable, path + [(number, PARALLEL, index, size, None)]
+                gather, index, item, is_callable, path + [(number, index, size, None)]
             )
             for size in (len(self._items),)
             for index, (is_callable, item) in enumerate(self._items)
@@ -243,7 +243,7 @@ class Pipeline(_Group):
         size = len(self._items)
         flows = []
         for index, item in enumerate(self._items):
-            flow = _Flow(gather, index, path, (number, PIPELINE, index, size))
+            flow = _Flow(gather, index, path, (number, index, size))
             flow.coroutine = _run_flow(item, index, self._stages, self, flow)
             flows.append(flow)
         return flows
@@ -318,7 +318,7 @@ class _Flow(CoroutineTask):
 
     def __init__(self, gather: _GroupWait, index: int, outer: Path, position: tuple):
         self._outer = outer  # the path of the task that awaits the pipeline
-        self._position = position  # (group, PIPELINE, index, size), without the stage
+        self._position = position  # (group, index, size), without the stage
         self.path = outer + [position + (1,)]
         self.coroutine = None
         self._gather = gather

@@ -35,14 +35,6 @@ def bindings(tmp_path_factory):
     sys.path.remove(str(out))
 
 
-def sdk_path(path) -> list:
-    """A WIT path (positions without their kind) back as the SDK's tuples."""
-    return [
-        (group, "parallel" if stage is None else "pipeline", index, size, stage)
-        for group, index, size, stage in path
-    ]
-
-
 class WitFake:
     """The generated import functions, answered by a FakeHost and converted to WIT types."""
 
@@ -67,13 +59,13 @@ class WitFake:
             self.agent_requests.append((prompt, options, path))
             record = None if options is None else AgentOptions(**vars(options))
             try:
-                return host.start_agent(prompt, record, sdk_path(path))
+                return host.start_agent(prompt, record, path)
             except CallFailed as failure:
                 raise self._err(failure) from None
 
         def start_tool(name, arguments, path):
             try:
-                return host.start_tool(name, arguments, sdk_path(path))
+                return host.start_tool(name, arguments, path)
             except CallFailed as failure:
                 raise self._err(failure) from None
 
@@ -130,7 +122,7 @@ def guest(bindings, monkeypatch, host):
     sys.modules.pop("app", None)
 
 
-def test_run_returns_json_text_and_converts_paths(guest, host):
+def test_run_returns_json_text_and_passes_paths_as_they_are(guest, host):
     app, fake, _ = guest
     script = src(
         """
@@ -150,10 +142,10 @@ def test_run_returns_json_text_and_converts_paths(guest, host):
     assert path == [(1, 0, 2, None)]
     assert isinstance(options, fake.wit.AgentOptions)
     assert options.tools == ["t"] and options.schema is None
-    assert host.named("start_tool") == [("t", '{"q": 1}', [(1, "parallel", 1, 2, None)])]
+    assert host.named("start_tool") == [("t", '{"q": 1}', [(1, 1, 2, None)])]
 
 
-def test_pipeline_paths_convert_with_their_stage(guest, host):
+def test_pipeline_paths_cross_with_their_stage(guest, host):
     app, fake, _ = guest
     script = "return await pipeline(['x'], lambda item: item, lambda prev: agent(prev))\n"
     assert json.loads(app.WitWorld().run(script, "{}")) == ["echo: x"]

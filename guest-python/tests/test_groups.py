@@ -236,15 +236,14 @@ def test_group_numbers_and_paths_nest(host):
     )
     host.run(script)
     paths = {request.prompt: request.path for request in host.agent_requests}
-    par, pipe = "parallel", "pipeline"
     assert paths == {
         '"top"': [],
-        '"solo"': [(1, par, 1, 3, None)],
-        '"0-a"': [(1, par, 0, 3, None), (2, par, 0, 2, None)],
-        '"0-b"': [(1, par, 0, 3, None), (2, par, 1, 2, None)],
-        '"1-a"': [(1, par, 2, 3, None), (3, par, 0, 2, None)],
-        '"1-b"': [(1, par, 2, 3, None), (3, par, 1, 2, None)],
-        '"p"': [(4, pipe, 0, 1, 1)],
+        '"solo"': [(1, 1, 3, None)],
+        '"0-a"': [(1, 0, 3, None), (2, 0, 2, None)],
+        '"0-b"': [(1, 0, 3, None), (2, 1, 2, None)],
+        '"1-a"': [(1, 2, 3, None), (3, 0, 2, None)],
+        '"1-b"': [(1, 2, 3, None), (3, 1, 2, None)],
+        '"p"': [(4, 0, 1, 1)],
     }
 
 
@@ -264,17 +263,16 @@ def test_pipeline_calls_carry_their_stage_and_nest(host):
     )
     host.run(script)
     paths = {request.prompt: request.path for request in host.agent_requests}
-    pipe, par = "pipeline", "parallel"
     assert paths == {
-        '"a"': [(1, pipe, 0, 2, 1)],
-        '"b"': [(1, pipe, 1, 2, 1)],
-        '"echo: a-x"': [(1, pipe, 0, 2, 2), (2, par, 0, 2, None)],
-        '"echo: a-y"': [(1, pipe, 0, 2, 2), (2, par, 1, 2, None)],
-        '"echo: b-x"': [(1, pipe, 1, 2, 2), (3, par, 0, 2, None)],
-        '"echo: b-y"': [(1, pipe, 1, 2, 2), (3, par, 1, 2, None)],
+        '"a"': [(1, 0, 2, 1)],
+        '"b"': [(1, 1, 2, 1)],
+        '"echo: a-x"': [(1, 0, 2, 2), (2, 0, 2, None)],
+        '"echo: a-y"': [(1, 0, 2, 2), (2, 1, 2, None)],
+        '"echo: b-x"': [(1, 1, 2, 2), (3, 0, 2, None)],
+        '"echo: b-y"': [(1, 1, 2, 2), (3, 1, 2, None)],
     }
     tools = sorted(path for _, _, path in host.named("start_tool"))
-    assert tools == [[(1, pipe, 0, 2, 3)], [(1, pipe, 1, 2, 3)]]
+    assert tools == [[(1, 0, 2, 3)], [(1, 1, 2, 3)]]
 
 
 def test_group_number_is_taken_when_first_awaited(host):
@@ -289,20 +287,20 @@ def test_group_number_is_taken_when_first_awaited(host):
     )
     host.run(script)
     assert [(r.prompt, r.path) for r in host.agent_requests] == [
-        ('"sooner"', [(1, "parallel", 0, 1, None)]),
-        ('"later"', [(2, "parallel", 0, 1, None)]),
+        ('"sooner"', [(1, 0, 1, None)]),
+        ('"later"', [(2, 0, 1, None)]),
     ]
 
 
 def test_an_agent_call_takes_the_path_of_the_task_that_awaits_it(host):
     host.run("call = agent('x')\nreturn await parallel([call])\n")
-    assert host.agent_requests[0].path == [(1, "parallel", 0, 1, None)]
+    assert host.agent_requests[0].path == [(1, 0, 1, None)]
 
 
 def test_tool_calls_carry_the_path(host):
     host.run("return await parallel([lambda: call_tool('t'), lambda: call_tool('u')])\n")
     paths = [path for _, _, path in host.named("start_tool")]
-    assert paths == [[(1, "parallel", 0, 2, None)], [(1, "parallel", 1, 2, None)]]
+    assert paths == [[(1, 0, 2, None)], [(1, 1, 2, None)]]
 
 
 # --- pipeline ------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def test_each_run_gets_a_fresh_scheduler(host):
     script = "return await parallel([lambda: agent('x')])\n"
     host.run(script)
     host.run(script)
-    assert [r.path for r in host.agent_requests] == [[(1, "parallel", 0, 1, None)]] * 2
+    assert [r.path for r in host.agent_requests] == [[(1, 0, 1, None)]] * 2
 
 
 # --- time.sleep ----------------------------------------------------------------------------
