@@ -101,7 +101,14 @@ class WitHost:
             completions = wit.await_next()
         except Err as error:
             raise _call_failed(error) from None
-        return [_completion(completion) for completion in completions]
+        # Each as `Completion`, made in C, without a Python call per completion for the usual
+        # success.
+        return [
+            _new_completion((handle, True, outcome.value))
+            if type(outcome) is Ok
+            else _new_completion((handle, False, _failure(outcome.value)))
+            for handle, outcome in completions
+        ]
 
     def phase(self, title):
         wit.phase(_printable(title))
@@ -127,13 +134,6 @@ class WitHost:
 
 # Completion(...) runs NamedTuple's Python-level __new__; this builds the same tuple in C.
 _new_completion = functools.partial(tuple.__new__, Completion)
-
-
-def _completion(completion) -> Completion:
-    handle, outcome = completion
-    if type(outcome) is Ok:
-        return _new_completion((handle, True, outcome.value))
-    return _new_completion((handle, False, _failure(outcome.value)))
 
 
 def _script_error(failure: ScriptFailure) -> Err:
