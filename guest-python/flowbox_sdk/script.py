@@ -145,12 +145,16 @@ def _holds_nodes(annotation) -> bool:
 
 
 def _child_fields(node_class: type) -> tuple:
-    """The fields of `node_class` that can hold nodes, in order; Python before 3.13 does not
-    say which, so all of them."""
+    """The fields of `node_class` that can hold nodes, in order; where Python does not say
+    which (before 3.13, or a field without a type), all of them."""
     field_types = getattr(node_class, "_field_types", None)
     if field_types is None:
         return node_class._fields
-    return tuple(name for name in node_class._fields if _holds_nodes(field_types.get(name)))
+    return tuple(
+        name
+        for name in node_class._fields
+        if name not in field_types or _holds_nodes(field_types[name])
+    )
 
 
 # The fields each class of node has children in, and (as keys) the classes the walks below

@@ -34,7 +34,7 @@ def test_expression_contexts_are_left_out():
 
 def test_fields_are_read_from_their_types_where_python_gives_them():
     class Node(ast.AST):  # as Python 3.13+ describes a node class
-        _fields = ("value", "kind", "elts", "names", "keys", "count")
+        _fields = ("value", "kind", "elts", "names", "keys", "count", "untyped")
         _field_types = {
             "value": ast.expr,
             "kind": str | None,
@@ -44,4 +44,4 @@ def test_fields_are_read_from_their_types_where_python_gives_them():
             "count": int,
         }
 
-    assert script._child_fields(Node) == ("value", "elts", "keys")
+    assert script._child_fields(Node) == ("value", "elts", "keys", "untyped")

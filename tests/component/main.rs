@@ -15,3 +15,4 @@ mod plan;
 mod pool;
 mod primitives;
 mod tools;
+mod walks;
