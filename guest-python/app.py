@@ -8,8 +8,6 @@ snapshots the interpreter, so whatever it imports is all that exists at run time
 # import lazily.
 import functools
 import gc
-import os
-import random
 import time
 
 import wit_world
@@ -153,9 +151,6 @@ class WitWorld(wit_world.WitWorld):
         """Nothing: the call alone makes componentize-py's runtime set itself up (see the WIT)."""
 
     def run(self, script: str, args: str) -> str:
-        # The host makes WASI randomness deterministic per run; seeding from it here makes the
-        # script's `random` replay exactly, whatever state a previous run left behind.
-        random.seed(os.urandom(32))
         try:
             return flowbox_sdk.run(HOST, script, args)
         except ScriptFailure as failure:

@@ -119,6 +119,15 @@ def build(tree: ast.Module, may_catch_memory_errors: bool) -> Entry:
     return Entry(code, function, return_line)
 
 
+def may_use_random(source: str) -> bool:
+    """False when a guarded script cannot draw from the `random` module's shared generator: an
+    ASCII text that names neither `random` nor `statistics` (whose `NormalDist.samples` draws
+    from it, and which holds the module as an attribute); a guarded script reaches a module
+    only by importing it by name, and no other module of the contract reaches the generator.
+    Outside ASCII the parser's NFKC normalisation can spell either name."""
+    return not source.isascii() or "random" in source or "statistics" in source
+
+
 def may_name_memory_error(source: str) -> bool:
     """False when no name in `source` can be `MemoryError`: an ASCII text without the word
     (outside ASCII, the parser's NFKC normalisation can turn other letters into it)."""

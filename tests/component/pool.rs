@@ -238,3 +238,67 @@ async fn a_pooled_run_and_its_replay_use_exactly_the_fuel_of_a_fresh_run() {
     assert_eq!(again.result.unwrap(), first_result);
     assert_eq!(again.summary.fuel_used, first.summary.fuel_used);
 }
+
+/// A run reseeds `random` only when its script can draw from the shared generator: one that
+/// reaches it only through `statistics` draws the thread's own numbers, from a pooled
+/// instance as from a fresh one, and one that cannot reach it uses the same fuel either way.
+#[tokio::test]
+async fn a_script_draws_its_threads_numbers_whether_or_not_it_names_random() {
+    let pooled_rt = pooled(1, Arc::new(FakeBackend::new()));
+    let fresh_rt = pooled(0, Arc::new(FakeBackend::new()));
+    let samples = "from statistics import NormalDist\nreturn NormalDist().samples(3)";
+    let plain = "return await agent('x')";
+    for script in [samples, plain] {
+        taught(&pooled_rt).await;
+        let request = RunRequest::new(script).thread_id("numbers");
+        let from_pool = pooled_rt.run_request(request.clone()).await;
+        let fresh = fresh_rt.run_request(request).await;
+        assert_eq!(from_pool.result.clone().unwrap(), fresh.result.unwrap());
+        assert_eq!(
+            from_pool.summary.fuel_used, fresh.summary.fuel_used,
+            "{script}"
+        );
+    }
+    let drawn = |thread: &'static str| {
+        let request = RunRequest::new(samples).thread_id(thread);
+        let runtime = &fresh_rt;
+        async move { runtime.run_request(request).await.result.unwrap() }
+    };
+    assert_eq!(drawn("numbers").await, drawn("numbers").await);
+    assert_ne!(drawn("numbers").await, drawn("other-numbers").await);
+}
+
+/// What the rule above rests on: of the contract's modules, only `random` and `statistics`
+/// hold the shared generator (the module, the instance or one of its bound methods), in the
+/// guest's own standard library. A module added to the contract that does fails here.
+#[tokio::test]
+async fn only_random_and_statistics_of_the_contracts_modules_hold_the_shared_generator() {
+    let path = root().join("host/flowbox/contract/script.json");
+    let contract: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("the contract")).unwrap();
+    let script = r#"
+import random, sys
+def holds(value):
+    return (
+        value is random or value is random._inst
+        or getattr(value, "__self__", None) is random._inst
+    )
+holders = set()
+for name in args["modules"]:
+    __import__(name)
+    for key, module in list(sys.modules.items()):
+        if key == name or key.startswith(name + "."):
+            if any(holds(value) for value in vars(module).values()):
+                holders.add(name)
+return sorted(holders)
+"#;
+    let request = RunRequest::new(script)
+        .guard(false)
+        .args(json!({"modules": contract["modules"]}));
+    let holders = pooled(0, Arc::new(FakeBackend::new()))
+        .run_request(request)
+        .await
+        .result
+        .unwrap();
+    assert_eq!(holders, json!(["random", "statistics"]));
+}
