@@ -496,12 +496,24 @@ async fn a_hundred_hostile_runs_at_once_leave_good_runs_correct() {
         }
     }
     assert_eq!(good_runs, 20);
-    if let (Some(before), Some(after)) = (baseline, resident_bytes()) {
-        let grown = after.saturating_sub(before) >> 20;
+    if let Some(before) = baseline {
+        // Finished runs' stores are dropped on a background thread, and other tests of this
+        // process run meanwhile: memory given back within a few seconds counts (a liveness
+        // bound, not a timing).
+        let mut grown = 0;
+        for _ in 0..100 {
+            let Some(after) = resident_bytes() else {
+                return;
+            };
+            grown = after.saturating_sub(before) >> 20;
+            if grown < 256 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         println!(
-            "resident memory: {} MiB before, {} MiB after",
-            before >> 20,
-            after >> 20
+            "resident memory: {} MiB before, grew by {grown} MiB",
+            before >> 20
         );
         assert!(
             grown < 256,
