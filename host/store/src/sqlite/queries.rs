@@ -65,6 +65,30 @@ fn check_running(connection: &Connection, path: &Path, thread_id: &str) -> Resul
     }
 }
 
+/// The sequence number the thread's next entry must have; fails unless the thread exists and
+/// has not finished. One statement, as it is asked before every append.
+fn next_seq(connection: &Connection, path: &Path, thread_id: &str) -> Result<u64, StoreError> {
+    // The primary key answers MAX in one lookup.
+    let found: Option<(String, Option<i64>)> = connection
+        .prepare_cached(
+            "SELECT status, (SELECT MAX(seq) FROM entries WHERE thread_id = ?1)
+             FROM runs WHERE thread_id = ?1",
+        )
+        .and_then(|mut statement| {
+            statement
+                .query_row([thread_id], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(|e| classify(path, e))?;
+    let Some((text, last)) = found else {
+        return Err(StoreError::UnknownThread(thread_id.to_owned()));
+    };
+    match status(path, thread_id, &text)? {
+        RunStatus::Running => Ok(last.map_or(0, |last| last as u64 + 1)),
+        _ => Err(StoreError::Finished(thread_id.to_owned())),
+    }
+}
+
 pub(super) fn begin(
     connection: &Connection,
     path: &Path,
@@ -116,15 +140,7 @@ pub(super) fn append(
     let transaction = connection
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
         .map_err(|e| classify(path, e))?;
-    check_running(&transaction, path, thread_id)?;
-    // The primary key's index answers MAX in one lookup.
-    let next: u64 = transaction
-        .prepare_cached("SELECT MAX(seq) FROM entries WHERE thread_id = ?1")
-        .and_then(|mut statement| {
-            statement.query_row([thread_id], |row| row.get::<_, Option<i64>>(0))
-        })
-        .map_err(|e| classify(path, e))?
-        .map_or(0, |last| last as u64 + 1);
+    let next = next_seq(&transaction, path, thread_id)?;
     {
         let mut insert = transaction
             .prepare_cached(

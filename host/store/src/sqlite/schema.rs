@@ -62,6 +62,29 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;",
     // 4 → 5: how many of each completion's tokens are estimates rather than reported counts.
     "ALTER TABLE entries ADD COLUMN estimated_tokens INTEGER NOT NULL DEFAULT 0;",
+    // 5 → 6: completions kept in their primary key's order, without a rowid, so that appending
+    // one writes one b-tree instead of the table and its key's index.
+    "CREATE TABLE entries_by_key (
+        thread_id TEXT NOT NULL REFERENCES runs(thread_id),
+        seq INTEGER NOT NULL,
+        batch INTEGER NOT NULL,
+        handle INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        request TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        estimated_tokens INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (thread_id, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO entries_by_key (thread_id, seq, batch, handle, kind, fingerprint, request,
+        outcome, input_tokens, output_tokens, duration_ms, estimated_tokens)
+        SELECT thread_id, seq, batch, handle, kind, fingerprint, request, outcome,
+            input_tokens, output_tokens, duration_ms, estimated_tokens FROM entries;
+    DROP TABLE entries;
+    ALTER TABLE entries_by_key RENAME TO entries;",
 ];
 
 /// What a file opened as a journal holds.
