@@ -29,39 +29,44 @@ pub(crate) fn fingerprint(request: &CallRequest) -> String {
 }
 
 fn fingerprint_json(request: &Value) -> String {
-    let mut text = String::new();
+    let mut text = Vec::new();
     canonical(request, &mut text);
-    hex(&Sha256::digest(text.as_bytes()))
+    hex(&Sha256::digest(&text))
 }
 
-fn canonical(value: &Value, out: &mut String) {
+/// Writes `value` as canonical JSON text: serde_json's compact text for each key and scalar.
+fn canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut members: Vec<_> = map.iter().collect();
             members.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.push(b'{');
             for (n, (key, member)) in members.into_iter().enumerate() {
                 if n > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::from(key.as_str()).to_string());
-                out.push(':');
+                write_json(out, key);
+                out.push(b':');
                 canonical(member, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (n, item) in items.iter().enumerate() {
                 if n > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_json(out, scalar),
     }
+}
+
+fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
+    serde_json::to_writer(out, value).expect("JSON text is written into memory");
 }
 
 /// SHA-256 of bytes, hex.
@@ -70,7 +75,13 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    text
 }
 
 /// A call's identity for the journal: its request and the request's fingerprint.
