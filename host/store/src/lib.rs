@@ -46,8 +46,8 @@ pub use time::UtcTime;
 /// required, so a build that reads up to 2 must refuse it rather than call it damaged; format
 /// 4 adds the threads' events; format 5 says how many of each completion's tokens are
 /// estimates; format 6 keeps completions without a rowid, in their key's order, so that an
-/// append writes one b-tree instead of two). A journal of an older format opened read-only is read as it is: it has no
-/// events, and its token counts read as reported.
+/// append writes one b-tree instead of two). A journal of an older format opened read-only is
+/// read as it is: it has no events, and its token counts read as reported.
 pub const SCHEMA_VERSION: u32 = 6;
 
 /// What a thread is, fixed when it starts. (Journals before format 3 also hold a `seed`,

@@ -58,7 +58,13 @@ pub(super) fn thread_status(
 
 /// Fails unless the thread exists and has not finished.
 fn check_running(connection: &Connection, path: &Path, thread_id: &str) -> Result<(), StoreError> {
-    match thread_status(connection, path, thread_id)? {
+    running(thread_id, thread_status(connection, path, thread_id)?)
+}
+
+/// Fails unless a thread of this status exists (`None`: there is no such thread) and has not
+/// finished.
+fn running(thread_id: &str, status: Option<RunStatus>) -> Result<(), StoreError> {
+    match status {
         None => Err(StoreError::UnknownThread(thread_id.to_owned())),
         Some(RunStatus::Running) => Ok(()),
         Some(_) => Err(StoreError::Finished(thread_id.to_owned())),
@@ -80,13 +86,13 @@ fn next_seq(connection: &Connection, path: &Path, thread_id: &str) -> Result<u64
                 .optional()
         })
         .map_err(|e| classify(path, e))?;
-    let Some((text, last)) = found else {
-        return Err(StoreError::UnknownThread(thread_id.to_owned()));
-    };
-    match status(path, thread_id, &text)? {
-        RunStatus::Running => Ok(last.map_or(0, |last| last as u64 + 1)),
-        _ => Err(StoreError::Finished(thread_id.to_owned())),
-    }
+    let (text, last) = found.unzip();
+    running(
+        thread_id,
+        text.map(|text| status(path, thread_id, &text))
+            .transpose()?,
+    )?;
+    Ok(last.flatten().map_or(0, |last| last as u64 + 1))
 }
 
 pub(super) fn begin(

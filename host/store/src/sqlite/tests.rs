@@ -404,6 +404,84 @@ async fn an_older_journal_is_migrated_with_its_threads_intact() {
     assert_eq!(version, SCHEMA_VERSION);
 }
 
+/// Whether the journal at `path` keeps its completions without a rowid (format 6).
+fn entries_without_rowid(path: &Path) -> bool {
+    Connection::open(path)
+        .unwrap()
+        .query_row(
+            "SELECT wr FROM pragma_table_list WHERE name = 'entries'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap()
+}
+
+#[tokio::test]
+async fn completions_are_kept_without_a_rowid_in_new_and_migrated_journals() {
+    let dir = tempfile::tempdir().unwrap();
+    let new = dir.path().join("new.db");
+    SqliteStore::open(&new).unwrap();
+    assert!(entries_without_rowid(&new));
+
+    // A journal of format 5, with a thread and its completions, as that format wrote them.
+    let old = dir.path().join("old.db");
+    let entries = [entry(0, 0), entry(1, 1), entry(2, 1)];
+    {
+        let connection = Connection::open(&old).unwrap();
+        connection
+            .execute_batch(&format!(
+                "{}; PRAGMA user_version = 5;",
+                MIGRATIONS[..5].join(";")
+            ))
+            .unwrap();
+        connection
+            .execute(
+                "INSERT INTO runs (thread_id, header, status, created_unix_ms)
+                 VALUES ('old', ?1, 'running', 5)",
+                [serde_json::to_string(&header("old")).unwrap()],
+            )
+            .unwrap();
+        for e in &entries {
+            connection
+                .execute(
+                    "INSERT INTO entries (thread_id, seq, batch, handle, kind, fingerprint,
+                        request, outcome, input_tokens, output_tokens, duration_ms,
+                        estimated_tokens)
+                     VALUES ('old', ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    rusqlite::params![
+                        e.seq as i64,
+                        e.batch as i64,
+                        e.handle as i64,
+                        e.kind().as_str(),
+                        e.fingerprint,
+                        serde_json::to_string(&e.request).unwrap(),
+                        serde_json::to_string(&e.outcome).unwrap(),
+                        e.input_tokens as i64,
+                        e.output_tokens as i64,
+                        e.duration_ms as i64,
+                        e.estimated_tokens as i64,
+                    ],
+                )
+                .unwrap();
+        }
+    }
+    assert!(!entries_without_rowid(&old));
+    let store = SqliteStore::open(&old).unwrap();
+    assert!(entries_without_rowid(&old));
+    assert_eq!(store.load("old").await.unwrap().unwrap().entries, entries);
+    // The migrated thread takes the next completion, and only the next.
+    assert!(matches!(
+        store.append("old", &[entry(4, 2)]).await,
+        Err(StoreError::OutOfOrder {
+            expected: 3,
+            got: 4,
+            ..
+        })
+    ));
+    store.append("old", &[entry(3, 2)]).await.unwrap();
+    assert_eq!(store.load("old").await.unwrap().unwrap().entries.len(), 4);
+}
+
 #[tokio::test]
 async fn a_journal_from_a_newer_flowbox_is_refused() {
     let dir = tempfile::tempdir().unwrap();
