@@ -5,7 +5,9 @@
 //! one transaction. With [`Durability::Process`] (the default, `synchronous=NORMAL`) a commit
 //! survives the process being killed at any instant; with [`Durability::PowerLoss`]
 //! (`synchronous=FULL`) it also survives the machine losing power, at the price of an fsync per
-//! batch. A damaged file or one from a newer flowbox is refused with a clear error and left
+//! batch. The log is checkpointed into the database by a thread of the store's own, never
+//! inside a writer's commit (see `checkpoints.rs`), so no append waits on a checkpoint's
+//! fsyncs. A damaged file or one from a newer flowbox is refused with a clear error and left
 //! untouched, so nothing already journaled is lost; so is another application's database, before
 //! anything is written to it. Only [`SqliteStore::open`] creates a journal: reading commands
 //! open it with [`SqliteStore::open_read_only`], resuming ones with
@@ -15,8 +17,10 @@
 //!
 //! The files: this one opens a journal and runs each operation on its connection;
 //! `schema.rs` migrates the file, `queries.rs` holds the SQL (rows to records and back),
-//! `leases.rs` the claims, `error.rs` the mapping of SQLite's errors.
+//! `leases.rs` the claims, `checkpoints.rs` the log's checkpoints, `error.rs` the mapping of
+//! SQLite's errors.
 
+mod checkpoints;
 mod error;
 mod leases;
 mod queries;
@@ -34,6 +38,7 @@ use crate::{
     CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, StoreError, StoredEvent, StoredRun,
     WorkflowRecord,
 };
+use checkpoints::Checkpointer;
 use error::classify;
 use leases::Leases;
 
@@ -58,6 +63,8 @@ pub struct SqliteStore {
     /// The lease files of claimed threads.
     leases: Leases,
     connection: Arc<Mutex<Connection>>,
+    /// Checkpoints the log in the background: none for a read-only store.
+    checkpoints: Option<Arc<Checkpointer>>,
     durability: Durability,
     busy_timeout: Duration,
 }
@@ -122,6 +129,7 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| classify(&path, e))?;
         let found = schema::recognise(&path, &connection)?;
+        let mut checkpoints = None;
         if access == Access::ReadOnly {
             if found == schema::Found::Empty {
                 return Err(StoreError::Foreign {
@@ -141,11 +149,13 @@ impl SqliteStore {
                 ))
                 .map_err(|e| classify(&path, e))?;
             schema::migrate(&path, &connection)?;
+            checkpoints = Some(Arc::new(Checkpointer::start(&path, &connection)?));
         }
         Ok(Self {
             leases: Leases::beside(&path)?,
             path,
             connection: Arc::new(Mutex::new(connection)),
+            checkpoints,
             durability,
             busy_timeout: BUSY_TIMEOUT,
         })
@@ -210,6 +220,19 @@ impl SqliteStore {
         .await
         .map_err(|e| StoreError::Io(format!("the journal task failed: {e}")))?
     }
+
+    /// Runs a writing `action` (see [`Self::with`]); once it has committed, the log is
+    /// checkpointed soon after, in the background.
+    async fn write<T: Send + 'static>(
+        &self,
+        action: impl Fn(&mut Connection, &Path) -> Result<T, StoreError> + Send + Sync + 'static,
+    ) -> Result<T, StoreError> {
+        let written = self.with(action).await?;
+        if let Some(checkpoints) = &self.checkpoints {
+            checkpoints.wrote();
+        }
+        Ok(written)
+    }
 }
 
 #[async_trait::async_trait]
@@ -223,25 +246,25 @@ impl CheckpointStore for SqliteStore {
 
     async fn begin(&self, header: &RunHeader) -> Result<(), StoreError> {
         let header = header.clone();
-        self.with(move |connection, path| queries::begin(connection, path, &header))
+        self.write(move |connection, path| queries::begin(connection, path, &header))
             .await
     }
 
     async fn set_name(&self, thread_id: &str, name: &str) -> Result<(), StoreError> {
         let (thread_id, name) = (thread_id.to_owned(), name.to_owned());
-        self.with(move |connection, path| queries::set_name(connection, path, &thread_id, &name))
+        self.write(move |connection, path| queries::set_name(connection, path, &thread_id, &name))
             .await
     }
 
     async fn append(&self, thread_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
         let (thread_id, entries) = (thread_id.to_owned(), entries.to_vec());
-        self.with(move |connection, path| queries::append(connection, path, &thread_id, &entries))
+        self.write(move |connection, path| queries::append(connection, path, &thread_id, &entries))
             .await
     }
 
     async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
         let (id, end) = (thread_id.to_owned(), end.clone());
-        self.with(move |connection, path| queries::finish(connection, path, &id, &end))
+        self.write(move |connection, path| queries::finish(connection, path, &id, &end))
             .await?;
         self.leases.remove(thread_id);
         Ok(())
@@ -260,7 +283,7 @@ impl CheckpointStore for SqliteStore {
 
     async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {
         let record = record.clone();
-        self.with(move |connection, path| queries::record_workflow(connection, path, &record))
+        self.write(move |connection, path| queries::record_workflow(connection, path, &record))
             .await
     }
 
@@ -288,7 +311,7 @@ impl CheckpointStore for SqliteStore {
             return Ok(());
         }
         let (thread_id, events) = (thread_id.to_owned(), events.to_vec());
-        self.with(move |connection, path| {
+        self.write(move |connection, path| {
             queries::append_events(connection, path, &thread_id, &events)
         })
         .await

@@ -86,6 +86,50 @@ async fn journals_survive_reopening() {
     );
 }
 
+/// No commit checkpoints the log itself (that would fsync inside an append): the store's own
+/// thread copies it into the database soon after, and the log is gone once the store closes.
+#[tokio::test]
+async fn the_log_is_checkpointed_in_the_background_and_never_by_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let own_checkpoints: i64 = store
+        .connection
+        .lock()
+        .unwrap()
+        .pragma_query_value(None, "wal_autocheckpoint", |row| row.get(0))
+        .unwrap();
+    assert_eq!(own_checkpoints, 0, "the writer never checkpoints");
+    // The database file grows only when a checkpoint copies the log into it.
+    let size = || std::fs::metadata(&path).unwrap().len();
+    let before = size();
+    store.begin(&header("t")).await.unwrap();
+    let entries: Vec<Entry> = (0..2000).map(|seq| entry(seq, seq / 100)).collect();
+    for batch in entries.chunks(100) {
+        store.append("t", batch).await.unwrap();
+    }
+    let waited = std::time::Instant::now();
+    while size() <= before {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the log was not checkpointed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    {
+        let reader = SqliteStore::open_read_only(&path).unwrap();
+        assert!(reader.checkpoints.is_none(), "a reader never checkpoints");
+        assert_eq!(reader.load("t").await.unwrap().unwrap().entries, entries);
+    }
+    drop(store);
+    assert!(
+        !dir.path().join("journal.db-wal").exists(),
+        "closing the store checkpoints what is left and removes the log"
+    );
+    let reopened = SqliteStore::open_read_only(&path).unwrap();
+    assert_eq!(reopened.load("t").await.unwrap().unwrap().entries, entries);
+}
+
 #[tokio::test]
 async fn call_error_kinds_are_stored_by_name_and_an_unknown_one_is_corruption() {
     let dir = tempfile::tempdir().unwrap();

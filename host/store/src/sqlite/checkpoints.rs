@@ -1,0 +1,121 @@
+//! Checkpoints of the write-ahead log, off the writers' path.
+//!
+//! Left to itself, SQLite checkpoints inside the commit that takes the log past 1000 pages: that
+//! one commit copies the log into the database and fsyncs both, milliseconds on a virtual disk,
+//! and the run waiting on it (a sequential leaf's append) waits that long. Here the writing
+//! connection never checkpoints. After a write, a thread of the store's own, with a connection
+//! of its own, waits [`SETTLE`] for the writes that follow and then checkpoints
+//! (`PASSIVE`: it never holds up a reader or a writer), so the log stays as long as a short
+//! while's writes and no append waits on an fsync. A commit is as durable as before: in the
+//! log, which survives a killed process, whenever it is checkpointed.
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::error::classify;
+use crate::StoreError;
+
+/// How long the checkpointing thread waits after a write before it checkpoints: the writes of
+/// that while share one checkpoint, and so its fsyncs.
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// The checkpointing thread of one journal; stopped (and its connection closed) when dropped.
+#[derive(Debug)]
+pub(super) struct Checkpointer {
+    state: Arc<(Mutex<State>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Written to since the last checkpoint began.
+    dirty: bool,
+    stopping: bool,
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Checkpointer {
+    /// Opens a second connection to the journal at `path` and starts the thread that
+    /// checkpoints through it. The caller then turns off `writer`'s own checkpoints.
+    pub(super) fn start(path: &Path, writer: &Connection) -> Result<Self, StoreError> {
+        let connection = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| classify(path, e))?;
+        connection
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(|e| classify(path, e))?;
+        let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
+        let thread = std::thread::Builder::new()
+            .name("flowbox-checkpoint".into())
+            .spawn({
+                let state = Arc::clone(&state);
+                move || checkpoint_while_open(&connection, &state)
+            })
+            .map_err(|e| StoreError::Io(format!("cannot start the checkpoint thread: {e}")))?;
+        writer
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(|e| classify(path, e))?;
+        Ok(Self {
+            state,
+            thread: Some(thread),
+        })
+    }
+
+    /// A write was committed: a checkpoint follows within [`SETTLE`].
+    pub(super) fn wrote(&self) {
+        let (state, wake) = &*self.state;
+        let mut state = lock(state);
+        if !state.dirty {
+            state.dirty = true;
+            wake.notify_one();
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        let (state, wake) = &*self.state;
+        lock(state).stopping = true;
+        wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            // It ends at once, or after the checkpoint it is in; then its connection is closed.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The thread: waits for a write, lets [`SETTLE`] pass, checkpoints; until stopped.
+fn checkpoint_while_open(connection: &Connection, state: &(Mutex<State>, Condvar)) {
+    let (state, wake) = state;
+    let mut guard = lock(state);
+    loop {
+        while !guard.dirty && !guard.stopping {
+            guard = wake.wait(guard).unwrap_or_else(|p| p.into_inner());
+        }
+        if guard.stopping {
+            return;
+        }
+        guard = wake
+            .wait_timeout_while(guard, SETTLE, |state| !state.stopping)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+        if guard.stopping {
+            return;
+        }
+        guard.dirty = false;
+        drop(guard);
+        // A checkpoint that cannot finish (a reader still on old pages, another process
+        // checkpointing) leaves the rest for the next; nothing is lost either way.
+        let _ = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        guard = lock(state);
+    }
+}
