@@ -39,6 +39,57 @@ fn status(path: &Path, thread_id: &str, text: &str) -> Result<RunStatus, StoreEr
     })
 }
 
+/// A write transaction (`BEGIN IMMEDIATE`) whose `BEGIN` and `COMMIT` come from the statement
+/// cache: asked for every append, they are not parsed again each time. Rolled back unless
+/// committed, as a failed step or a panic leaves it.
+struct Immediate<'c> {
+    connection: &'c Connection,
+    path: &'c Path,
+    open: bool,
+}
+
+impl<'c> Immediate<'c> {
+    fn begin(connection: &'c Connection, path: &'c Path) -> Result<Self, StoreError> {
+        run_cached(connection, path, "BEGIN IMMEDIATE")?;
+        Ok(Self {
+            connection,
+            path,
+            open: true,
+        })
+    }
+
+    fn commit(mut self) -> Result<(), StoreError> {
+        run_cached(self.connection, self.path, "COMMIT")?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Immediate<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.connection
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        // A commit that failed may have ended the transaction already.
+        if self.open && !self.connection.is_autocommit() {
+            let _ = self.connection.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+fn run_cached(connection: &Connection, path: &Path, sql: &str) -> Result<(), StoreError> {
+    connection
+        .prepare_cached(sql)
+        .and_then(|mut statement| statement.execute([]))
+        .map(drop)
+        .map_err(|e| classify(path, e))
+}
+
 /// Where a thread stands: `None` when there is no such thread.
 pub(super) fn thread_status(
     connection: &Connection,
@@ -143,9 +194,7 @@ pub(super) fn append(
     thread_id: &str,
     entries: &[Entry],
 ) -> Result<(), StoreError> {
-    let transaction = connection
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| classify(path, e))?;
+    let transaction = Immediate::begin(connection, path)?;
     let next = next_seq(&transaction, path, thread_id)?;
     {
         let mut insert = transaction
@@ -183,7 +232,7 @@ pub(super) fn append(
                 .map_err(|e| classify(path, e))?;
         }
     }
-    transaction.commit().map_err(|e| classify(path, e))
+    transaction.commit()
 }
 
 pub(super) fn finish(
@@ -192,9 +241,7 @@ pub(super) fn finish(
     thread_id: &str,
     end: &RunEnd,
 ) -> Result<(), StoreError> {
-    let transaction = connection
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| classify(path, e))?;
+    let transaction = Immediate::begin(connection, path)?;
     check_running(&transaction, path, thread_id)?;
     transaction
         .execute(
@@ -208,7 +255,7 @@ pub(super) fn finish(
             ],
         )
         .map_err(|e| classify(path, e))?;
-    transaction.commit().map_err(|e| classify(path, e))
+    transaction.commit()
 }
 
 /// A thread's end from its columns: none while it runs; a finished one must have an outcome
@@ -606,9 +653,7 @@ pub(super) fn append_events(
     thread_id: &str,
     events: &[StoredEvent],
 ) -> Result<(), StoreError> {
-    let transaction = connection
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| classify(path, e))?;
+    let transaction = Immediate::begin(connection, path)?;
     if thread_status(&transaction, path, thread_id)?.is_none() {
         return Err(StoreError::UnknownThread(thread_id.to_owned()));
     }
@@ -638,7 +683,7 @@ pub(super) fn append_events(
                 .map_err(|e| classify(path, e))?;
         }
     }
-    transaction.commit().map_err(|e| classify(path, e))
+    transaction.commit()
 }
 
 /// At most `limit` events of a thread after `after`, in order.
