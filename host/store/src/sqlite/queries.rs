@@ -189,7 +189,7 @@ pub(super) fn set_name(
 
 /// Appends one batch in one transaction.
 pub(super) fn append(
-    connection: &mut Connection,
+    connection: &Connection,
     path: &Path,
     thread_id: &str,
     entries: &[Entry],
@@ -236,7 +236,7 @@ pub(super) fn append(
 }
 
 pub(super) fn finish(
-    connection: &mut Connection,
+    connection: &Connection,
     path: &Path,
     thread_id: &str,
     end: &RunEnd,
@@ -648,7 +648,7 @@ pub(super) fn last_event_seq(
 
 /// Appends a batch of events in one transaction.
 pub(super) fn append_events(
-    connection: &mut Connection,
+    connection: &Connection,
     path: &Path,
     thread_id: &str,
     events: &[StoredEvent],
