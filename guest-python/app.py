@@ -171,8 +171,11 @@ class WitWorld(wit_world.WitWorld):
 
 # Everything up to here is start-up state that componentize-py snapshots into the component.
 # One fixed warm-up of the SDK first, so the snapshot holds its specialised bytecode and type
-# caches instead of every run building them anew (see flowbox_sdk.warmup). Then collect once and
-# freeze what survives, so no collection during a run traverses it again.
+# caches instead of every run building them anew (see flowbox_sdk.warmup). Then what the
+# instance's one run will need whatever its script (its scheduler, primitives and globals), so
+# the run starts with them made. Then collect once and freeze what survives, so no collection
+# during a run traverses it again.
 warmup.warm_up()
+flowbox_sdk.make_ready(HOST)
 gc.collect()
 gc.freeze()

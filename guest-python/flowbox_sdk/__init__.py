@@ -1,6 +1,7 @@
 """The flowbox script SDK: runs a workflow script against a flowbox host.
 
-`runner.run` / `runner.check` / `runner.plan_notes` are the entry points; `host.Host` is the protocol a host
+`runner.run` / `runner.check` / `runner.plan_notes` are the entry points (`runner.make_ready`
+makes ahead what the next run needs); `host.Host` is the protocol a host
 implements (over the WIT bindings in the guest, with a fake in the tests).
 """
 
@@ -14,7 +15,7 @@ from .host import (
     Settings,
     virtual_sleep,
 )
-from .runner import check, plan_notes, run
+from .runner import check, make_ready, plan_notes, run
 
 __all__ = [
     "AgentOptions",
@@ -26,6 +27,7 @@ __all__ = [
     "ScriptFailure",
     "Settings",
     "check",
+    "make_ready",
     "plan_notes",
     "run",
     "virtual_sleep",

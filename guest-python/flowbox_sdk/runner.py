@@ -98,14 +98,42 @@ def run(host: Host, source: str, args_json: str) -> str:
         ) from None
     host.started(None if prepared.meta is None else to_json(prepared.meta, "meta"))
 
+    kit = _take_kit(host)
+    kit.returned.line = prepared.entry.return_line
+    namespace = kit.namespace
+    if not settings.guard:
+        namespace["__builtins__"] = full_builtins(kit.print_function)
+    namespace["args"] = args
+    previous_limit = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(settings.recursion_limit)
+        exec(prepared.entry.code, namespace)
+        result = kit.scheduler.run(_call_entry(namespace[prepared.entry.function]))
+    except BaseException as error:  # whatever the script did not catch ends the run
+        raise _script_error(error) from None
+    finally:
+        sys.setrecursionlimit(previous_limit)
+    return _result_json(result, kit.returned.line)
+
+
+class _Kit(NamedTuple):
+    """What a run needs that neither its script, its arguments nor its settings decide: the
+    scheduler, the script's globals (the guarded builtins, the primitives; `args` still None),
+    the primitives' `print` and the RETURNED recorder."""
+
+    scheduler: Scheduler
+    namespace: dict
+    print_function: Any
+    returned: _Returned
+
+
+def _make_kit(host: Host) -> _Kit:
     scheduler = Scheduler(host)
-    returned = _Returned(prepared.entry.return_line)
+    returned = _Returned(None)
     primitives = make_primitives(host, scheduler)
     print_function = primitives.pop("print")
     namespace = {
-        "__builtins__": (
-            safe_builtins(print_function) if settings.guard else full_builtins(print_function)
-        ),
+        "__builtins__": safe_builtins(print_function),
         # Read by `class` statements for the new class's __module__.
         "__name__": "workflow",
         **_ALIASES,
@@ -113,18 +141,30 @@ def run(host: Host, source: str, args_json: str) -> str:
         MEMORY_ERRORS: memory_errors,
         RETURNED: returned,
         **primitives,
-        "args": args,
+        "args": None,
     }
-    previous_limit = sys.getrecursionlimit()
-    try:
-        sys.setrecursionlimit(settings.recursion_limit)
-        exec(prepared.entry.code, namespace)
-        result = scheduler.run(_call_entry(namespace[prepared.entry.function]))
-    except BaseException as error:  # whatever the script did not catch ends the run
-        raise _script_error(error) from None
-    finally:
-        sys.setrecursionlimit(previous_limit)
-    return _result_json(result, returned.line)
+    return _Kit(scheduler, namespace, print_function, returned)
+
+
+# The kit the next run takes, made ahead of it by `make_ready`.
+_ready_kit: _Kit | None = None
+
+
+def make_ready(host: Host) -> None:
+    """Makes the next run's kit now. The guest calls this last before componentize-py
+    snapshots it, so every instance starts with the kit made and its run spends no fuel on it:
+    the same in every instance, pooled or not, so a replay's fuel stays the original's."""
+    global _ready_kit
+    _ready_kit = _make_kit(host)
+
+
+def _take_kit(host: Host) -> _Kit:
+    """The kit made ahead for `host`, once; a new one for any other run."""
+    global _ready_kit
+    kit, _ready_kit = _ready_kit, None
+    if kit is None or kit.scheduler.host is not host:
+        kit = _make_kit(host)
+    return kit
 
 
 def _prepare(source: str, guard: bool) -> _Prepared:
