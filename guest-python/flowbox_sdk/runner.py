@@ -27,11 +27,13 @@ from .primitives import is_awaitable, make_primitives
 from .scheduler import Scheduler
 from .script import (
     MEMORY_ERRORS,
+    RESULT,
     RETURNED,
     Entry,
     build,
     extract_meta,
     is_size_overflow,
+    may_declare_scope,
     may_name_memory_error,
     may_use_random,
     memory_errors,
@@ -107,8 +109,12 @@ def run(host: Host, source: str, args_json: str) -> str:
     previous_limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(settings.recursion_limit)
-        exec(prepared.entry.code, namespace)
-        result = kit.scheduler.run(_call_entry(namespace[prepared.entry.function]))
+        entry = prepared.entry
+        if entry.function is None:
+            result = kit.scheduler.run(_run_body(entry.code, namespace))
+        else:
+            exec(entry.code, namespace)
+            result = kit.scheduler.run(_call_entry(namespace[entry.function]))
     except BaseException as error:  # whatever the script did not catch ends the run
         raise _script_error(error) from None
     finally:
@@ -174,7 +180,8 @@ def _prepare(source: str, guard: bool) -> _Prepared:
         meta = extract_meta(tree)
         if guard:
             check_script(tree)
-        return _Prepared(build(tree, may_name_memory_error(source)), meta)
+        entry = build(tree, may_name_memory_error(source), may_declare_scope(source))
+        return _Prepared(entry, meta)
     except (RecursionError, MemoryError) as error:
         # Deeply nested source exhausts the parser's stack (MemoryError) or the recursion of
         # the compiler or the guard (RecursionError) long before memory really runs out.
@@ -182,6 +189,15 @@ def _prepare(source: str, guard: bool) -> _Prepared:
         raise ScriptFailure(
             SYNTAX, f"the script is nested too deeply to compile ({detail})"
         ) from None
+
+
+async def _run_body(code, namespace: dict) -> Any:
+    """Runs a direct body compiled as the module (see `script.build`): code that awaits
+    evaluates to a coroutine of the body. Its result is what its final `return` assigned."""
+    body = eval(code, namespace)
+    if body is not None:
+        await body
+    return namespace.get(RESULT)
 
 
 async def _call_entry(entry) -> Any:

@@ -1,6 +1,7 @@
 """From source text to code: parse, read the literal `meta`, find the entry point among the three
-script forms, and wrap a direct body into an async function. Only the AST is transformed, never
-the text, so every line number the script's author sees is the script's own.
+script forms, and compile a direct body as the module itself or, where it returns early, wrapped
+into an async function. Only the AST is transformed, never the text, so every line number the
+script's author sees is the script's own.
 """
 
 import ast
@@ -15,6 +16,9 @@ from .errors import INVALID_META, NO_ENTRY_POINT, SYNTAX, ScriptFailure
 FILENAME = "<workflow>"
 # The async function a direct body is wrapped into; the guard keeps scripts from naming it.
 BODY_FUNCTION = "__flowbox_body__"
+# A direct body whose only `return` ends it runs as the module, with that `return` compiled as
+# an assignment of this global (see `build`).
+RESULT = "__flowbox_result__"
 # The guest is 32-bit: a size beyond 2**31 (`'a' * 10**10`) raises OverflowError before any
 # memory is asked for. Such a request is the script running out of memory, so a handler of
 # `MemoryError` also catches it: its type is wrapped in a call of this global (a dunder name no
@@ -79,12 +83,13 @@ def memory_errors(caught):
 
 
 class Entry(NamedTuple):
-    """Compiled module code, the name of the global function that starts the script and, when
-    the entry function has a single `return value`, that statement's line: then its result can
-    only come from there, and no `return` is wrapped in a call of RETURNED."""
+    """Compiled module code, the name of the global function that starts the script (None when
+    the module itself is the script's body, its result in RESULT) and, when the entry has a
+    single `return value`, that statement's line: then its result can only come from there, and
+    no `return` is wrapped in a call of RETURNED."""
 
     code: types.CodeType
-    function: str
+    function: str | None
     return_line: int | None
 
 
@@ -101,19 +106,32 @@ def parse(source: str) -> ast.Module:
         raise ScriptFailure(SYNTAX, f"the script cannot be parsed: {error}") from None
 
 
-def build(tree: ast.Module, may_catch_memory_errors: bool) -> Entry:
-    """Picks the script's form, transforms the tree for it and compiles it. A script whose text
-    cannot name `MemoryError` (see `may_name_memory_error`) needs no search for its handlers."""
-    if _has_top_level_await_or_return(tree):
+def build(tree: ast.Module, may_catch_memory_errors: bool, may_declare_scope: bool) -> Entry:
+    """Picks the script's form, transforms the tree for it and compiles it.
+
+    A direct body runs as the module itself, compiled with top-level `await` allowed, when its
+    only `return` (if any) is its last statement and it declares no `global` or `nonlocal`
+    name (see `may_declare_scope`): one code object where a wrapped body needs two, and the
+    compiler's cost is mostly per code object. Otherwise it is wrapped into an async function,
+    where an early `return` ends it and each name keeps the scope it was written for. A script
+    whose text cannot name `MemoryError` (see `may_name_memory_error`) needs no search for its
+    handlers."""
+    flags = 0
+    if not _has_top_level_await_or_return(tree):
+        function = _entry_function(tree)
+        return_line = _report_return_lines(tree, function)
+    elif not may_declare_scope and _returns_only_at_its_end(tree):
+        function = None
+        return_line = _return_as_result(tree)
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    else:
         _wrap_body(tree)
         function = BODY_FUNCTION
-    else:
-        function = _entry_function(tree)
-    return_line = _report_return_lines(tree, function)
+        return_line = _report_return_lines(tree, function)
     if may_catch_memory_errors:
         _catch_size_overflows(tree)
     try:
-        code = compile(tree, FILENAME, "exec")
+        code = compile(tree, FILENAME, "exec", flags)
     except SyntaxError as error:
         raise _syntax_failure(error) from None
     return Entry(code, function, return_line)
@@ -126,6 +144,12 @@ def may_use_random(source: str) -> bool:
     only by importing it by name, and no other module of the contract reaches the generator.
     Outside ASCII the parser's NFKC normalisation can spell either name."""
     return not source.isascii() or "random" in source or "statistics" in source
+
+
+def may_declare_scope(source: str) -> bool:
+    """False when `source` holds no `global` or `nonlocal` statement: a text without either
+    word (keywords are only ever ASCII: the parser normalises identifiers, not keywords)."""
+    return "global" in source or "nonlocal" in source
 
 
 def may_name_memory_error(source: str) -> bool:
@@ -228,6 +252,51 @@ def _has_top_level_await_or_return(tree: ast.Module) -> bool:
         if kind not in _SCOPES:
             pending.extend(child_nodes(node))
     return False
+
+
+def _returns_only_at_its_end(tree: ast.Module) -> bool:
+    """True for a direct body with no `return` but, perhaps, its last statement, and no `yield`
+    outside any function or class (which only a function can hold)."""
+    body = tree.body
+    last = body[-1]
+    pending = body[:-1]
+    if type(last) is ast.Return:
+        pending.extend(child_nodes(last))
+    else:
+        pending.append(last)
+    while pending:
+        node = pending.pop()
+        kind = type(node)
+        if kind is ast.Return or kind in _YIELDS:
+            return False
+        if kind not in _SCOPES:
+            pending.extend(child_nodes(node))
+    return True
+
+
+def _return_as_result(tree: ast.Module) -> int | None:
+    """Turns a direct body's final `return value` into an assignment of RESULT, at the same
+    place, and returns its line; a final bare `return` becomes `pass`."""
+    last = tree.body[-1]
+    if type(last) is not ast.Return:
+        return None
+    place = {
+        "lineno": last.lineno,
+        "col_offset": last.col_offset,
+        "end_lineno": last.end_lineno,
+        "end_col_offset": last.end_col_offset,
+    }
+    if last.value is None:
+        tree.body[-1] = _new_node(ast.Pass, **place)
+        return None
+    target = _new_node(ast.Name, id=RESULT, ctx=_STORE, **place)
+    tree.body[-1] = _new_node(
+        ast.Assign, targets=[target], value=last.value, type_comment=None, **place
+    )
+    return last.lineno
+
+
+_STORE = ast.Store()
 
 
 def _wrap_body(tree: ast.Module) -> None:

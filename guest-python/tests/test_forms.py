@@ -66,6 +66,81 @@ def test_direct_body_detected_by_return_alone(host):
     assert host.run("x = 2\nreturn x * 3\n") == 6
 
 
+def _body_form(script: str) -> str:
+    from flowbox_sdk.script import build, may_declare_scope, parse
+
+    entry = build(parse(script), False, may_declare_scope(script))
+    return "module" if entry.function is None else "wrapped"
+
+
+def test_a_direct_body_runs_as_the_module_unless_it_returns_early_or_declares_a_scope():
+    assert _body_form("return 1\n") == "module"
+    assert _body_form("x = await agent('a')\nreturn x\n") == "module"
+    assert _body_form("await agent('a')\n") == "module"
+    assert _body_form("return\n") == "module"
+    assert _body_form("def f():\n    return 1\nreturn f()\n") == "module"
+    assert _body_form("f = lambda: 1\nclass A:\n    x = 1\nreturn f()\n") == "module"
+    assert _body_form("if args['x']:\n    return 1\nreturn 2\n") == "wrapped"
+    assert _body_form("for i in [1]:\n    return i\n") == "wrapped"
+    assert _body_form("x = 1\nreturn x\nlog('never')\n") == "wrapped"
+    assert _body_form("await agent('a')\nyield 1\n") == "wrapped"
+    assert _body_form("def f():\n    global x\nreturn 1\n") == "wrapped"
+    assert _body_form("x = 0\ndef f():\n    nonlocal x\nreturn 1\n") == "wrapped"
+    # The words alone are enough to keep the wrapper: the check is on the text.
+    assert _body_form("x = 'nonlocal'\nreturn x\n") == "wrapped"
+
+
+def test_a_direct_body_as_the_module_returns_its_final_value_and_keeps_its_lines(host):
+    assert host.run("x = await agent('a')\nreturn [x, args['n']]\n", {"n": 2}) == ["echo: a", 2]
+    assert host.run("await agent('a')\n") is None
+    assert host.run("log('x')\nreturn\n") is None
+    failure = host.fail("x = 1\n\nreturn {x}\n")
+    assert (failure.kind, failure.line) == ("invalid-result", 3)
+    failure = host.fail("x = await agent('a')\nraise KeyError(x)\nreturn 1\n")
+    assert (failure.kind, failure.line, failure.exception) == ("uncaught", 2, "KeyError")
+
+
+def test_an_early_return_ends_a_direct_body(host):
+    script = src(
+        """
+        if args["stop"]:
+            return "early"
+        log("went on")
+        return "late"
+        """
+    )
+    assert host.run(script, {"stop": True}) == "early"
+    assert host.logs == []
+    assert host.run(script, {"stop": False}) == "late"
+    assert host.logs == ["went on"]
+
+
+def test_a_direct_body_keeps_its_names_scopes_for_global_and_nonlocal(host):
+    # `nonlocal` binds the body's own name; `global` one outside the body, as in a function.
+    script = src(
+        """
+        x = 1
+        def bump():
+            nonlocal x
+            x += 1
+        bump()
+        return x
+        """
+    )
+    assert host.run(script) == 2
+    script = src(
+        """
+        x = 1
+        def set_global():
+            global x
+            x = 5
+        set_global()
+        return x
+        """
+    )
+    assert host.run(script) == 1
+
+
 def test_direct_body_detected_by_async_for_or_with(host):
     # `async for` needs an async iterator, which scripts cannot build; what matters here is
     # that the body is wrapped (otherwise this would be a syntax error, not a TypeError).
