@@ -46,6 +46,7 @@ mod outcome;
 pub mod plan;
 mod pool;
 mod prefault;
+mod retire;
 mod run;
 mod run_ctx;
 mod run_request;

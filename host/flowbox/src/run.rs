@@ -23,6 +23,7 @@ use crate::journal::journal_error;
 use crate::plan::{self, GateRefusal};
 use crate::pool::WarmPool;
 use crate::prefault::{Learner, Mappings, TouchedPages};
+use crate::retire::InFlight;
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store};
 use crate::shared::Shared;
 use crate::{
@@ -67,8 +68,10 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         backend: shared.backend.as_ref(),
         thread_id: &summary.thread_id.clone(),
     };
-    // The warm pool refills between runs rather than next to them.
+    // The warm pool refills, and finished runs' stores are dropped, between runs rather than
+    // next to them.
     let _running = shared.pool.as_ref().map(WarmPool::run_started);
+    let _in_flight = InFlight::enter();
     let mut result = match start(shared, plan) {
         Err(error) => Err(error),
         Ok((mut store, instance)) => {
@@ -89,7 +92,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             }
             fill_summary(&mut summary, &mut store, &limits);
             // Cancels leaves still running; the memory goes off this path.
-            crate::run_ctx::retire(store);
+            crate::retire::retire(store);
             result
         }
     };
@@ -196,6 +199,7 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
         thread_id: &thread_id,
     };
     let _running = shared.pool.as_ref().map(WarmPool::run_started);
+    let _in_flight = InFlight::enter();
     let result = match start(shared, plan) {
         Err(error) => Err(error),
         Ok((mut store, instance)) => {
@@ -530,6 +534,7 @@ pub(crate) async fn plan(
         start_unix_nanos: unix_nanos(),
         checkpoints: Checkpoints::default(),
     };
+    let _in_flight = InFlight::enter();
     let mut store = fresh_store(shared, start, true)?;
     let mut notes = None;
     let outcome = tokio::time::timeout(limits.timeout, async {
@@ -575,6 +580,6 @@ pub(crate) async fn plan(
     };
     let plan = plan::Plan::assemble(projection, context);
     // As a run's: unmapping the guest's memory is not the caller's wait.
-    crate::run_ctx::retire(store);
+    crate::retire::retire(store);
     Ok(plan)
 }

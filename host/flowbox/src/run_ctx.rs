@@ -3,11 +3,10 @@
 //! Everything a run may touch is built here per run and dropped with the store: the WASI
 //! context (no files, no environment, no arguments, no network, virtual clocks, seeded
 //! random, capped stdout/stderr), the memory limiter, and the calls in flight (dropping them
-//! cancels any leaf still running; [`retire`] cancels them and drops the rest off the caller's
+//! cancels any leaf still running; `retire` cancels them and drops the rest off the caller's
 //! path).
 
-use std::sync::mpsc::{SyncSender, TrySendError};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmtime::component::ResourceTable;
@@ -264,45 +263,4 @@ pub(crate) fn set_deadline(store: &mut Store<RunCtx>, timeout: Duration) {
             UpdateDeadline::Yield(1)
         })
     });
-}
-
-/// How many finished runs' stores may wait for the background thread that drops them; past
-/// that a finishing run drops its own.
-const RETIRING: usize = 16;
-
-/// Ends a finished run's store: its calls are cancelled and its hold on the journal dropped
-/// here and now (a leaf still running stops as it would if the store were dropped, and a
-/// process that exits next closes its journal cleanly), and the store itself, whose guest
-/// memory takes ~0.15 ms or more to unmap, is dropped on a background thread, off the path of
-/// the caller waiting for the result (first, for a run from the warm pool, the pool learns
-/// there which pages of its memory the run wrote and read). At most [`RETIRING`] stores wait there;
-/// the rest are dropped at once.
-pub(crate) fn retire(mut store: Store<RunCtx>) {
-    let ctx = store.data_mut();
-    ctx.calls.end();
-    ctx.store = None;
-    static RETIRED: OnceLock<Option<SyncSender<Store<RunCtx>>>> = OnceLock::new();
-    let sender = RETIRED.get_or_init(|| {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<Store<RunCtx>>(RETIRING);
-        std::thread::Builder::new()
-            .name("flowbox-retire".into())
-            .spawn(move || {
-                for mut store in receiver {
-                    // The memory is still mapped: the pool reads which pages the run wrote.
-                    if let Some(touched) = store.data_mut().touched.take() {
-                        touched.learn();
-                    }
-                    // Not while the warm pool compares the memory map around an
-                    // instantiation (see `prefault`).
-                    let _unmapping = crate::prefault::hold_unmapping();
-                    drop(store);
-                }
-            })
-            .ok()
-            .map(|_| sender)
-    });
-    match sender.as_ref().map(|sender| sender.try_send(store)) {
-        None | Some(Ok(())) => {}
-        Some(Err(TrySendError::Full(store) | TrySendError::Disconnected(store))) => drop(store),
-    }
 }
