@@ -183,7 +183,7 @@ struct Inner {
     capacity: usize,
     profile: Arc<Profile>,
     ready: Mutex<Ready>,
-    /// Wakes the refill thread when an instance is taken or the runtime is dropped.
+    /// Wakes the refill thread when a run ends or the runtime is dropped.
     wanted: Condvar,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -265,8 +265,10 @@ impl WarmPool {
                 None
             }
         };
+        // The refill thread is not woken here: it would only wait for this run to end (see
+        // `hold_off`), and waking it on a machine with few cores can take the run's core. The
+        // run's end wakes it (`Running`).
         let counter = if warm.is_some() {
-            self.inner.wanted.notify_one();
             &self.inner.hits
         } else {
             &self.inner.misses
