@@ -43,7 +43,7 @@ SPECIAL_METHODS = frozenset(
 
 def check_script(tree: ast.Module) -> None:
     """Raises `ScriptFailure(forbidden)` for the first construct the guard rejects."""
-    _Guard(_bound_names(tree)).visit(tree)
+    _Guard(tree).visit(tree)
 
 
 _DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
@@ -85,8 +85,9 @@ class _Guard:
     """Visits the tree as `ast.NodeVisitor` does: each node with the `visit_` method of its
     class (found in `_VISITS` by exact type), else its children."""
 
-    def __init__(self, bound: set):
-        self._bound = bound
+    def __init__(self, tree: ast.Module):
+        self._tree = tree
+        self._bound = None  # the names the script binds, found when first needed
         self._special_methods = set()  # ids of the defs that are special methods of a class
 
     def visit(self, node: ast.AST) -> None:
@@ -102,7 +103,16 @@ class _Guard:
 
     # --- names ---------------------------------------------------------------------------
 
+    def _binds(self, name: str) -> bool:
+        """Whether the script binds `name` anywhere. Only a name the contract refuses or
+        restricts needs asking, which most scripts never use, so the walk is left until then."""
+        if self._bound is None:
+            self._bound = _bound_names(self._tree)
+        return name in self._bound
+
     def _check_name(self, name: str, node: ast.AST) -> None:
+        if not name.startswith("__"):
+            return
         if name == "__name__":
             raise _reject(
                 f"name '__name__' is not available: a workflow script is not a "
@@ -121,13 +131,13 @@ class _Guard:
         # A script that binds one of the contract's builtin names itself
         # (`input = args["input"]`) is using its own variable, which is fine.
         self._check_name(node.id, node)
-        if type(node.ctx) is not ast.Load or node.id in self._bound:
+        if type(node.ctx) is not ast.Load:
             return
         reason = REFUSED_BUILTINS.get(node.id)
-        if reason:
+        if reason and not self._binds(node.id):
             raise _reject(f"{node.id}() is not available: {reason}", node)
         reason = LITERAL_ATTRIBUTE_NAME.get(node.id)
-        if reason:  # not the callee of a call `visit_Call` checked
+        if reason and not self._binds(node.id):  # not the callee of a call `visit_Call` checked
             raise _reject(f"{node.id} can only be called directly: {reason}", node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -135,7 +145,7 @@ class _Guard:
         if (
             isinstance(function, ast.Name)
             and function.id in LITERAL_ATTRIBUTE_NAME
-            and function.id not in self._bound
+            and not self._binds(function.id)
         ):
             self._check_literal_attribute_call(function.id, node)
             for child in (*node.args, *node.keywords):
