@@ -118,6 +118,22 @@ async fn the_pool_holds_at_most_its_capacity_and_reports_its_memory() {
 }
 
 #[tokio::test]
+async fn a_pool_that_sat_full_long_enough_to_sleep_still_refills_after_a_run() {
+    let rt = pooled(1, Arc::new(FakeBackend::new()));
+    // The first run teaches the pool which pages to pre-fault, which wakes the refill thread.
+    taught(&rt).await;
+    for round in 0..2 {
+        filled_until(&rt, 1, prefaulted).await;
+        // Past the second the refill thread goes on looking for room before it sleeps until
+        // an instance is taken.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let result = rt.run(&format!("return {round}"), json!({})).await.result;
+        assert_eq!(result.unwrap(), json!(round));
+        filled(&rt, 1).await;
+    }
+}
+
+#[tokio::test]
 async fn a_pooled_run_that_breaks_a_limit_does_not_poison_the_next() {
     let rt = pooled(1, Arc::new(FakeBackend::new()));
     let hostile = [

@@ -46,6 +46,7 @@ mod outcome;
 pub mod plan;
 mod pool;
 mod prefault;
+mod quiet;
 mod retire;
 mod run;
 mod run_ctx;

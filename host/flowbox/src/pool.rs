@@ -36,6 +36,7 @@ use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
 use crate::fault_around;
 use crate::prefault::{self, Access, Learner, Mappings, Touch, TouchedPages};
+use crate::quiet::{self, POLL, STAY_AWAKE};
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
 use crate::{Limits, RunError};
 
@@ -183,7 +184,8 @@ struct Inner {
     capacity: usize,
     profile: Arc<Profile>,
     ready: Mutex<Ready>,
-    /// Wakes the refill thread when a run ends or the runtime is dropped.
+    /// Wakes the refill thread, when it sleeps, as an instance is taken; and when the runtime
+    /// is dropped.
     wanted: Condvar,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -191,8 +193,8 @@ struct Inner {
 
 struct Ready {
     instances: VecDeque<Warm>,
-    /// Runs of the runtime in flight, pooled or not.
-    running: usize,
+    /// The refill thread waits to be woken: the pool has been full for [`STAY_AWAKE`].
+    sleeping: bool,
     stopped: bool,
 }
 
@@ -210,9 +212,10 @@ pub(crate) struct WarmPool {
 
 impl WarmPool {
     /// Starts a refill thread that keeps `capacity` instances of `pre` ready. The thread
-    /// instantiates and pre-faults one instance at a time, sleeps while the pool is full and
-    /// holds off while runs are in flight (up to [`MAX_DEFER`] before each step), so
-    /// refilling never takes more than one core, and rarely any time, from the runs in flight.
+    /// instantiates and pre-faults one instance at a time, waits while the pool is full and
+    /// holds off while runs of the process are in flight (up to [`MAX_DEFER`] before each
+    /// step; see `quiet`), so refilling never takes more than one core, and rarely any time,
+    /// from the runs in flight.
     pub(crate) fn start(
         capacity: usize,
         engine: Engine,
@@ -224,7 +227,7 @@ impl WarmPool {
             profile: Arc::default(),
             ready: Mutex::new(Ready {
                 instances: VecDeque::with_capacity(capacity),
-                running: 0,
+                sleeping: false,
                 stopped: false,
             }),
             wanted: Condvar::new(),
@@ -259,15 +262,17 @@ impl WarmPool {
             let fits = ready.instances.back().is_some_and(|warm| {
                 warm.fuel_spent <= limits.fuel && warm.largest_memory <= limits.memory_bytes
             });
-            if fits {
+            let warm = if fits {
                 ready.instances.pop_back()
             } else {
                 None
+            };
+            // An awake refill thread sees the room itself (see `quiet`).
+            if warm.is_some() && ready.sleeping {
+                self.inner.wanted.notify_one();
             }
+            warm
         };
-        // The refill thread is not woken here: it would only wait for this run to end (see
-        // `hold_off`), and waking it on a machine with few cores can take the run's core. The
-        // run's end wakes it (`Running`).
         let counter = if warm.is_some() {
             &self.inner.hits
         } else {
@@ -275,12 +280,6 @@ impl WarmPool {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         warm
-    }
-
-    /// Marks a run in flight until the returned guard is dropped.
-    pub(crate) fn run_started(&self) -> Running<'_> {
-        self.inner.ready().running += 1;
-        Running(&self.inner)
     }
 
     pub(crate) fn stats(&self) -> WarmPoolStats {
@@ -293,16 +292,6 @@ impl WarmPool {
             hits: self.inner.hits.load(Ordering::Relaxed),
             misses: self.inner.misses.load(Ordering::Relaxed),
         }
-    }
-}
-
-/// A run in flight, for the refill thread to hold off.
-pub(crate) struct Running<'a>(&'a Inner);
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        self.0.ready().running -= 1;
-        self.0.wanted.notify_one();
     }
 }
 
@@ -426,8 +415,10 @@ fn catch_up(pool: &Inner) -> bool {
 
 /// Waits until the pool has room for another instance, then holds off while runs are in
 /// flight (up to [`MAX_DEFER`]); false once the pool is stopped. Meanwhile pre-faults the
-/// ready instances that wait for the profile once it has come.
+/// ready instances that wait for the profile once it has come. It looks for room every
+/// [`POLL`], and after [`STAY_AWAKE`] sleeps until an instance is taken (see `quiet`).
 fn wait_for_room(pool: &Inner) -> bool {
+    let full_since = Instant::now();
     let mut ready = pool.ready();
     while !ready.stopped && ready.instances.len() >= pool.capacity {
         if ready.instances.iter().any(|warm| warm.awaits_profile) && pool.profile.pages().is_some()
@@ -439,30 +430,28 @@ fn wait_for_room(pool: &Inner) -> bool {
             ready = pool.ready();
             continue;
         }
-        ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
+        if full_since.elapsed() < STAY_AWAKE {
+            ready = pool
+                .wanted
+                .wait_timeout(ready, POLL)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        } else {
+            ready.sleeping = true;
+            ready = pool.wanted.wait(ready).unwrap_or_else(|p| p.into_inner());
+            ready.sleeping = false;
+        }
     }
     drop(ready);
     hold_off(pool)
 }
 
-/// Holds off while runs are in flight, up to [`MAX_DEFER`]; false once the pool is stopped.
+/// Holds off while runs of the process are in flight (see `quiet`), up to [`MAX_DEFER`];
+/// false once the pool is stopped.
 fn hold_off(pool: &Inner) -> bool {
-    let since = Instant::now();
-    let mut ready = pool.ready();
-    loop {
-        if ready.stopped {
-            return false;
-        }
-        let left = MAX_DEFER.saturating_sub(since.elapsed());
-        if ready.running == 0 || left.is_zero() {
-            return true;
-        }
-        ready = pool
-            .wanted
-            .wait_timeout(ready, left)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
-    }
+    let stopped = || pool.ready().stopped;
+    quiet::hold_off(Instant::now() + MAX_DEFER, stopped);
+    !stopped()
 }
 
 /// One instance of `pre` in a store holding placeholder state, which no guest code sees: the

@@ -21,9 +21,8 @@ use crate::external::ExternalRun;
 use crate::fault_around;
 use crate::journal::journal_error;
 use crate::plan::{self, GateRefusal};
-use crate::pool::WarmPool;
 use crate::prefault::{Learner, Mappings, TouchedPages};
-use crate::retire::InFlight;
+use crate::quiet::InFlight;
 use crate::run_ctx::{Plan, Pricing, RunCtx, new_store};
 use crate::shared::Shared;
 use crate::{
@@ -70,7 +69,6 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     };
     // The warm pool refills, and finished runs' stores are dropped, between runs rather than
     // next to them.
-    let _running = shared.pool.as_ref().map(WarmPool::run_started);
     let _in_flight = InFlight::enter();
     let mut result = match start(shared, plan) {
         Err(error) => Err(error),
@@ -198,7 +196,6 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
         backend: shared.backend.as_ref(),
         thread_id: &thread_id,
     };
-    let _running = shared.pool.as_ref().map(WarmPool::run_started);
     let _in_flight = InFlight::enter();
     let result = match start(shared, plan) {
         Err(error) => Err(error),
