@@ -189,8 +189,8 @@ impl RuntimeBuilder {
     /// unchanged), so a run skips the page faults of its first writes to the guest's memory
     /// image. Each pooled guest serves exactly one run and is then dropped, so runs stay as
     /// isolated and as deterministic as with a fresh instance each (same result, same fuel).
-    /// One background thread refills the pool, one instance at a time, and sleeps while it is
-    /// full; each ready instance holds the guest's linear memory (~12 MiB, of which what is
+    /// One background thread refills the pool, one instance at a time, between runs, and
+    /// waits while it is full; each ready instance holds the guest's linear memory (~12 MiB, of which what is
     /// pre-faulted is resident; see [`Runtime::warm_pool`] for the figures). A run finding the
     /// pool empty instantiates a fresh guest itself, as it does without a pool.
     pub fn warm_pool(mut self, instances: usize) -> Self {
