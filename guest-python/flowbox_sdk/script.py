@@ -117,10 +117,11 @@ def build(tree: ast.Module, may_catch_memory_errors: bool, may_declare_scope: bo
     whose text cannot name `MemoryError` (see `may_name_memory_error`) needs no search for its
     handlers."""
     flags = 0
-    if not _has_top_level_await_or_return(tree):
+    form = _body_form(tree)
+    if form is None:
         function = _entry_function(tree)
         return_line = _report_return_lines(tree, function)
-    elif not may_declare_scope and _returns_only_at_its_end(tree):
+    elif form is _ENDS_IN_RETURN and not may_declare_scope:
         function = None
         return_line = _return_as_result(tree)
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -233,45 +234,48 @@ def _syntax_failure(error: SyntaxError) -> ScriptFailure:
 # --- forms -------------------------------------------------------------------------------
 
 
-_ASYNC_OR_RETURN = frozenset({ast.Await, ast.Return, ast.AsyncFor, ast.AsyncWith})
+_ASYNC = frozenset({ast.Await, ast.AsyncFor, ast.AsyncWith})
 # Nodes with a scope of their own: what is inside them is not the entry's.
 _SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
 _FUNCTIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
 _YIELDS = frozenset({ast.Yield, ast.YieldFrom})
 
 
-def _has_top_level_await_or_return(tree: ast.Module) -> bool:
-    """True for a direct body: `await` (or `async for`/`async with`) or `return` outside any
-    function or class."""
-    pending = list(tree.body)
-    while pending:
-        node = pending.pop()
-        kind = type(node)
-        if kind in _ASYNC_OR_RETURN or (kind is ast.comprehension and node.is_async):
-            return True
-        if kind not in _SCOPES:
-            pending.extend(child_nodes(node))
-    return False
+# The forms of a direct body (see `_body_form`).
+_ENDS_IN_RETURN = "ends in its only return"
+_RETURNS_EARLY = "returns early"
 
 
-def _returns_only_at_its_end(tree: ast.Module) -> bool:
-    """True for a direct body with no `return` but, perhaps, its last statement, and no `yield`
-    outside any function or class (which only a function can hold)."""
+def _body_form(tree: ast.Module) -> str | None:
+    """None when the script is no direct body: no `await` (or `async for`/`async with`) and no
+    `return` outside any function or class. Otherwise `_ENDS_IN_RETURN` when its only `return`,
+    if any, is its last statement and no `yield` is outside a function (which only a function
+    can hold), else `_RETURNS_EARLY`."""
     body = tree.body
+    if not body:
+        return None
     last = body[-1]
     pending = body[:-1]
-    if type(last) is ast.Return:
+    direct = type(last) is ast.Return
+    early = False
+    if direct:
         pending.extend(child_nodes(last))
     else:
         pending.append(last)
-    while pending:
+    while pending and not (direct and early):
         node = pending.pop()
         kind = type(node)
-        if kind is ast.Return or kind in _YIELDS:
-            return False
+        if kind is ast.Return:
+            direct = early = True
+        elif kind in _YIELDS:
+            early = True
+        elif kind in _ASYNC or (kind is ast.comprehension and node.is_async):
+            direct = True
         if kind not in _SCOPES:
             pending.extend(child_nodes(node))
-    return True
+    if not direct:
+        return None
+    return _RETURNS_EARLY if early else _ENDS_IN_RETURN
 
 
 def _return_as_result(tree: ast.Module) -> int | None:
