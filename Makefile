@@ -2,9 +2,9 @@
 # Everything builds with the release profile: one target directory, one wasmtime build.
 
 CARGO ?= cargo
-GUEST := host/flowbox/guest/flowbox_guest.wasm.gz
+GUEST := components/flowbox_guest.wasm.gz
 GUEST_SOURCES := $(shell find guest-python -name '*.py' -not -path '*/tests/*') \
-	host/flowbox/wit/flowbox.wit host/flowbox/contract/script.json guest-python/build.sh
+	wit/flowbox.wit host/flowbox/contract/script.json guest-python/build.sh
 
 .PHONY: all guest build demo test test-guest lint doc out-of-tree bench fuzz
 .PHONY: test-browser bench-view bench-history

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the flowbox guest component, or with `test` runs the SDK's tests on native CPython.
-#   guest-python/build.sh          -> host/flowbox/guest/flowbox_guest.wasm.gz (~15 s), the
-#                                     component the flowbox crate embeds and its package ships
+#   guest-python/build.sh          -> components/flowbox_guest.wasm.gz (~15 s), the component
+#                                     the flowbox crate embeds and its package ships
 #   guest-python/build.sh test     -> pytest guest-python/tests (extra args go to pytest)
 # Tools live in <repo>/.venv, pinned; installing them is skipped when they are already there.
 set -euo pipefail
@@ -40,15 +40,19 @@ if [[ "${1:-}" == "test" ]]; then
     exec "$venv/bin/python" -m pytest "$@"
 fi
 
-out="$repo/host/flowbox/guest"
+out="$repo/components"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$guest"
 # The second module path is the script contract's folder: the SDK reads script.json from the
 # module path while componentize-py pre-initialises it, and the snapshot keeps what it read.
-"$venv/bin/componentize-py" -d "$repo/host/flowbox/wit" -w workflow componentize app \
+"$venv/bin/componentize-py" -d "$repo/wit" -w workflow componentize app \
     -p "$guest" -p "$repo/host/flowbox/contract" -o "$work/flowbox_guest.wasm"
 # Compressed so the crate's package stays under the registry's 10 MiB (18 MB -> ~6 MB); -n
 # keeps the name and time out of the header, so the same component gives the same bytes.
 gzip -9 -n -c "$work/flowbox_guest.wasm" > "$work/flowbox_guest.wasm.gz"
 mv "$work/flowbox_guest.wasm.gz" "$out/flowbox_guest.wasm.gz"
+# What the library embeds is the decompressed component; its SHA-256 keys the compile cache and
+# is `Runtime::guest_sha256()` (components/README.md).
+sha256="$(sha256sum "$work/flowbox_guest.wasm" | cut -d' ' -f1)"
+echo "built components/flowbox_guest.wasm.gz: componentize-py $COMPONENTIZE_PY_VERSION, sha256 $sha256"

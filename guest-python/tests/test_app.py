@@ -16,7 +16,7 @@ from fakehost import FakeHost, src
 from flowbox_sdk.errors import CallFailed
 from flowbox_sdk.host import AgentOptions
 
-WIT = Path(__file__).resolve().parents[2] / "host" / "flowbox" / "wit"
+WIT = Path(__file__).resolve().parents[2] / "wit"
 
 
 @pytest.fixture(scope="session")

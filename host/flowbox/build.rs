@@ -2,10 +2,11 @@
 //! runs anywhere without a separate file and its precompiled cache is keyed by exactly what it
 //! embeds.
 //!
-//! The component ships gzip-compressed inside the crate (`guest/flowbox_guest.wasm.gz`, written
-//! by `make guest`); it is decompressed into `OUT_DIR`. Without it the crate still builds, with
-//! an empty guest that `RuntimeBuilder::build` refuses with a clear error, so `cargo check`,
-//! `clippy` and `doc` work on a fresh clone.
+//! The component ships gzip-compressed inside the crate (`guest/flowbox_guest.wasm.gz`: `make
+//! guest` writes it into the repository's `components/`, which `guest` links to, see
+//! `components/README.md`); it is decompressed into `OUT_DIR`. Without it the crate still
+//! builds, with an empty guest that `RuntimeBuilder::build` refuses with a clear error, so
+//! `cargo check`, `clippy` and `doc` work on a fresh clone.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,6 @@
-//! The generated bindings for this crate's `wit/flowbox.wit`, and nothing else. The WIT lives
-//! inside the crate so its package carries it.
+//! The generated bindings for `wit/flowbox.wit`, and nothing else. The WIT is the repository's
+//! top-level `wit/`, which the crate's `wit` links to so that its package carries it
+//! (`components/README.md`).
 //!
 //! `await-next` (it waits for leaves and the journal), `started` (it records the thread's
 //! name), and `log` and `phase` (they wait while a lossless event subscriber is full) are async
