@@ -23,39 +23,22 @@
 
 #![warn(missing_docs)]
 
-mod admission;
 mod bindings;
-mod budget;
-mod cache;
-mod call_request;
 mod calls;
 mod clock;
-mod entry;
 mod error;
-mod event_queue;
 mod events;
-pub mod external;
-mod fault_around;
-pub mod history;
 mod host;
+mod instance;
 mod journal;
 mod limits;
-mod monotonic_clock;
 pub mod orchestrator;
-mod outcome;
 pub mod plan;
-mod pool;
-mod prefault;
-mod quiet;
-mod retire;
 mod run;
-mod run_ctx;
-mod run_request;
 mod runtime;
-mod shared;
-mod tally;
 mod text;
-mod thread;
+
+pub use journal::history;
 
 pub use error::{
     ErrorInfo, JournalError, RunError, RunErrorClass, RunErrorKind, ScriptError, ScriptErrorKind,
@@ -66,10 +49,10 @@ pub use flowbox_backends::{
     Waiting,
 };
 pub use flowbox_store::Summary;
+pub use instance::pool::WarmPoolStats;
 pub use limits::{InvalidLimit, Limits};
-pub use outcome::RunOutcome;
-pub use pool::WarmPoolStats;
-pub use run_request::RunRequest;
+pub use run::outcome::RunOutcome;
+pub use run::request::RunRequest;
 pub use runtime::{Runtime, RuntimeBuilder, SetupError};
 
 /// The attribute the backend, chat-model, tool and store traits are written with: implement
@@ -113,6 +96,23 @@ pub mod store {
         RecordedOutcome, RunEnd, RunHeader, RunListing, RunStatus, SCHEMA_VERSION, SqliteStore,
         StoreError, StoredEvent, StoredRun, ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
     };
+}
+
+pub mod external {
+    //! Runs driven by another durable-execution engine: the seam a crate such as `flowbox-restate`
+    //! plugs into. The guest, the limits, the caps and budgets, the events and the summary are the
+    //! local engine's; only where the calls go and the order their completions come back in belong
+    //! to the [`CompletionSource`], whose own journal is then the checkpoint log (the runtime keeps
+    //! none beside it).
+    //!
+    //! A source must be deterministic across attempts: an attempt that replays the engine's journal
+    //! has to hand back the same completions in the same batches as the first attempt did, so the
+    //! guest takes the same path and uses the same fuel.
+
+    pub use crate::calls::source::{CompletionSource, ExternalCall, ExternalCompletion};
+    pub use crate::events::EventSink;
+    pub use crate::run::external::{ExternalRun, Remote};
+    pub use crate::run::request::RunRequestParts;
 }
 
 /// The real chat providers (the `http` feature): OpenAI-compatible Chat Completions and

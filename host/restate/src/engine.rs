@@ -1,9 +1,9 @@
-//! [`RestateEngine`]: a [`flowbox::Runtime`] built with `RuntimeBuilder::engine` sends its runs
+//! [`RestateEngine`]: a [`flowbox::Runtime`] built with `RuntimeBuilder::remote` sends its runs
 //! to Restate through it, so an embedder's `run_workflow` runs there by configuration alone.
 
 use std::time::{Duration, Instant};
 
-use flowbox::external::Engine;
+use flowbox::external::Remote;
 use flowbox::{RunError, RunOutcome, RunRequest, Summary};
 
 use crate::client::{Client, ClientError};
@@ -105,7 +105,7 @@ impl From<Client> for RestateEngine {
 }
 
 #[flowbox::async_trait]
-impl Engine for RestateEngine {
+impl Remote for RestateEngine {
     async fn run(&self, request: RunRequest) -> RunOutcome {
         RestateEngine::run(self, &request).await
     }

@@ -16,7 +16,7 @@
 //! `events` handler ([`Client::events`]) reads them (see [`events`]).
 //!
 //! [`RestateEngine`] is the engine choice for an embedder: a runtime built with
-//! `RuntimeBuilder::engine(Arc::new(RestateEngine::new(ingress_url)?))` sends every
+//! `RuntimeBuilder::remote(Arc::new(RestateEngine::new(ingress_url)?))` sends every
 //! `run_request` (and so its orchestrator's `run_workflow`) to Restate. [`Client`] submits runs
 //! to the ingress, attaches to their outcomes and registers workers with the admin API.
 

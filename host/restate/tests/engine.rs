@@ -1,4 +1,4 @@
-//! The engine choice for an embedder: a runtime built with `RuntimeBuilder::engine(RestateEngine)`
+//! The engine choice for an embedder: a runtime built with `RuntimeBuilder::remote(RestateEngine)`
 //! sends its runs, and so its orchestrator's `run_workflow`, to a real Restate server (installed
 //! by `make restate-setup`), served here by an in-process worker.
 
@@ -110,7 +110,7 @@ async fn an_embedders_run_workflow_runs_on_restate_by_configuration() {
 
     let ingress_url = format!("http://127.0.0.1:{ingress}");
     let engine = Arc::new(RestateEngine::new(&ingress_url).unwrap());
-    let remote = runtime().engine(engine).build().unwrap();
+    let remote = runtime().remote(engine).build().unwrap();
     let local = runtime().build().unwrap();
     let input: flowbox::orchestrator::WorkflowInput = serde_json::from_value(json!({
         "script": "r = await parallel([lambda i=i: agent(f'part {i}') for i in range(3)])\n\

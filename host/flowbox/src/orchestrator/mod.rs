@@ -134,7 +134,8 @@ impl Orchestrator {
 
     /// Answers `question` in a new conversation.
     pub async fn ask(&self, question: &str) -> Result<Answer, BackendError> {
-        self.ask_in(&crate::thread::new_thread_id(), question).await
+        self.ask_in(&crate::run::thread::new_thread_id(), question)
+            .await
     }
 
     /// Answers `question`, recording workflow runs under `conversation_id`.

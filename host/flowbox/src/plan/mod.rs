@@ -31,7 +31,7 @@ pub use prices::{Price, PriceError, PriceTable};
 pub(crate) use prices::{picos, usd};
 pub(crate) use report::{Context, worst_case};
 
-use crate::ErrorInfo;
+use flowbox_store::ErrorInfo;
 
 /// What a script will do, projected before it runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -9,7 +9,9 @@ use super::{
     FanoutProfile, Plan, PlanGroup, PlanWarning, PriceTable, ProjectedLeaf, Projection,
     ReplyDependence, WarningKind, usd,
 };
-use crate::{ErrorInfo, Limits};
+use flowbox_store::ErrorInfo;
+
+use crate::Limits;
 
 /// What a plan needs besides the projection's leaves.
 #[derive(Debug)]

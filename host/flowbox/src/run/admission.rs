@@ -11,15 +11,15 @@ use crate::calls::Checkpoints;
 use crate::clock::{unix_millis, unix_nanos};
 use crate::error::JournalError;
 use crate::events::RunEvents;
+use crate::instance::context::RunSetup;
 use crate::journal::{JournalWriter, LeafCache, Replay, journal_error, sha256_hex};
-use crate::run_ctx::Plan;
-use crate::shared::Shared;
+use crate::run::shared::Shared;
 use crate::{Limits, RunError, RunOutcome, RunRequest, Summary};
 
 /// What `prepare` decided.
 pub(crate) enum Prepared {
     /// Run the guest with this plan and these args, holding the thread's claim when journaled.
-    Run(Plan, String, Option<Claim>),
+    Run(RunSetup, String, Option<Claim>),
     /// The thread already finished; this is its recorded outcome.
     Finished(RunOutcome),
 }
@@ -35,7 +35,7 @@ pub(crate) async fn prepare(
     events: Arc<RunEvents>,
 ) -> Result<Prepared, RunError> {
     let now = unix_nanos();
-    let mut plan = Plan {
+    let mut setup = RunSetup {
         thread_id,
         events,
         limits: request
@@ -52,8 +52,13 @@ pub(crate) async fn prepare(
                 "reusing leaves",
             )));
         }
-        let args_text = check_input(&request.script, &request.args, &plan.limits, priced(shared))?;
-        return Ok(Prepared::Run(plan, args_text, None));
+        let args_text = check_input(
+            &request.script,
+            &request.args,
+            &setup.limits,
+            priced(shared),
+        )?;
+        return Ok(Prepared::Run(setup, args_text, None));
     };
     if let Some(from) = &request.reuse_leaves_from {
         let earlier = store
@@ -61,64 +66,64 @@ pub(crate) async fn prepare(
             .await
             .map_err(journal_error)?
             .ok_or_else(|| RunError::UnknownThread(from.clone()))?;
-        plan.checkpoints.cache = Some(LeafCache::new(earlier.entries));
+        setup.checkpoints.cache = Some(LeafCache::new(earlier.entries));
     }
-    let mut existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
+    let mut existing = store.load(&setup.thread_id).await.map_err(journal_error)?;
     if existing.is_some() && generated {
         // A generated id names a new thread; on the (astronomically rare) collision, draw again.
-        plan.thread_id = crate::thread::new_thread_id();
-        existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
+        setup.thread_id = crate::run::thread::new_thread_id();
+        existing = store.load(&setup.thread_id).await.map_err(journal_error)?;
     }
     // A refused or finished thread is answered before it is claimed, so it leaves no lease.
     let priced = priced(shared);
-    if let Admission::Finished(outcome) = admit(&mut plan, request, existing.as_ref(), priced)? {
+    if let Admission::Finished(outcome) = admit(&mut setup, request, existing.as_ref(), priced)? {
         return Ok(Prepared::Finished(*outcome));
     }
-    let claim = store.claim(&plan.thread_id).await.map_err(journal_error)?;
+    let claim = store.claim(&setup.thread_id).await.map_err(journal_error)?;
     // Read again under the claim: another run may have moved the thread on meanwhile.
-    let existing = store.load(&plan.thread_id).await.map_err(journal_error)?;
-    let args_text = match admit(&mut plan, request, existing.as_ref(), priced)? {
+    let existing = store.load(&setup.thread_id).await.map_err(journal_error)?;
+    let args_text = match admit(&mut setup, request, existing.as_ref(), priced)? {
         Admission::Finished(outcome) => return Ok(Prepared::Finished(*outcome)),
         Admission::Run(args_text) => args_text,
     };
     match existing {
         None => {
             let header = RunHeader {
-                thread_id: plan.thread_id.clone(),
+                thread_id: setup.thread_id.clone(),
                 script: request.script.clone(),
                 script_sha256: sha256_hex(request.script.as_bytes()),
                 args: request.args.clone(),
                 args_sha256: sha256_hex(args_text.as_bytes()),
                 start_unix_nanos: now,
-                limits: serde_json::to_value(&plan.limits).unwrap_or(Value::Null),
-                guard: plan.guard,
+                limits: serde_json::to_value(&setup.limits).unwrap_or(Value::Null),
+                guard: setup.guard,
                 created_unix_ms: unix_millis(),
             };
             store.begin(&header).await.map_err(journal_error)?;
-            plan.events.record(Arc::clone(store), 0);
-            plan.checkpoints.journal = Some(JournalWriter::new(
+            setup.events.record(Arc::clone(store), 0);
+            setup.checkpoints.journal = Some(JournalWriter::new(
                 Arc::clone(store),
-                plan.thread_id.clone(),
+                setup.thread_id.clone(),
                 &[],
             ));
         }
         Some(run) => {
-            plan.start_unix_nanos = run.header.start_unix_nanos;
+            setup.start_unix_nanos = run.header.start_unix_nanos;
             // A resumed run goes on with the thread's history.
             let last_event = store
-                .last_event_seq(&plan.thread_id)
+                .last_event_seq(&setup.thread_id)
                 .await
                 .map_err(journal_error)?;
-            plan.events.record(Arc::clone(store), last_event);
-            plan.checkpoints.journal = Some(JournalWriter::new(
+            setup.events.record(Arc::clone(store), last_event);
+            setup.checkpoints.journal = Some(JournalWriter::new(
                 Arc::clone(store),
-                plan.thread_id.clone(),
+                setup.thread_id.clone(),
                 &run.entries,
             ));
-            plan.checkpoints.replay = Some(Replay::new(run.entries));
+            setup.checkpoints.replay = Some(Replay::new(run.entries));
         }
     }
-    Ok(Prepared::Run(plan, args_text, Some(claim)))
+    Ok(Prepared::Run(setup, args_text, Some(claim)))
 }
 
 /// Whether a journaled request may run.
@@ -133,41 +138,41 @@ enum Admission {
 /// takes the limits (unless the request sets its own) and guard it started with, and must be
 /// given the same script and args.
 fn admit(
-    plan: &mut Plan,
+    setup: &mut RunSetup,
     request: &RunRequest,
     existing: Option<&StoredRun>,
     priced: bool,
 ) -> Result<Admission, RunError> {
     let Some(run) = existing else {
-        return check_input(&request.script, &request.args, &plan.limits, priced)
+        return check_input(&request.script, &request.args, &setup.limits, priced)
             .map(Admission::Run);
     };
     let header = &run.header;
     if request.limits.is_none() {
-        plan.limits = serde_json::from_value(header.limits.clone()).map_err(|e| {
+        setup.limits = serde_json::from_value(header.limits.clone()).map_err(|e| {
             RunError::Journal(JournalError::Corrupt {
-                thread_id: plan.thread_id.clone(),
+                thread_id: setup.thread_id.clone(),
                 detail: format!("the limits it started with are unreadable: {e}"),
             })
         })?;
     }
-    plan.guard = header.guard;
-    let args_text = check_input(&request.script, &request.args, &plan.limits, priced)?;
+    setup.guard = header.guard;
+    let args_text = check_input(&request.script, &request.args, &setup.limits, priced)?;
     if header.script_sha256 != sha256_hex(request.script.as_bytes()) {
         return Err(RunError::Divergence(format!(
             "the script is not the one thread {} started with",
-            plan.thread_id
+            setup.thread_id
         )));
     }
     if header.args_sha256 != sha256_hex(args_text.as_bytes()) {
         return Err(RunError::Divergence(format!(
             "the args are not the ones thread {} started with",
-            plan.thread_id
+            setup.thread_id
         )));
     }
     Ok(match &run.end {
         Some(end) => Admission::Finished(Box::new(RunOutcome::from_record(
-            &plan.thread_id,
+            &setup.thread_id,
             end.outcome.clone(),
         ))),
         None => Admission::Run(args_text),

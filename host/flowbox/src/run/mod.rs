@@ -3,6 +3,13 @@
 //! outcome journaled and published; and a plan's projection, the same guest run against
 //! placeholder leaves.
 
+pub(crate) mod admission;
+pub(crate) mod external;
+pub(crate) mod outcome;
+pub(crate) mod request;
+pub(crate) mod shared;
+pub(crate) mod thread;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,30 +18,30 @@ use wasmtime::Store;
 
 use flowbox_store::RunEnd;
 
-use crate::admission::{Prepared, check_input, prepare};
 use crate::bindings::Workflow;
 use crate::calls::Checkpoints;
 use crate::clock::{millis, unix_millis, unix_nanos};
 use crate::error;
 use crate::events::{EventKind, RunEvents};
-use crate::external::ExternalRun;
-use crate::fault_around;
+use crate::instance::busy::Busy;
+use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store};
+use crate::instance::fault_around;
+use crate::instance::prefault::{Learner, Mappings, TouchedPages};
 use crate::journal::journal_error;
 use crate::plan::{self, GateRefusal};
-use crate::prefault::{Learner, Mappings, TouchedPages};
-use crate::quiet::InFlight;
-use crate::run_ctx::{Plan, Pricing, RunCtx, new_store};
-use crate::shared::Shared;
+use crate::run::admission::{Prepared, check_input, prepare};
+use crate::run::shared::Shared;
 use crate::{
     ErrorInfo, Limits, RunError, RunOutcome, RunRequest, ScriptError, ScriptErrorKind, Summary,
 };
+use external::ExternalRun;
 
 /// Runs one request to its outcome. Never panics on guest behaviour.
 pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome {
     let started = Instant::now();
     let (thread_id, generated) = match &request.thread_id {
         Some(id) => (id.clone(), false),
-        None => (crate::thread::new_thread_id(), true),
+        None => (crate::run::thread::new_thread_id(), true),
     };
     let mut summary = Summary::new(thread_id.clone());
     let events = Arc::new(RunEvents::new(
@@ -42,7 +49,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         Arc::clone(&shared.events),
     ));
 
-    let prepared = match crate::thread::check_thread_id(&thread_id) {
+    let prepared = match crate::run::thread::check_thread_id(&thread_id) {
         Ok(()) => match gate(shared, &request, &thread_id).await {
             Ok(()) => prepare(shared, &request, thread_id, generated, Arc::clone(&events)).await,
             Err(error) => Err(error),
@@ -50,8 +57,8 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         Err(error) => Err(error),
     };
     // The claim on the thread lasts until its end is journaled.
-    let (plan, args_text, _claim) = match prepared {
-        Ok(Prepared::Run(plan, args_text, claim)) => (plan, args_text, claim),
+    let (setup, args_text, _claim) = match prepared {
+        Ok(Prepared::Run(setup, args_text, claim)) => (setup, args_text, claim),
         Ok(Prepared::Finished(outcome)) => {
             publish_end(&events, &outcome.summary, &outcome.result);
             return outcome;
@@ -59,8 +66,8 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
         // Rejected before a store existed: publish the end of the run all the same.
         Err(error) => return rejected(&events, summary, started, error),
     };
-    let journaled = plan.checkpoints.journal.is_some();
-    let limits = plan.limits.clone();
+    let journaled = setup.checkpoints.journal.is_some();
+    let limits = setup.limits.clone();
     // Whatever happens below — even if the caller drops this future — the backend hears
     // that the run ended, so it can let go of what it kept for it.
     let _ended = RunEnded {
@@ -69,8 +76,8 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     };
     // The warm pool refills, and finished runs' stores are dropped, between runs rather than
     // next to them.
-    let _in_flight = InFlight::enter();
-    let mut result = match start(shared, plan) {
+    let _busy = Busy::enter();
+    let mut result = match start(shared, setup) {
         Err(error) => Err(error),
         Ok((mut store, instance)) => {
             let mut result = call_run(
@@ -90,7 +97,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             }
             fill_summary(&mut summary, &mut store, &limits);
             // Cancels leaves still running; the memory goes off this path.
-            crate::retire::retire(store);
+            crate::instance::retire::retire(store);
             result
         }
     };
@@ -157,7 +164,7 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
                 "a run on another engine must name its thread".into(),
             ));
         }
-        crate::thread::check_thread_id(&thread_id)?;
+        crate::run::thread::check_thread_id(&thread_id)?;
         let args_text = check_input(
             &request.script,
             &request.args,
@@ -181,7 +188,7 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
     };
     let mut attempt_limits = limits.clone();
     attempt_limits.timeout = left;
-    let plan = Plan {
+    let setup = RunSetup {
         thread_id: thread_id.clone(),
         events: Arc::clone(&events),
         limits: attempt_limits.clone(),
@@ -196,8 +203,8 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
         backend: shared.backend.as_ref(),
         thread_id: &thread_id,
     };
-    let _in_flight = InFlight::enter();
-    let result = match start(shared, plan) {
+    let _busy = Busy::enter();
+    let result = match start(shared, setup) {
         Err(error) => Err(error),
         Ok((mut store, instance)) => {
             let result = call_run(
@@ -255,8 +262,8 @@ fn ends_thread(result: &Result<Value, RunError>) -> bool {
 pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>, RunError> {
     let limits = shared.limits.clone();
     check_input(script, &Value::Null, &limits, shared.prices.is_some())?;
-    let thread_id = crate::thread::new_thread_id();
-    let plan = Plan {
+    let thread_id = crate::run::thread::new_thread_id();
+    let setup = RunSetup {
         events: Arc::new(RunEvents::new(
             thread_id.clone(),
             Arc::clone(&shared.events),
@@ -267,7 +274,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
         start_unix_nanos: unix_nanos(),
         checkpoints: Checkpoints::default(),
     };
-    let mut store = fresh_store(shared, plan, false)?;
+    let mut store = fresh_store(shared, setup, false)?;
     let outcome = tokio::time::timeout(limits.timeout, async {
         let instance = instantiate(shared, &mut store).await?;
         instance.call_check(&mut store, script).await
@@ -386,10 +393,10 @@ fn publish_end(events: &RunEvents, summary: &Summary, result: &Result<Value, Run
     });
 }
 
-/// The store for a run of `plan`, with the instance it runs in when the warm pool had one
+/// The store for a run of `setup`, with the instance it runs in when the warm pool had one
 /// ready (else the run instantiates the guest within its deadline, as [`call_run`] does).
-fn start(shared: &Shared, plan: Plan) -> Result<(Store<RunCtx>, Option<Workflow>), RunError> {
-    let ctx = run_ctx(shared, plan, false);
+fn start(shared: &Shared, setup: RunSetup) -> Result<(Store<RunCtx>, Option<Workflow>), RunError> {
+    let ctx = run_ctx(shared, setup, false);
     match shared.pool.as_ref().and_then(|pool| pool.take(&ctx.limits)) {
         Some(warm) => warm
             .start(ctx)
@@ -423,14 +430,18 @@ async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Re
     Ok(instance)
 }
 
-/// A fresh store for a run of `plan`; a `projection` answers its calls with placeholders.
-fn fresh_store(shared: &Shared, plan: Plan, projection: bool) -> Result<Store<RunCtx>, RunError> {
-    new_store(&shared.engine, run_ctx(shared, plan, projection))
+/// A fresh store for a run of `setup`; a `projection` answers its calls with placeholders.
+fn fresh_store(
+    shared: &Shared,
+    setup: RunSetup,
+    projection: bool,
+) -> Result<Store<RunCtx>, RunError> {
+    new_store(&shared.engine, run_ctx(shared, setup, projection))
 }
 
-/// The state of a run of `plan` on the runtime's backend, tools, journal and prices; a
+/// The state of a run of `setup` on the runtime's backend, tools, journal and prices; a
 /// `projection` answers its calls with placeholders and journals nothing, not even its name.
-fn run_ctx(shared: &Shared, plan: Plan, projection: bool) -> RunCtx {
+fn run_ctx(shared: &Shared, setup: RunSetup, projection: bool) -> RunCtx {
     let pricing = Pricing {
         prices: shared.prices.clone(),
         fanout: shared.fanout.clone(),
@@ -445,7 +456,7 @@ fn run_ctx(shared: &Shared, plan: Plan, projection: bool) -> RunCtx {
         Arc::clone(&shared.backend),
         shared.tools.clone(),
         store,
-        plan,
+        setup,
         pricing,
     )
 }
@@ -518,9 +529,9 @@ pub(crate) async fn plan(
         &limits,
         shared.prices.is_some(),
     )?;
-    let thread_id = thread_id.map_or_else(crate::thread::new_thread_id, str::to_owned);
+    let thread_id = thread_id.map_or_else(crate::run::thread::new_thread_id, str::to_owned);
     // A plan is not a run: its events go nowhere.
-    let start = Plan {
+    let start = RunSetup {
         events: Arc::new(RunEvents::new(
             thread_id.clone(),
             Arc::new(crate::events::EventHub::new(1)),
@@ -531,7 +542,7 @@ pub(crate) async fn plan(
         start_unix_nanos: unix_nanos(),
         checkpoints: Checkpoints::default(),
     };
-    let _in_flight = InFlight::enter();
+    let _busy = Busy::enter();
     let mut store = fresh_store(shared, start, true)?;
     let mut notes = None;
     let outcome = tokio::time::timeout(limits.timeout, async {
@@ -577,6 +588,6 @@ pub(crate) async fn plan(
     };
     let plan = plan::Plan::assemble(projection, context);
     // As a run's: unmapping the guest's memory is not the caller's wait.
-    crate::retire::retire(store);
+    crate::instance::retire::retire(store);
     Ok(plan)
 }

@@ -4,6 +4,8 @@
 //! configuration and cached on disk (see `cache`); building a runtime after that takes
 //! milliseconds. Each run then instantiates the pre-linked component into a fresh `Store`.
 
+pub(crate) mod cache;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -17,12 +19,12 @@ use crate::RunRequest;
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::error::JournalError;
 use crate::events::{EventHub, EventStream};
+use crate::instance::context::RunCtx;
+use crate::instance::pool::{WarmPool, WarmPoolStats};
 use crate::plan::{FanoutProfile, Plan, PriceTable};
-use crate::pool::{WarmPool, WarmPoolStats};
+use crate::run::shared::{EpochTicker, Shared};
 use crate::run::{self};
-use crate::run_ctx::RunCtx;
-use crate::shared::{EpochTicker, Shared};
-use crate::{Limits, RunError, RunOutcome, cache};
+use crate::{Limits, RunError, RunOutcome};
 
 /// The guest's wasm stack. Recursion through the interpreter's C code (a deeply nested
 /// expression, `map` calling a Python function calling `map`, ...) needs far more than
@@ -97,7 +99,7 @@ pub struct RuntimeBuilder {
     prices: Option<PriceTable>,
     fanout: Option<FanoutProfile>,
     warm_pool: usize,
-    engine: Option<Arc<dyn crate::external::Engine>>,
+    remote: Option<Arc<dyn crate::external::Remote>>,
 }
 
 #[derive(Debug)]
@@ -202,8 +204,8 @@ impl RuntimeBuilder {
     /// `run_workflow`) to another durable-execution engine instead of running them here, such
     /// as `flowbox_restate::RestateEngine`. The runtime still checks scripts and plans runs
     /// itself. Off by default.
-    pub fn engine(mut self, engine: Arc<dyn crate::external::Engine>) -> Self {
-        self.engine = Some(engine);
+    pub fn remote(mut self, remote: Arc<dyn crate::external::Remote>) -> Self {
+        self.remote = Some(remote);
         self
     }
 
@@ -243,7 +245,7 @@ impl RuntimeBuilder {
         let mut linker = Linker::<RunCtx>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
         // Clock subscriptions wait in virtual time, not on a real timer.
-        crate::monotonic_clock::add_to_linker(&mut linker).map_err(wasmtime_error)?;
+        crate::host::monotonic_clock::add_to_linker(&mut linker).map_err(wasmtime_error)?;
         Workflow::add_to_linker::<_, HasSelf<_>>(&mut linker, |ctx| ctx).map_err(wasmtime_error)?;
         let pre = linker
             .instantiate_pre(&component)
@@ -271,7 +273,7 @@ impl RuntimeBuilder {
                 fanout: self.fanout,
                 pool,
                 tally: Arc::default(),
-                remote: self.engine,
+                remote: self.remote,
             }),
         })
     }
@@ -291,7 +293,7 @@ impl Runtime {
             prices: None,
             fanout: None,
             warm_pool: 0,
-            engine: None,
+            remote: None,
         }
     }
 
@@ -302,8 +304,8 @@ impl Runtime {
 
     /// Runs a script with the options of `request`.
     pub async fn run_request(&self, request: RunRequest) -> RunOutcome {
-        if let Some(engine) = &self.shared.remote {
-            return engine.run(request).await;
+        if let Some(remote) = &self.shared.remote {
+            return remote.run(request).await;
         }
         run::execute(&self.shared, request).await
     }
@@ -341,7 +343,7 @@ impl Runtime {
         };
         let header = match header {
             Ok(header) => header,
-            Err(error) => return crate::admission::rejected(thread_id, error),
+            Err(error) => return crate::run::admission::rejected(thread_id, error),
         };
         let mut request = RunRequest::new(header.script)
             .args(header.args)

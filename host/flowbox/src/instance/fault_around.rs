@@ -130,7 +130,7 @@ mod imp {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use crate::prefault::{Touch, touched_pages};
+    use crate::instance::prefault::{Touch, touched_pages};
     use std::io::Write;
 
     /// A private, writable mapping of `file`, as wasmtime maps a memory image.

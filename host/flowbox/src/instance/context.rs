@@ -48,7 +48,7 @@ pub(crate) struct RunCtx {
     /// Where its linear memory is, when it was found, for the warm pool (a pooled run) or the
     /// runtime's tally (a fresh one) to learn which pages a run writes and reads once the run
     /// is over.
-    pub(crate) touched: Option<crate::prefault::TouchedPages>,
+    pub(crate) touched: Option<crate::instance::prefault::TouchedPages>,
     /// The streams its WASI context draws random numbers from.
     pub(crate) random: Randomness,
     stdout: MemoryOutputPipe,
@@ -124,7 +124,7 @@ impl ResourceLimiter for MemoryLimiter {
 }
 
 /// How a run starts: its identity, virtual start time, and journal.
-pub(crate) struct Plan {
+pub(crate) struct RunSetup {
     pub(crate) thread_id: String,
     pub(crate) events: Arc<RunEvents>,
     pub(crate) limits: Limits,
@@ -143,23 +143,23 @@ pub(crate) struct Pricing {
 }
 
 impl RunCtx {
-    /// The state of a run of `plan`, whose leaves go to `backend` and whose `call_tool`
+    /// The state of a run of `setup`, whose leaves go to `backend` and whose `call_tool`
     /// calls reach `tools`, journaled in `store`, priced and placed by `pricing`.
     pub(crate) fn new(
         backend: Arc<dyn LeafBackend>,
         tools: ToolSet,
         store: Option<Arc<dyn CheckpointStore>>,
-        plan: Plan,
+        setup: RunSetup,
         pricing: Pricing,
     ) -> Self {
-        let Plan {
+        let RunSetup {
             thread_id,
             events,
             limits,
             guard,
             start_unix_nanos,
             checkpoints,
-        } = plan;
+        } = setup;
         let thread_id = thread_id.as_str();
         let time = VirtualTime::new(start_unix_nanos);
         let stdout = MemoryOutputPipe::new(GUEST_STDIO_BYTES);

@@ -12,19 +12,16 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvError, SyncSender, TryRecvError, TrySendError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use wasmtime::Store;
 
-use crate::quiet::{self, POLL, STAY_AWAKE};
-use crate::run_ctx::RunCtx;
+use crate::instance::busy::{self, MAX_DEFER, POLL, STAY_AWAKE};
+use crate::instance::context::RunCtx;
 
 /// How many finished runs' stores may wait for the background thread; past that a finishing
 /// run drops its own.
 const RETIRING: usize = 16;
-
-/// The longest a store waits for a moment without runs in flight.
-const MAX_DEFER: Duration = Duration::from_millis(50);
 
 /// Stores sent to the retiring thread and not dropped yet.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
@@ -75,7 +72,7 @@ fn drop_stores(receiver: &Receiver<Store<RunCtx>>) {
             },
             Err(TryRecvError::Disconnected) => return,
         };
-        quiet::hold_off(Instant::now() + MAX_DEFER, || {
+        busy::hold_off(Instant::now() + MAX_DEFER, || {
             WAITING.load(Ordering::Relaxed) >= RETIRING / 2
         });
         WAITING.fetch_sub(1, Ordering::Relaxed);
@@ -85,7 +82,7 @@ fn drop_stores(receiver: &Receiver<Store<RunCtx>>) {
         }
         // Not while the warm pool compares the memory map around an instantiation (see
         // `prefault`).
-        let _unmapping = crate::prefault::hold_unmapping();
+        let _unmapping = crate::instance::prefault::hold_unmapping();
         drop(store);
         last = Instant::now();
     }

@@ -8,6 +8,9 @@
 //! used up, the run continues live. A leaf cache (`reuse_leaves_from`) is different: it lends a
 //! new thread the results of byte-identical requests from an earlier thread, wherever they occur.
 
+pub(crate) mod codec;
+pub mod history;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 

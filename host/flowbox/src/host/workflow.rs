@@ -9,11 +9,11 @@ use serde_json::Value;
 
 use crate::RunError;
 use crate::bindings::host::{self, BudgetState, CallError, Completion, RunSettings};
-use crate::call_request::{self, CallFailure};
+use crate::calls::decode::{self, CallFailure};
 use crate::error::MAX_EXCEPTION_NAME_BYTES;
 use crate::events::{EventKind, MetaPhase};
+use crate::instance::context::RunCtx;
 use crate::journal::journal_error;
-use crate::run_ctx::RunCtx;
 
 /// The longest message of a failed branch a summary keeps: enough to act on, while a
 /// hundred of them still fit a root model's context.
@@ -59,7 +59,7 @@ impl host::Host for RunCtx {
         options: Option<host::AgentOptions>,
         path: host::Path,
     ) -> wasmtime::Result<Result<host::Handle, CallError>> {
-        let decoded = match call_request::decode_agent(&prompt, options, path, &self.limits) {
+        let decoded = match decode::decode_agent(&prompt, options, path, &self.limits) {
             Ok(decoded) => decoded,
             Err(failure) => return Ok(Err(to_wit(failure))),
         };
@@ -76,8 +76,8 @@ impl host::Host for RunCtx {
         arguments: String,
         path: host::Path,
     ) -> wasmtime::Result<Result<host::Handle, CallError>> {
-        let checked = call_request::decode_tool_arguments(&name, &arguments, &self.limits)
-            .and_then(|arguments| Ok((arguments, call_request::decode_path(path)?)));
+        let checked = decode::decode_tool_arguments(&name, &arguments, &self.limits)
+            .and_then(|arguments| Ok((arguments, decode::decode_path(path)?)));
         let (arguments, path) = match checked {
             Ok(checked) => checked,
             Err(failure) => return Ok(Err(to_wit(failure))),

@@ -32,13 +32,13 @@ impl RunRequest {
     /// A new thread id such as `20261130-034521-9f2c1a0b3e7d4c58`, as a request without one
     /// gets: the UTC start time, so ids sort by age, and 64 random bits.
     pub fn new_thread_id() -> String {
-        crate::thread::new_thread_id()
+        crate::run::thread::new_thread_id()
     }
 
-    /// The request's parts, for an [`Engine`](crate::external::Engine) that carries it to
+    /// The request's parts, for an [`Remote`](crate::external::Remote) that carries it to
     /// another engine.
-    pub fn parts(&self) -> crate::external::RunRequestParts<'_> {
-        crate::external::RunRequestParts {
+    pub fn parts(&self) -> RunRequestParts<'_> {
+        RunRequestParts {
             script: &self.script,
             args: &self.args,
             thread_id: self.thread_id.as_deref(),
@@ -51,7 +51,7 @@ impl RunRequest {
     /// Checks a thread id as a run checks it (1 to 128 ASCII letters, digits, `-`, `_`, `.`,
     /// `:`), for callers that put it in a URL before any run sees it.
     pub fn check_thread_id(thread_id: &str) -> Result<(), crate::RunError> {
-        crate::thread::check_thread_id(thread_id)
+        crate::run::thread::check_thread_id(thread_id)
     }
 
     /// The JSON value the script sees as `args`.
@@ -97,4 +97,23 @@ impl RunRequest {
         self.guard = enabled;
         self
     }
+}
+
+/// A [`RunRequest`]'s parts, for a [`Remote`](crate::external::Remote) that carries the request
+/// elsewhere.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct RunRequestParts<'a> {
+    /// The script's source.
+    pub script: &'a str,
+    /// Its `args`.
+    pub args: &'a Value,
+    /// The thread id, when the request names one.
+    pub thread_id: Option<&'a str>,
+    /// The request's own limits, when it has them.
+    pub limits: Option<&'a crate::Limits>,
+    /// Whether the in-guest script guard is on.
+    pub guard: bool,
+    /// The earlier thread whose leaves the request reuses, if any.
+    pub reuse_leaves_from: Option<&'a str>,
 }

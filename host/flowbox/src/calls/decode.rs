@@ -5,7 +5,7 @@
 //! exception, never a host panic.
 
 use flowbox_backends::{BackendError, BackendErrorKind, LeafRequest};
-use flowbox_store::{CallErrorKind, GroupKind};
+use flowbox_store::{CallErrorKind, EntryOutcome, GroupKind};
 use serde_json::Value;
 
 use crate::Limits;
@@ -52,6 +52,39 @@ impl CallFailure {
             cause,
             ..Self::new(kind, message_with_causes(error))
         }
+    }
+}
+
+/// A completion's outcome as the journal keeps it.
+pub(crate) fn entry_outcome(outcome: &Result<String, CallFailure>) -> EntryOutcome {
+    match outcome {
+        Ok(value) => EntryOutcome::Ok {
+            value: value.clone(),
+        },
+        Err(failure) => EntryOutcome::Err {
+            kind: failure.kind,
+            message: failure.message.clone(),
+            retryable: failure.retryable,
+            cause: failure.cause.clone(),
+        },
+    }
+}
+
+/// A journaled outcome as the completion the guest receives.
+pub(crate) fn completion_outcome(outcome: EntryOutcome) -> Result<String, CallFailure> {
+    match outcome {
+        EntryOutcome::Ok { value } => Ok(value),
+        EntryOutcome::Err {
+            kind,
+            message,
+            retryable,
+            cause,
+        } => Err(CallFailure {
+            kind,
+            message,
+            retryable,
+            cause,
+        }),
     }
 }
 

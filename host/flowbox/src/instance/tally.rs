@@ -23,7 +23,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::prefault::{self, Access, Learner, Touch};
+use crate::instance::prefault::{self, Access, Learner, Touch};
 
 /// After this many runs the counts halve.
 const HALF_LIFE: u16 = 64;

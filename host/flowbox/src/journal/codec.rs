@@ -6,7 +6,6 @@ use std::time::Duration;
 use flowbox_backends::{BackendError, LeafReply, LeafRequest, Usage};
 use flowbox_store::{AgentRequest, CallRequest, Entry, EntryOutcome};
 
-use crate::call_request::CallFailure;
 use crate::clock::millis;
 use crate::journal::CallRecord;
 
@@ -29,7 +28,7 @@ pub(crate) fn journal_entry(
     seq: u64,
     batch: u64,
     handle: u64,
-    outcome: &Result<String, CallFailure>,
+    outcome: EntryOutcome,
     record: CallRecord,
     usage: Usage,
     duration: Duration,
@@ -40,17 +39,7 @@ pub(crate) fn journal_entry(
         handle,
         fingerprint: record.fingerprint,
         request: record.request,
-        outcome: match outcome {
-            Ok(value) => EntryOutcome::Ok {
-                value: value.clone(),
-            },
-            Err(failure) => EntryOutcome::Err {
-                kind: failure.kind,
-                message: failure.message.clone(),
-                retryable: failure.retryable,
-                cause: failure.cause.clone(),
-            },
-        },
+        outcome,
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
         estimated_tokens: usage.estimated_tokens,
@@ -102,7 +91,7 @@ mod tests {
             0,
             0,
             1,
-            &Ok("1".into()),
+            EntryOutcome::Ok { value: "1".into() },
             CallRecord::new(request),
             usage,
             Duration::ZERO,

@@ -5,7 +5,7 @@
 //! the run's caller waits on (waking the retiring thread cost a pooled trivial run ~25 µs
 //! here, waking the refill thread ~30 µs), and its work beside a run slows the run (the
 //! memory-map lock its page faults need, TLB shoot-downs). So a run only counts itself in
-//! flight ([`InFlight`]) and wakes nobody: while work comes, the threads look every [`POLL`],
+//! flight ([`Busy`]) and wakes nobody: while work comes, the threads look every [`POLL`],
 //! and only after [`STAY_AWAKE`] without any do they sleep until woken.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,21 +18,29 @@ pub(crate) const POLL: Duration = Duration::from_millis(1);
 /// sleeps until woken.
 pub(crate) const STAY_AWAKE: Duration = Duration::from_secs(1);
 
+/// The longest background work holds off while runs are in flight before it takes its next
+/// step anyway: the warm pool's refill (an instantiation, or a chunk of pre-faulting) and the
+/// retiring thread (dropping a store). Instantiating maps and protects memory, and dropping a
+/// store unmaps it, which takes the process's memory-map lock that a run's page faults need
+/// too: either next to a run slowed the run by more than the pool saved it. Under steady load
+/// each still takes a step at least this often.
+pub(crate) const MAX_DEFER: Duration = Duration::from_millis(50);
+
 /// Runs and plans in flight in this process.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 
-/// Counts one run (or plan) in flight from [`InFlight::enter`] until dropped.
+/// Counts one run (or plan) in flight from [`Busy::enter`] until dropped.
 #[must_use = "the run counts as in flight until this is dropped"]
-pub(crate) struct InFlight(());
+pub(crate) struct Busy(());
 
-impl InFlight {
+impl Busy {
     pub(crate) fn enter() -> Self {
         RUNNING.fetch_add(1, Ordering::Relaxed);
         Self(())
     }
 }
 
-impl Drop for InFlight {
+impl Drop for Busy {
     fn drop(&mut self) {
         RUNNING.fetch_sub(1, Ordering::Relaxed);
     }

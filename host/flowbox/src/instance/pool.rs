@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use flowbox_backends::{LeafBackend, ToolSet};
 use wasmtime::{Engine, Store};
@@ -34,18 +34,11 @@ use wasmtime::{Engine, Store};
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
-use crate::fault_around;
-use crate::prefault::{self, Access, Learner, Mappings, Touch, TouchedPages};
-use crate::quiet::{self, POLL, STAY_AWAKE};
-use crate::run_ctx::{Plan, Pricing, RunCtx, new_store, set_deadline};
+use crate::instance::busy::{self, MAX_DEFER, POLL, STAY_AWAKE};
+use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store, set_deadline};
+use crate::instance::fault_around;
+use crate::instance::prefault::{self, Access, Learner, Mappings, Touch, TouchedPages};
 use crate::{Limits, RunError};
-
-/// How long the refill thread holds off while runs are in flight, before instantiating and
-/// between chunks of pre-faulting. Instantiating maps and protects memory, which takes the
-/// process's memory-map lock that a run's page faults need too: refilling next to a run
-/// slowed the run down by more than the pool saved it. Under steady load the refill thread
-/// still takes a step (an instantiation or a chunk of pre-faulting) at least this often.
-const MAX_DEFER: Duration = Duration::from_millis(50);
 
 /// The fuel a pooled instance instantiates with: far more than instantiation takes, so what
 /// it took can be subtracted from a run's own fuel at hand-over.
@@ -450,7 +443,7 @@ fn wait_for_room(pool: &Inner) -> bool {
 /// false once the pool is stopped.
 fn hold_off(pool: &Inner) -> bool {
     let stopped = || pool.ready().stopped;
-    quiet::hold_off(Instant::now() + MAX_DEFER, stopped);
+    busy::hold_off(Instant::now() + MAX_DEFER, stopped);
     !stopped()
 }
 
@@ -474,7 +467,7 @@ async fn instantiate(
         ..Limits::default()
     };
     let thread_id = "warm-pool".to_owned();
-    let plan = Plan {
+    let setup = RunSetup {
         // Nothing listens to the placeholder's events.
         events: Arc::new(RunEvents::new(
             thread_id.clone(),
@@ -492,7 +485,7 @@ async fn instantiate(
         fanout: None,
         projection: false,
     };
-    let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, plan, pricing);
+    let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, setup, pricing);
     let mut store = new_store(engine, ctx).ok()?;
     let unmapping = prefault::hold_unmapping();
     let before = Mappings::now();

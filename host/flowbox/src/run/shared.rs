@@ -13,10 +13,10 @@ use wasmtime::Engine;
 use crate::Limits;
 use crate::bindings::WorkflowPre;
 use crate::events::EventHub;
+use crate::instance::context::RunCtx;
+use crate::instance::pool::WarmPool;
+use crate::instance::tally::Tally;
 use crate::plan::{FanoutProfile, PriceTable};
-use crate::pool::WarmPool;
-use crate::run_ctx::RunCtx;
-use crate::tally::Tally;
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding
 /// between concurrent busy runs.
@@ -40,7 +40,7 @@ pub(crate) struct Shared {
     /// What recent fresh instances did to their memory's pages, to pre-fault the next with.
     pub(crate) tally: Arc<Tally>,
     /// Another engine that runs requests instead, when the runtime sends them there.
-    pub(crate) remote: Option<Arc<dyn crate::external::Engine>>,
+    pub(crate) remote: Option<Arc<dyn crate::external::Remote>>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.
     pub(crate) _ticker: EpochTicker,
 }

@@ -12,7 +12,7 @@ use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::{self, Duration, Insta
 use wasmtime_wasi::p2::{DynPollable, Pollable, subscribe};
 
 use crate::clock::{TICK_NANOS, VirtualTime};
-use crate::run_ctx::RunCtx;
+use crate::instance::context::RunCtx;
 
 /// Links this interface, shadowing the one `wasmtime_wasi::p2::add_to_linker_async` added.
 pub(crate) fn add_to_linker(linker: &mut Linker<RunCtx>) -> wasmtime::Result<()> {

@@ -1,0 +1,89 @@
+//! The events a run's calls publish: a leaf's start and end, the tools a leaf calls in its own
+//! loop, and the end of a call another engine carried out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowbox_backends::{LeafObserver, LeafRequest, Usage};
+use flowbox_store::CallKind;
+
+use super::Finished;
+use super::decode::message_with_causes;
+use crate::clock::millis;
+use crate::events::{EventKind, Position, RunEvents};
+
+/// Characters of a prompt shown in `leaf_started` events.
+const PROMPT_PREVIEW_CHARS: usize = 120;
+
+/// Publishes the host tool calls a leaf agent makes in its own loop.
+#[derive(Debug)]
+pub(super) struct LeafTools {
+    pub(super) events: Arc<RunEvents>,
+    pub(super) call_id: u64,
+}
+
+impl LeafObserver for LeafTools {
+    fn tool_called(&self, name: &str) {
+        self.events.emit(|| EventKind::LeafToolCalled {
+            call_id: self.call_id,
+            name: name.to_owned(),
+        });
+    }
+
+    fn tool_finished(&self, name: &str, duration: Duration, error: Option<&str>) {
+        self.events.emit(|| EventKind::LeafToolFinished {
+            call_id: self.call_id,
+            name: name.to_owned(),
+            ok: error.is_none(),
+            duration_ms: millis(duration),
+            error: error.map(str::to_owned),
+        });
+    }
+}
+
+pub(super) fn leaf_started(leaf: &LeafRequest, path: Vec<Position>) -> EventKind {
+    EventKind::LeafStarted {
+        call_id: leaf.call_id,
+        label: leaf.label.clone(),
+        agent_type: leaf.agent_type.clone(),
+        prompt_preview: flowbox_backends::preview(&leaf.prompt_text(), PROMPT_PREVIEW_CHARS),
+        path,
+    }
+}
+
+pub(super) fn leaf_finished(
+    call_id: u64,
+    result: Result<Usage, String>,
+    duration: Duration,
+    replayed: bool,
+) -> EventKind {
+    EventKind::LeafFinished {
+        call_id,
+        ok: result.is_ok(),
+        tokens: result.as_ref().map_or(0, Usage::total),
+        duration_ms: millis(duration),
+        replayed,
+        error: result.err(),
+    }
+}
+
+/// The event of a call another engine carried out, published when the guest receives it.
+pub(super) fn external_finished(kind: CallKind, done: &Finished) -> EventKind {
+    match kind {
+        CallKind::Agent => {
+            let usage = done
+                .result
+                .as_ref()
+                .map(|reply| reply.usage)
+                .map_err(|error| message_with_causes(error));
+            leaf_finished(done.handle, usage, done.duration, false)
+        }
+        CallKind::Tool => EventKind::ToolFinished {
+            call_id: done.handle,
+            ok: done.result.is_ok(),
+            duration_ms: millis(done.duration),
+            replayed: false,
+            error: done.result.as_ref().err().map(ToString::to_string),
+        },
+    }
+}

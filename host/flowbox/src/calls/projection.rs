@@ -1,0 +1,92 @@
+//! A plan's projection: the same calls, answered at once with placeholders and recorded,
+//! nothing called. A leaf gets a reply valid against its schema that spends its worst case, a
+//! `call_tool` gets `null`, and a refusal (the cap, a budget) is counted where the run would
+//! have refused it.
+
+use std::time::Duration;
+
+use flowbox_backends::{FakeBackend, LeafEstimate, LeafReply, LeafRequest, Usage};
+use serde_json::Value;
+
+use super::events::leaf_started;
+use super::{Calls, Finished};
+use crate::events::Position;
+use crate::plan::{ProjectedLeaf, Projection, worst_case};
+
+/// Why a projected leaf was refused.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Refusal {
+    /// The lifetime cap on leaves.
+    Capped,
+    /// The token or dollar budget.
+    OverBudget,
+}
+
+impl Calls {
+    /// What a projection saw (a plan's run), once it is over.
+    pub(crate) fn take_projection(&mut self) -> Option<Projection> {
+        self.projection.take()
+    }
+
+    /// Counts a refused leaf in the projection, if this run is one.
+    pub(super) fn project_refusal(&mut self, refusal: Refusal) {
+        if let Some(projection) = &mut self.projection {
+            match refusal {
+                Refusal::Capped => projection.capped += 1,
+                Refusal::OverBudget => projection.over_budget += 1,
+            }
+        }
+    }
+
+    /// A new round of waiting: the leaves started from now on are in the next wave.
+    pub(super) fn project_round(&mut self) {
+        if let Some(projection) = &mut self.projection {
+            projection.round += 1;
+        }
+    }
+
+    /// Answers a projected leaf at once with a placeholder valid against its schema, spending
+    /// its worst case, and records it.
+    pub(super) fn project_leaf(
+        &mut self,
+        leaf: &LeafRequest,
+        path: Vec<Position>,
+        estimate: LeafEstimate,
+    ) {
+        let Some(projection) = &mut self.projection else {
+            return;
+        };
+        self.events.emit(|| leaf_started(leaf, path));
+        let result = FakeBackend::reply(leaf).map(|reply| LeafReply {
+            value: reply.value,
+            usage: worst_case(&estimate),
+        });
+        projection.leaves.push(ProjectedLeaf {
+            phase: self.phase.clone(),
+            estimate,
+            round: projection.round,
+        });
+        self.finished.push_back(Finished {
+            handle: leaf.call_id,
+            result,
+            duration: Duration::ZERO,
+        });
+    }
+
+    /// Answers a projected `call_tool` at once with `null`: a plan calls no tool.
+    pub(super) fn project_tool(&mut self, handle: u64, name: String) {
+        let Some(projection) = &mut self.projection else {
+            return;
+        };
+        projection.tools.insert(name);
+        projection.tool_calls += 1;
+        self.finished.push_back(Finished {
+            handle,
+            result: Ok(LeafReply {
+                value: Value::Null,
+                usage: Usage::default(),
+            }),
+            duration: Duration::ZERO,
+        });
+    }
+}

@@ -1,0 +1,159 @@
+//! Where every run of a runtime publishes ([`EventHub`]) and what its subscribers read
+//! ([`EventStream`]): a live broadcast that never waits, and lossless queues of their own.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::broadcast;
+
+use super::queue::EventQueue;
+use super::{Event, EventKind};
+
+/// A subscription to the events of every run of a [`crate::Runtime`], live
+/// ([`Runtime::subscribe`](crate::Runtime::subscribe): may miss events, never slows a run) or
+/// lossless ([`Runtime::subscribe_lossless`](crate::Runtime::subscribe_lossless): gets every
+/// one, makes scripts wait when it falls behind).
+#[derive(Debug)]
+pub struct EventStream {
+    source: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    Live(broadcast::Receiver<Event>),
+    Lossless(LosslessReader),
+}
+
+/// The reading end of a lossless queue; dropping it releases the writers waiting on it.
+#[derive(Debug)]
+struct LosslessReader(Arc<EventQueue>);
+
+impl Drop for LosslessReader {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
+}
+
+impl EventStream {
+    /// The next event; `None` once the runtime is gone. A live stream delivers the events it
+    /// missed as one [`EventKind::Gap`] (with the thread id and sequence number left empty); a
+    /// lossless one misses none.
+    pub async fn recv(&mut self) -> Option<Event> {
+        match &mut self.source {
+            Source::Live(receiver) => match receiver.recv().await {
+                Ok(event) => Some(event),
+                Err(broadcast::error::RecvError::Lagged(missed)) => Some(gap(missed)),
+                Err(broadcast::error::RecvError::Closed) => None,
+            },
+            Source::Lossless(reader) => reader.0.pop().await,
+        }
+    }
+
+    /// The next event if one is waiting, without waiting (for draining a stream).
+    pub fn try_recv(&mut self) -> Option<Event> {
+        match &mut self.source {
+            Source::Live(receiver) => match receiver.try_recv() {
+                Ok(event) => Some(event),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => Some(gap(missed)),
+                Err(_) => None,
+            },
+            Source::Lossless(reader) => reader.0.try_pop(),
+        }
+    }
+}
+
+fn gap(missed: u64) -> Event {
+    Event {
+        thread_id: String::new(),
+        seq: 0,
+        kind: EventKind::Gap { missed },
+    }
+}
+
+/// Where every run of a runtime publishes: the live broadcast and the lossless queues.
+#[derive(Debug)]
+pub(crate) struct EventHub {
+    live: broadcast::Sender<Event>,
+    lossless: Mutex<Vec<Arc<EventQueue>>>,
+    /// How far a live subscriber may fall behind before a gap, and how many events a lossless
+    /// queue holds before the scripts' writers wait.
+    capacity: usize,
+}
+
+impl EventHub {
+    pub(crate) fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            live: broadcast::channel(capacity).0,
+            lossless: Mutex::new(Vec::new()),
+            capacity,
+        }
+    }
+
+    pub(super) fn lossless(&self) -> MutexGuard<'_, Vec<Arc<EventQueue>>> {
+        self.lossless.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A live stream of the events published from now on.
+    pub(crate) fn subscribe(&self) -> EventStream {
+        EventStream {
+            source: Source::Live(self.live.subscribe()),
+        }
+    }
+
+    /// A lossless stream of the events published from now on.
+    pub(crate) fn subscribe_lossless(&self) -> EventStream {
+        let queue = Arc::new(EventQueue::new(self.capacity));
+        self.lossless().push(Arc::clone(&queue));
+        EventStream {
+            source: Source::Lossless(LosslessReader(queue)),
+        }
+    }
+
+    /// Publishes the event `make` builds to every subscriber, without waiting; unless nobody
+    /// listens (then it is not even built).
+    pub(super) fn publish(&self, make: impl FnOnce() -> Event) {
+        let mut queues = self.lossless();
+        queues.retain(|queue| !queue.is_abandoned());
+        let live = self.live.receiver_count() > 0;
+        if queues.is_empty() && !live {
+            return;
+        }
+        let event = make();
+        // Every subscriber but the last gets a copy.
+        match queues.split_last() {
+            Some((last, others)) => {
+                for queue in others {
+                    queue.push(event.clone());
+                }
+                if live {
+                    let _ = self.live.send(event.clone());
+                }
+                last.push(event);
+            }
+            None => {
+                let _ = self.live.send(event);
+            }
+        }
+    }
+
+    /// Waits until every lossless queue has room (at once when none is full).
+    pub(super) async fn room(&self) {
+        loop {
+            // Checked without allocating; a full queue is waited on outside the lock.
+            let full = self.lossless().iter().find(|q| q.is_full()).cloned();
+            match full {
+                Some(queue) => queue.room().await,
+                None => return,
+            }
+        }
+    }
+}
+
+impl Drop for EventHub {
+    fn drop(&mut self) {
+        // The runtime and its last run are gone: lossless readers drain what is left and end.
+        for queue in self.lossless().iter() {
+            queue.close();
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The typed event stream of every run.
+//!
+//! Runs publish [`Event`]s to the `EventHub` their [`crate::Runtime`] owns; subscribers get
+//! an [`EventStream`] of one of two kinds:
+//!
+//! - **live** ([`crate::Runtime::subscribe`]), a broadcast channel: publishing never waits, and
+//!   a subscriber that falls behind loses the oldest events and receives one
+//!   [`EventKind::Gap`] saying how many. The CLI's progress display is one.
+//! - **lossless** ([`crate::Runtime::subscribe_lossless`]), a queue of its own
+//!   (`queue`): every event arrives. When it holds the runtime's event capacity, the
+//!   script's own writers — its `log` and `phase` calls, and `await`ing its calls — wait for the
+//!   reader; leaves and the end of a run never wait, so they may go past the capacity by the
+//!   few events each of them publishes. The CLI's `--events` output is one.
+
+mod hub;
+mod publisher;
+pub(crate) mod queue;
+
+use flowbox_store::{ErrorInfo, GroupKind, Summary};
+use serde::{Deserialize, Serialize};
+
+pub(crate) use hub::EventHub;
+pub use hub::EventStream;
+pub use publisher::EventSink;
+pub(crate) use publisher::RunEvents;
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The run's thread id.
+    pub thread_id: String,
+    /// Position in the run's stream, from 1, without holes (a [`EventKind::Gap`] reports the
+    /// events a slow subscriber missed). A resumed run of a journaled thread goes on from the
+    /// last number of the thread's history (see [`crate::history`]).
+    pub seq: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Where a call sits in one enclosing `parallel`/`pipeline` group of the script's tree (a
+/// call's path holds one per group, outermost first).
+///
+/// In JSON, `kind` and `stage` are left out when `None`, so events written before they
+/// existed read back as they were written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// The group, numbered per run from 1 in the order the script opened groups.
+    pub group: u32,
+    /// Whether the group is a `parallel` or a `pipeline`: always set by this build; `None`
+    /// only in events recorded by earlier ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<GroupKind>,
+    /// The index within the group, from 0: a `parallel` branch or a `pipeline` item.
+    pub index: u32,
+    /// The group's number of items.
+    pub size: u32,
+    /// For a `pipeline` item, the stage it was in when it made the call, from 1; `None` for
+    /// a `parallel` branch (and in events recorded before stages were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<u32>,
+}
+
+/// A phase from the script's `meta`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetaPhase {
+    /// The phase's title.
+    pub title: String,
+    /// An optional longer description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The kinds of events, tagged by `"type"` in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// The script parsed and passed its checks and is about to start.
+    RunStarted {
+        /// `meta.name`, when the script has a meta.
+        name: Option<String>,
+        /// `meta.phases`.
+        phases: Vec<MetaPhase>,
+    },
+    /// The script entered a phase.
+    Phase {
+        /// The phase title.
+        title: String,
+    },
+    /// A `log` or `print` line.
+    Log {
+        /// The line.
+        message: String,
+    },
+    /// A leaf agent started running (it got a concurrency slot).
+    LeafStarted {
+        /// The call's handle within the run.
+        call_id: u64,
+        /// The `label` option.
+        label: Option<String>,
+        /// The `agent_type` option.
+        agent_type: Option<String>,
+        /// The first characters of the prompt.
+        prompt_preview: String,
+        /// The enclosing groups, outermost first.
+        path: Vec<Position>,
+    },
+    /// A leaf agent finished.
+    LeafFinished {
+        /// The call's handle within the run.
+        call_id: u64,
+        /// Whether it succeeded.
+        ok: bool,
+        /// Tokens it used.
+        tokens: u64,
+        /// How long the backend took, in milliseconds.
+        duration_ms: u64,
+        /// Whether the completion came from the journal instead of the backend.
+        replayed: bool,
+        /// The error message, when it failed.
+        error: Option<String>,
+    },
+    /// A leaf agent called one of its host tools (in its own loop, not the script's
+    /// `call_tool`).
+    LeafToolCalled {
+        /// The leaf's handle within the run.
+        call_id: u64,
+        /// The tool's name.
+        name: String,
+    },
+    /// A host tool a leaf agent called returned.
+    LeafToolFinished {
+        /// The leaf's handle within the run.
+        call_id: u64,
+        /// The tool's name.
+        name: String,
+        /// Whether it succeeded.
+        ok: bool,
+        /// How long it took, in milliseconds.
+        duration_ms: u64,
+        /// The error message, when it failed.
+        error: Option<String>,
+    },
+    /// A host tool was called by the script.
+    ToolCalled {
+        /// The call's handle within the run.
+        call_id: u64,
+        /// The tool's name.
+        name: String,
+        /// The enclosing groups, outermost first.
+        path: Vec<Position>,
+    },
+    /// A host tool finished.
+    ToolFinished {
+        /// The call's handle within the run.
+        call_id: u64,
+        /// Whether it succeeded.
+        ok: bool,
+        /// How long it took, in milliseconds.
+        duration_ms: u64,
+        /// Whether the completion came from the journal.
+        replayed: bool,
+        /// The error message, when it failed.
+        error: Option<String>,
+    },
+    /// The run's token use crossed 80 % of its budget, or reached it.
+    BudgetWarning {
+        /// Tokens spent so far.
+        spent: u64,
+        /// The budget.
+        total: u64,
+    },
+    /// The run ended.
+    RunFinished {
+        /// Whether it produced a result.
+        ok: bool,
+        /// The run's summary.
+        summary: Box<Summary>,
+        /// The error, when it failed.
+        error: Option<ErrorInfo>,
+    },
+    /// This subscriber fell behind and missed `missed` events.
+    Gap {
+        /// How many events were lost.
+        missed: u64,
+    },
+}
+
+impl EventKind {
+    /// The event's `"type"` in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::RunStarted { .. } => "run_started",
+            Self::Phase { .. } => "phase",
+            Self::Log { .. } => "log",
+            Self::LeafStarted { .. } => "leaf_started",
+            Self::LeafFinished { .. } => "leaf_finished",
+            Self::LeafToolCalled { .. } => "leaf_tool_called",
+            Self::LeafToolFinished { .. } => "leaf_tool_finished",
+            Self::ToolCalled { .. } => "tool_called",
+            Self::ToolFinished { .. } => "tool_finished",
+            Self::BudgetWarning { .. } => "budget_warning",
+            Self::RunFinished { .. } => "run_finished",
+            Self::Gap { .. } => "gap",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialise_with_a_type_tag_and_stable_names() {
+        let event = Event {
+            thread_id: "t".into(),
+            seq: 3,
+            kind: EventKind::LeafStarted {
+                call_id: 9,
+                label: Some("a".into()),
+                agent_type: None,
+                prompt_preview: "p".into(),
+                path: vec![
+                    Position {
+                        group: 1,
+                        kind: Some(GroupKind::Pipeline),
+                        index: 2,
+                        size: 3,
+                        stage: Some(2),
+                    },
+                    Position {
+                        group: 4,
+                        kind: Some(GroupKind::Parallel),
+                        index: 0,
+                        size: 5,
+                        stage: None,
+                    },
+                ],
+            },
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"thread_id": "t", "seq": 3, "type": "leaf_started", "call_id": 9,
+                "label": "a", "agent_type": null, "prompt_preview": "p",
+                "path": [{"group": 1, "kind": "pipeline", "index": 2, "size": 3, "stage": 2},
+                    {"group": 4, "kind": "parallel", "index": 0, "size": 5}]})
+        );
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn positions_recorded_before_kinds_and_stages_still_read() {
+        let old = r#"{"group": 1, "index": 2, "size": 3}"#;
+        let position: Position = serde_json::from_str(old).unwrap();
+        let expected = Position {
+            group: 1,
+            kind: None,
+            index: 2,
+            size: 3,
+            stage: None,
+        };
+        assert_eq!(position, expected);
+        assert_eq!(
+            serde_json::to_string(&position).unwrap(),
+            old.replace(' ', "")
+        );
+    }
+
+    #[test]
+    fn events_deserialise_from_text_with_their_numbers() {
+        // Events are parsed from JSON text (an `--events` file, a journal) as well as from values.
+        let text = r#"{"thread_id":"t","seq":18446744073709551615,"type":"leaf_finished","call_id":7,"ok":false,"tokens":12,"duration_ms":3,"replayed":true,"error":"boom"}"#;
+        let event: Event = serde_json::from_str(text).unwrap();
+        assert_eq!(event.seq, u64::MAX);
+        assert_eq!(
+            event.kind,
+            EventKind::LeafFinished {
+                call_id: 7,
+                ok: false,
+                tokens: 12,
+                duration_ms: 3,
+                replayed: true,
+                error: Some("boom".into()),
+            }
+        );
+        assert_eq!(serde_json::to_string(&event).unwrap(), text);
+        let mut summary = Summary::default();
+        summary.tokens_spent = 5;
+        summary.fuel_used = 123_456_789_012;
+        let finished = Event {
+            thread_id: "t".into(),
+            seq: 2,
+            kind: EventKind::RunFinished {
+                ok: false,
+                summary: Box::new(summary),
+                error: Some(ErrorInfo {
+                    kind: crate::RunErrorKind::Uncaught,
+                    message: "m".into(),
+                    line: Some(4),
+                    exception: None,
+                }),
+            },
+        };
+        let text = serde_json::to_string(&finished).unwrap();
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), finished);
+    }
+
+    #[test]
+    fn an_events_name_is_its_json_type() {
+        let kinds = [
+            EventKind::RunStarted {
+                name: None,
+                phases: vec![],
+            },
+            EventKind::Phase { title: "p".into() },
+            EventKind::Log {
+                message: "m".into(),
+            },
+            EventKind::LeafStarted {
+                call_id: 1,
+                label: None,
+                agent_type: None,
+                prompt_preview: String::new(),
+                path: vec![],
+            },
+            EventKind::LeafFinished {
+                call_id: 1,
+                ok: true,
+                tokens: 0,
+                duration_ms: 0,
+                replayed: false,
+                error: None,
+            },
+            EventKind::LeafToolCalled {
+                call_id: 1,
+                name: "t".into(),
+            },
+            EventKind::LeafToolFinished {
+                call_id: 1,
+                name: "t".into(),
+                ok: true,
+                duration_ms: 0,
+                error: None,
+            },
+            EventKind::ToolCalled {
+                call_id: 1,
+                name: "t".into(),
+                path: vec![],
+            },
+            EventKind::ToolFinished {
+                call_id: 1,
+                ok: true,
+                duration_ms: 0,
+                replayed: false,
+                error: None,
+            },
+            EventKind::BudgetWarning { spent: 1, total: 2 },
+            EventKind::RunFinished {
+                ok: true,
+                summary: Box::default(),
+                error: None,
+            },
+            EventKind::Gap { missed: 1 },
+        ];
+        for kind in kinds {
+            let json = serde_json::to_value(&kind).unwrap();
+            assert_eq!(json["type"], kind.name());
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! One run's events on their way out: numbered without holes and published to the runtime's
+//! hub ([`RunEvents`]), handed to an [`EventSink`] when another engine drives the run, and
+//! written in batches into the thread's history when the run keeps a journal.
+
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use flowbox_store::{CheckpointStore, StoreError, StoredEvent};
+
+use super::hub::EventHub;
+use super::{Event, EventKind};
+
+/// Publishes one run's events with its thread id and a gap-free sequence, and, once
+/// [`RunEvents::record`] attached its journal, writes each one into the thread's history.
+#[derive(Debug)]
+pub(crate) struct RunEvents {
+    thread_id: String,
+    hub: Arc<EventHub>,
+    seq: Mutex<u64>,
+    history: OnceLock<Arc<History>>,
+    sink: Option<Arc<dyn EventSink>>,
+}
+
+impl RunEvents {
+    pub(crate) fn new(thread_id: String, hub: Arc<EventHub>) -> Self {
+        Self {
+            thread_id,
+            hub,
+            seq: Mutex::new(0),
+            history: OnceLock::new(),
+            sink: None,
+        }
+    }
+
+    /// Also hands every event to `sink` (a run on another engine publishing its events).
+    pub(crate) fn with_sink(mut self, sink: Option<Arc<dyn EventSink>>) -> Self {
+        self.sink = sink;
+        self
+    }
+
+    /// From now on every event is also journaled in the thread's history, numbered on from
+    /// `last_seq` (the last event its earlier runs journaled): batched in memory, written by a
+    /// background task every [`FLUSH_INTERVAL`], and by [`Self::flush`].
+    pub(crate) fn record(&self, store: Arc<dyn CheckpointStore>, last_seq: u64) {
+        if !store.keeps_events() {
+            return;
+        }
+        let history = Arc::new(History {
+            store,
+            thread_id: self.thread_id.clone(),
+            pending: Mutex::new(Vec::new()),
+            writing: tokio::sync::Mutex::new(()),
+        });
+        if self.history.set(Arc::clone(&history)).is_err() {
+            return;
+        }
+        *self.seq.lock().unwrap_or_else(|p| p.into_inner()) = last_seq;
+        // The task ends with the run: it holds the history only while writing.
+        let weak = Arc::downgrade(&history);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(FLUSH_INTERVAL).await;
+                let Some(history) = weak.upgrade() else {
+                    return;
+                };
+                // A failed write keeps its events for the next one; the run's end reports it.
+                let _ = history.flush().await;
+            }
+        });
+    }
+
+    /// Writes the events published so far into the thread's history (nothing without one).
+    pub(crate) async fn flush(&self) -> Result<(), StoreError> {
+        match self.history.get() {
+            Some(history) => history.flush().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Publishes the event `make` builds, without waiting, unless nobody listens and no
+    /// history records it (then it is not even built). For leaves and the host's own
+    /// bookkeeping: they never wait on a reader.
+    pub(crate) fn emit(&self, make: impl FnOnce() -> EventKind) {
+        // Holding the lock while publishing keeps sequence order equal to delivery order when
+        // leaf tasks publish concurrently.
+        let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
+        match (self.history.get(), &self.sink) {
+            (None, None) => self.hub.publish(|| {
+                *seq += 1;
+                Event {
+                    thread_id: self.thread_id.clone(),
+                    seq: *seq,
+                    kind: make(),
+                }
+            }),
+            (history, sink) => {
+                *seq += 1;
+                let event = Event {
+                    thread_id: self.thread_id.clone(),
+                    seq: *seq,
+                    kind: make(),
+                };
+                if let Some(history) = history {
+                    history.push(&event);
+                }
+                if let Some(sink) = sink {
+                    sink.event(&event);
+                }
+                self.hub.publish(|| event);
+            }
+        }
+    }
+
+    /// Publishes like [`Self::emit`] once every lossless subscriber has room: for the script's
+    /// own writes (`log`, `phase`), so a slow reader slows the script down instead of losing
+    /// events. The wait counts against the run's deadline like any other.
+    pub(crate) async fn emit_paced(&self, make: impl FnOnce() -> EventKind) {
+        self.room().await;
+        self.emit(make);
+    }
+
+    /// Waits until every lossless subscriber has room.
+    pub(crate) async fn room(&self) {
+        self.hub.room().await;
+    }
+}
+
+/// Receives every event of one external run as it is published, in sequence order: how an
+/// engine publishes a run's events where another process can follow them.
+pub trait EventSink: Send + Sync + std::fmt::Debug {
+    /// One event. Called while the run's events are being numbered: it must return at once
+    /// (buffer, never wait).
+    fn event(&self, event: &Event);
+}
+
+/// How often a run's new events are written to its history: often enough that a view of a
+/// slow leaf sees it start at once, seldom enough that a fan-out's events share transactions.
+pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
+
+/// A run's events on their way into its thread's history.
+#[derive(Debug)]
+struct History {
+    store: Arc<dyn CheckpointStore>,
+    thread_id: String,
+    /// Published, not yet written, in order.
+    pending: Mutex<Vec<StoredEvent>>,
+    /// Held while writing, so batches reach the journal in order.
+    writing: tokio::sync::Mutex<()>,
+}
+
+impl History {
+    fn pending(&self) -> MutexGuard<'_, Vec<StoredEvent>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, event: &Event) {
+        let stored = StoredEvent {
+            seq: event.seq,
+            kind: event.kind.name().to_owned(),
+            event: serde_json::to_string(event).expect("events serialise"),
+        };
+        self.pending().push(stored);
+    }
+
+    async fn flush(&self) -> Result<(), StoreError> {
+        let _writing = self.writing.lock().await;
+        let batch = std::mem::take(&mut *self.pending());
+        if batch.is_empty() {
+            return Ok(());
+        }
+        match self.store.append_events(&self.thread_id, &batch).await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                // Kept, ahead of what came since, for the next write.
+                let mut pending = self.pending();
+                let later = std::mem::replace(&mut *pending, batch);
+                pending.extend(later);
+                Err(error)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(events: &RunEvents, n: usize) {
+        events.emit(|| EventKind::Log {
+            message: n.to_string(),
+        });
+    }
+
+    #[tokio::test]
+    async fn a_slow_subscriber_gets_a_counted_gap() {
+        let hub = Arc::new(EventHub::new(4));
+        let mut stream = hub.subscribe();
+        let events = RunEvents::new("t1".into(), hub);
+        for n in 0..10 {
+            log(&events, n);
+        }
+        let first = stream.recv().await.unwrap();
+        assert_eq!(first.kind, EventKind::Gap { missed: 6 });
+        let next = stream.recv().await.unwrap();
+        assert_eq!((next.seq, next.thread_id.as_str()), (7, "t1"));
+    }
+
+    #[tokio::test]
+    async fn a_lossless_subscriber_gets_every_event_past_its_capacity() {
+        let hub = Arc::new(EventHub::new(4));
+        let mut live = hub.subscribe();
+        let mut lossless = hub.subscribe_lossless();
+        let events = RunEvents::new("t1".into(), Arc::clone(&hub));
+        // Writers that never wait (leaves) go past the capacity; nothing is dropped.
+        for n in 0..10 {
+            log(&events, n);
+        }
+        let seqs: Vec<u64> = std::iter::from_fn(|| lossless.try_recv())
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
+        assert_eq!(
+            live.try_recv().unwrap().kind,
+            EventKind::Gap { missed: 6 },
+            "a live subscriber of the same hub still gets a gap"
+        );
+        drop((events, hub));
+        assert!(
+            lossless.recv().await.is_none(),
+            "the end once the hub is gone"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_lossless_queue_paces_the_writer_until_the_reader_drains_half() {
+        let hub = Arc::new(EventHub::new(4));
+        let mut stream = hub.subscribe_lossless();
+        let events = Arc::new(RunEvents::new("t1".into(), Arc::clone(&hub)));
+        for n in 0..4 {
+            log(&events, n);
+        }
+        let writer = tokio::spawn({
+            let events = Arc::clone(&events);
+            async move {
+                events
+                    .emit_paced(|| EventKind::Log {
+                        message: "paced".into(),
+                    })
+                    .await;
+            }
+        });
+        tokio::task::yield_now().await;
+        assert!(!writer.is_finished(), "a full queue makes the writer wait");
+        // Down to three, then two (half the capacity): the writer goes on.
+        assert_eq!(stream.recv().await.unwrap().seq, 1);
+        assert_eq!(stream.recv().await.unwrap().seq, 2);
+        writer.await.unwrap();
+        let seqs: Vec<u64> = std::iter::from_fn(|| stream.try_recv())
+            .map(|e| e.seq)
+            .collect();
+        assert_eq!(seqs, [3, 4, 5]);
+    }
+
+    #[tokio::test]
+    async fn dropping_a_lossless_stream_releases_its_writers() {
+        let hub = Arc::new(EventHub::new(1));
+        let stream = hub.subscribe_lossless();
+        let events = RunEvents::new("t1".into(), Arc::clone(&hub));
+        log(&events, 0);
+        let paced = events.emit_paced(|| EventKind::Log {
+            message: "paced".into(),
+        });
+        drop(stream);
+        paced.await;
+        assert!(hub.lossless().is_empty(), "an abandoned queue is forgotten");
+    }
+}
