@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use flowbox_backends::{ToolCall, Usage};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -326,6 +327,9 @@ async fn read_more(stream: &mut TcpStream, buffer: &mut Vec<u8>) -> usize {
     read
 }
 
+/// The input and output tokens every OpenAI reply written here reports.
+const OPENAI_USAGE: (u64, u64) = (21, 4);
+
 /// A provider's wire protocol, for tests that run once per protocol: the replies and error
 /// bodies each documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,16 +352,75 @@ impl Protocol {
         }
     }
 
-    /// A final text reply; it reports 21 input and 4 output tokens (OpenAI) or 30 and 7
+    /// The tokens each reply written here reports: 21 input and 4 output (OpenAI), 30 and 7
     /// (Anthropic).
+    pub fn usage(self) -> Usage {
+        match self {
+            Self::OpenAi => Usage::reported(OPENAI_USAGE.0, OPENAI_USAGE.1),
+            Self::Anthropic => Usage::reported(30, 7),
+        }
+    }
+
+    /// A final text reply.
     pub fn text(self, text: &str) -> Value {
         match self {
             Self::OpenAi => openai_reply(
                 json!({"role": "assistant", "content": text}),
                 "stop",
-                (21, 4),
+                OPENAI_USAGE,
             ),
             Self::Anthropic => anthropic_reply(json!([{"type": "text", "text": text}]), "end_turn"),
+        }
+    }
+
+    /// A reply that says `text` (nothing when it is empty) and asks for `calls`. OpenAI's
+    /// arguments are JSON text, written pretty-printed so that a test sees whether a client
+    /// parsed them or passed the text on.
+    pub fn tool_calls(self, text: &str, calls: &[ToolCall]) -> Value {
+        match self {
+            Self::OpenAi => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .map(|call| {
+                        let arguments = serde_json::to_string_pretty(&call.arguments)
+                            .expect("arguments serialize");
+                        json!({"id": call.id, "type": "function",
+                            "function": {"name": call.name, "arguments": arguments}})
+                    })
+                    .collect();
+                // A turn that only calls tools has no content, not an empty one.
+                let content = if text.is_empty() {
+                    Value::Null
+                } else {
+                    json!(text)
+                };
+                openai_reply(
+                    json!({"role": "assistant", "content": content, "tool_calls": calls}),
+                    "tool_calls",
+                    OPENAI_USAGE,
+                )
+            }
+            Self::Anthropic => {
+                let text = (!text.is_empty()).then(|| json!({"type": "text", "text": text}));
+                let calls = calls.iter().map(|call| {
+                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+                });
+                anthropic_reply(text.into_iter().chain(calls).collect(), "tool_use")
+            }
+        }
+    }
+
+    /// A reply cut off at the output limit after `text`.
+    pub fn cut_off(self, text: &str) -> Value {
+        match self {
+            Self::OpenAi => openai_reply(
+                json!({"role": "assistant", "content": text}),
+                "length",
+                OPENAI_USAGE,
+            ),
+            Self::Anthropic => {
+                anthropic_reply(json!([{"type": "text", "text": text}]), "max_tokens")
+            }
         }
     }
 
