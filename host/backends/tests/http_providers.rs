@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use flowbox_backends::http::{AnthropicChat, MAX_RESPONSE_BYTES, OpenAiChat, RetryPolicy};
 use flowbox_backends::{
-    AgentBackend, AgentConfig, BackendError, BackendErrorKind, ChatModel, ChatRequest, LeafBackend,
-    LeafRequest, Message, StructuredOutput, ToolCall, ToolSet, ToolSpec, TransportCause, Usage,
+    AgentBackend, AgentConfig, BackendError, BackendErrorKind, ChatModel, ChatRequest,
+    ChatResponse, LeafBackend, LeafRequest, Message, StructuredOutput, ToolCall, ToolSet, ToolSpec,
+    TransportCause, Usage,
 };
 use flowbox_testkit::server::anthropic_reply;
 use flowbox_testkit::{FnTool, Protocol, Recorded, Reply, TestServer};
@@ -58,16 +59,23 @@ fn weather_tools() -> Vec<ToolSpec> {
     ]
 }
 
-/// The conversation after the model asked for both tools and they answered (one failed).
-fn after_tools(calls: Vec<ToolCall>) -> ChatRequest {
+/// A question for which the model needs both of [`weather_tools`].
+fn weather_question() -> ChatRequest {
     let mut request = hello();
     request.tools = weather_tools();
-    request.messages = vec![
-        Message::User {
-            text: "Weather and time in Paris?".into(),
-        },
+    request.messages = vec![Message::User {
+        text: "Weather and time in Paris?".into(),
+    }];
+    request
+}
+
+/// The conversation after the model said `text`, asked for both tools and they answered (one
+/// failed).
+fn after_tools(text: &str, calls: Vec<ToolCall>) -> ChatRequest {
+    let mut request = weather_question();
+    request.messages.extend([
         Message::Assistant {
-            text: String::new(),
+            text: text.into(),
             tool_calls: calls,
         },
         Message::Tool {
@@ -80,7 +88,7 @@ fn after_tools(calls: Vec<ToolCall>) -> ChatRequest {
             content: "clock unavailable".into(),
             is_error: true,
         },
-    ];
+    ]);
     request
 }
 
@@ -97,6 +105,20 @@ fn two_calls() -> Vec<ToolCall> {
             arguments: json!({"city": "Paris"}),
         },
     ]
+}
+
+fn review_schema() -> Value {
+    json!({"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]})
+}
+
+/// [`hello`], asking for a structured `review` reply.
+fn review() -> ChatRequest {
+    let mut request = hello();
+    request.structured = Some(StructuredOutput {
+        name: "review".into(),
+        schema: review_schema(),
+    });
+    request
 }
 
 fn message_of(error: &BackendError) -> String {
@@ -133,54 +155,7 @@ fn gap(requests: &[Recorded], first: usize) -> Duration {
 }
 
 // ---------------------------------------------------------------------------------------------
-// OpenAI-compatible Chat Completions
-
-fn openai_text(text: &str) -> Value {
-    Protocol::OpenAi.text(text)
-}
-
-fn openai(server: &TestServer, policy: RetryPolicy) -> OpenAiChat {
-    OpenAiChat::new(format!("{}/v1/", server.url()), Some(KEY.into()), policy).unwrap()
-}
-
-#[tokio::test]
-async fn openai_plain_text_reply_and_request_shape() {
-    let server = TestServer::start();
-    server.push(Reply::json(200, openai_text("Hi!")));
-    let reply = openai(&server, policy()).complete(&hello()).await.unwrap();
-    assert_eq!(reply.text, "Hi!");
-    assert!(reply.tool_calls.is_empty());
-    assert_eq!(reply.structured, None);
-    assert_eq!(
-        reply.usage,
-        Usage {
-            input_tokens: 21,
-            output_tokens: 4,
-            estimated_tokens: 0
-        }
-    );
-
-    let [request] = server.requests().try_into().unwrap();
-    assert_eq!(request.method, "POST");
-    assert_eq!(request.path, "/v1/chat/completions");
-    assert_eq!(
-        request.header("authorization"),
-        Some(format!("Bearer {KEY}").as_str())
-    );
-    assert_eq!(request.header("content-type"), Some("application/json"));
-    assert_eq!(request.header("idempotency-key"), Some(IDEMPOTENCY_KEY));
-    assert_eq!(
-        request.json(),
-        json!({
-            "model": "test-model",
-            "messages": [
-                {"role": "system", "content": "Be brief."},
-                {"role": "user", "content": "Say hi"},
-            ],
-            "max_tokens": 256,
-        })
-    );
-}
+// OpenAI-compatible Chat Completions only
 
 /// OpenAI's newer models refuse `max_tokens`; the client switches to `max_completion_tokens`
 /// once told, and stays with it.
@@ -195,9 +170,9 @@ async fn openai_newer_models_get_max_completion_tokens() {
             "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter",
         }}),
     ));
-    server.push(Reply::json(200, openai_text("first")));
-    server.push(Reply::json(200, openai_text("second")));
-    let model = openai(&server, policy());
+    server.push(Reply::json(200, Protocol::OpenAi.text("first")));
+    server.push(Reply::json(200, Protocol::OpenAi.text("second")));
+    let model = Provider::OpenAi.model(&server, policy());
     assert_eq!(model.complete(&hello()).await.unwrap().text, "first");
     assert_eq!(model.complete(&hello()).await.unwrap().text, "second");
     let requests = server.requests();
@@ -227,8 +202,8 @@ async fn openai_newer_models_get_max_completion_tokens() {
         400,
         json!({"error": {"message": "max_tokens is too large", "type": "invalid_request_error"}}),
     ));
-    let other = openai(&server, policy())
-        .complete(&hello())
+    let other = Provider::OpenAi
+        .complete(&server, &hello())
         .await
         .unwrap_err();
     assert!(message_of(&other).contains("max_tokens is too large"));
@@ -243,7 +218,7 @@ async fn openai_newer_models_get_max_completion_tokens() {
 #[tokio::test]
 async fn openai_without_a_key_talks_plain_http_to_a_local_server() {
     let server = TestServer::start();
-    server.push(Reply::json(200, openai_text("local")));
+    server.push(Reply::json(200, Protocol::OpenAi.text("local")));
     let model = OpenAiChat::new(format!("{}/v1", server.url()), None, policy()).unwrap();
     let mut request = hello();
     request.idempotency_key = None;
@@ -258,90 +233,8 @@ async fn openai_without_a_key_talks_plain_http_to_a_local_server() {
     );
 }
 
-#[tokio::test]
-async fn openai_two_tool_calls_then_both_results() {
-    let server = TestServer::start();
-    server.push(Reply::json(
-        200,
-        json!({
-            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                "role": "assistant", "content": null,
-                "tool_calls": [
-                    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
-                    {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{\"city\":\"Paris\"}"}},
-                ],
-            }}],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 30},
-        }),
-    ));
-    server.push(Reply::json(200, openai_text("18 °C; the time is unknown.")));
-    let model = openai(&server, policy());
-
-    let mut first = hello();
-    first.tools = weather_tools();
-    first.messages = vec![Message::User {
-        text: "Weather and time in Paris?".into(),
-    }];
-    let reply = model.complete(&first).await.unwrap();
-    assert_eq!(reply.text, "");
-    assert_eq!(reply.tool_calls, two_calls());
-    assert_eq!(reply.usage.total(), 80);
-
-    let reply = model
-        .complete(&after_tools(reply.tool_calls))
-        .await
-        .unwrap();
-    assert_eq!(reply.text, "18 °C; the time is unknown.");
-
-    let requests = server.requests();
-    assert_eq!(requests.len(), 2);
-    let tools = json!([
-        {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
-        {"type": "function", "function": {"name": "get_time", "description": "Local time in a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
-    ]);
-    assert_eq!(requests[0].json()["tools"], tools);
-    let second = requests[1].json();
-    assert_eq!(second["tools"], tools);
-    assert_eq!(
-        second["messages"],
-        json!([
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "Weather and time in Paris?"},
-            {"role": "assistant", "content": null, "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
-                {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{\"city\":\"Paris\"}"}},
-            ]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp_c\": 18}"},
-            {"role": "tool", "tool_call_id": "call_2", "content": "Error: clock unavailable"},
-        ])
-    );
-}
-
-#[tokio::test]
-async fn openai_structured_output_uses_response_format() {
-    let server = TestServer::start();
-    server.push(Reply::json(200, openai_text(r#"{"verdict": "ok"}"#)));
-    let schema = json!({"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]});
-    let mut request = hello();
-    request.structured = Some(StructuredOutput {
-        name: "review".into(),
-        schema: schema.clone(),
-    });
-    let model = openai(&server, policy());
-    assert!(model.combines_tools_and_structure());
-    let reply = model.complete(&request).await.unwrap();
-    // The JSON comes back as text; the agent loop parses and validates it.
-    assert_eq!(reply.text, r#"{"verdict": "ok"}"#);
-    assert_eq!(reply.structured, None);
-    let [sent] = server.requests().try_into().unwrap();
-    assert_eq!(
-        sent.json()["response_format"],
-        json!({"type": "json_schema", "json_schema": {"name": "review", "schema": schema, "strict": false}})
-    );
-}
-
+/// Anthropic's tool input is a JSON object on the wire; OpenAI's arguments are text the model
+/// wrote, which may not parse.
 #[tokio::test]
 async fn openai_tool_arguments_that_are_not_json_fail_clearly() {
     let server = TestServer::start();
@@ -351,8 +244,8 @@ async fn openai_tool_arguments_that_are_not_json_fail_clearly() {
             {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": Paris"}},
         ]}}]}),
     ));
-    let error = openai(&server, policy())
-        .complete(&hello())
+    let error = Provider::OpenAi
+        .complete(&server, &hello())
         .await
         .unwrap_err();
     let message = message_of(&error);
@@ -370,83 +263,31 @@ async fn openai_tool_arguments_that_are_not_json_fail_clearly() {
     assert_eq!(server.requests().len(), 1);
 }
 
-/// rustls with the ring provider is wired in (no process-wide provider needed): an https URL
-/// makes the client send a TLS ClientHello.
-#[tokio::test]
-async fn openai_https_goes_through_rustls() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}/v1", listener.local_addr().unwrap());
-    let server = tokio::spawn(async move {
-        let (mut stream, _) = listener.accept().await.unwrap();
-        let mut hello = [0u8; 5];
-        stream.read_exact(&mut hello).await.unwrap();
-        hello
-    });
-    let model = OpenAiChat::new(url, Some(KEY.into()), policy().with_max_retries(0)).unwrap();
-    let error = model.complete(&hello()).await.unwrap_err();
-    // A TLS record header: handshake (22), version 3.x.
-    let record = server.await.unwrap();
-    assert_eq!(&record[..2], &[22, 3], "{record:?}");
-    assert!(error.is_retryable(), "{error}");
-    assert!(!message_of(&error).contains(KEY));
-}
-
 // ---------------------------------------------------------------------------------------------
-// Anthropic Messages
+// Anthropic Messages only
 
-fn anthropic_text(text: &str) -> Value {
-    Protocol::Anthropic.text(text)
-}
-
-fn anthropic(server: &TestServer, policy: RetryPolicy) -> AnthropicChat {
-    AnthropicChat::new(server.url(), KEY.into(), policy).unwrap()
-}
-
+/// Cached prompt tokens are reported apart from `input_tokens`; all of them were read.
 #[tokio::test]
-async fn anthropic_plain_text_reply_and_request_shape() {
+async fn anthropic_cache_writes_and_reads_count_as_input_tokens() {
     let server = TestServer::start();
-    let mut reply = anthropic_text("Hi!");
+    let mut reply = Protocol::Anthropic.text("Hi!");
+    reply["usage"]["cache_creation_input_tokens"] = json!(50);
     reply["usage"]["cache_read_input_tokens"] = json!(100);
     server.push(Reply::json(200, reply));
-    let reply = anthropic(&server, policy())
-        .complete(&hello())
+    let reply = Provider::Anthropic
+        .complete(&server, &hello())
         .await
         .unwrap();
     assert_eq!(reply.text, "Hi!");
-    assert!(reply.tool_calls.is_empty());
-    assert_eq!(
-        reply.usage,
-        Usage {
-            input_tokens: 130,
-            output_tokens: 7,
-            estimated_tokens: 0
-        }
-    );
-
-    let [request] = server.requests().try_into().unwrap();
-    assert_eq!(request.method, "POST");
-    assert_eq!(request.path, "/v1/messages");
-    assert_eq!(request.header("x-api-key"), Some(KEY));
-    assert_eq!(request.header("authorization"), None);
-    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
-    assert_eq!(request.header("content-type"), Some("application/json"));
-    assert_eq!(request.header("idempotency-key"), Some(IDEMPOTENCY_KEY));
-    assert_eq!(
-        request.json(),
-        json!({
-            "model": "test-model",
-            "max_tokens": 256,
-            "system": "Be brief.",
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hi"}]}],
-        })
-    );
+    assert_eq!(reply.usage, Usage::reported(30 + 50 + 100, 7));
 }
 
 #[tokio::test]
 async fn anthropic_version_header_can_be_changed() {
     let server = TestServer::start();
-    server.push(Reply::json(200, anthropic_text("ok")));
-    let model = anthropic(&server, policy())
+    server.push(Reply::json(200, Protocol::Anthropic.text("ok")));
+    let model = AnthropicChat::new(server.url(), KEY.into(), policy())
+        .unwrap()
         .with_version("2099-01-01")
         .unwrap();
     model.complete(&hello()).await.unwrap();
@@ -454,7 +295,8 @@ async fn anthropic_version_header_can_be_changed() {
         server.requests()[0].header("anthropic-version"),
         Some("2099-01-01")
     );
-    let error = anthropic(&server, policy())
+    let error = AnthropicChat::new(server.url(), KEY.into(), policy())
+        .unwrap()
         .with_version("bad\nversion")
         .unwrap_err();
     assert!(!error.is_retryable());
@@ -468,127 +310,16 @@ async fn anthropic_version_header_can_be_changed() {
     );
 }
 
+/// The forced tool is how the structured reply comes back; a finished reply without it is an
+/// error, not an empty value.
 #[tokio::test]
-async fn anthropic_two_tool_calls_then_both_results_in_one_user_turn() {
+async fn anthropic_structured_reply_without_the_forced_tool_is_an_error() {
     let server = TestServer::start();
-    server.push(Reply::json(
-        200,
-        anthropic_reply(
-            json!([
-                {"type": "text", "text": "Let me look."},
-                {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}},
-                {"type": "tool_use", "id": "call_2", "name": "get_time", "input": {"city": "Paris"}},
-            ]),
-            "tool_use",
-        ),
-    ));
-    server.push(Reply::json(200, anthropic_text("18 °C; time unknown.")));
-    let model = anthropic(&server, policy());
-
-    let mut first = hello();
-    first.tools = weather_tools();
-    first.messages = vec![Message::User {
-        text: "Weather and time in Paris?".into(),
-    }];
-    let reply = model.complete(&first).await.unwrap();
-    assert_eq!(reply.text, "Let me look.");
-    assert_eq!(reply.tool_calls, two_calls());
-
-    let mut second = after_tools(reply.tool_calls);
-    second.messages[1] = Message::Assistant {
-        text: "Let me look.".into(),
-        tool_calls: two_calls(),
-    };
-    let reply = model.complete(&second).await.unwrap();
-    assert_eq!(reply.text, "18 °C; time unknown.");
-
-    let requests = server.requests();
-    assert_eq!(requests.len(), 2);
-    let tools = json!([
-        {"name": "get_weather", "description": "Current weather in a city.",
-            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
-        {"name": "get_time", "description": "Local time in a city.",
-            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
-    ]);
-    assert_eq!(requests[0].json()["tools"], tools);
-    assert_eq!(requests[0].json().get("tool_choice"), None);
-    let sent = requests[1].json();
-    assert_eq!(sent["tools"], tools);
-    assert_eq!(
-        sent["messages"],
-        json!([
-            {"role": "user", "content": [{"type": "text", "text": "Weather and time in Paris?"}]},
-            {"role": "assistant", "content": [
-                {"type": "text", "text": "Let me look."},
-                {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}},
-                {"type": "tool_use", "id": "call_2", "name": "get_time", "input": {"city": "Paris"}},
-            ]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "call_1", "content": "{\"temp_c\": 18}", "is_error": false},
-                {"type": "tool_result", "tool_use_id": "call_2", "content": "clock unavailable", "is_error": true},
-            ]},
-        ])
-    );
-
-    // A turn that only called tools sends no empty text block (the API rejects those).
-    server.push(Reply::json(200, anthropic_text("ok")));
-    model.complete(&after_tools(two_calls())).await.unwrap();
-    assert_eq!(
-        server.requests()[2].json()["messages"][1]["content"][0]["type"],
-        "tool_use"
-    );
-}
-
-#[tokio::test]
-async fn anthropic_structured_output_is_a_forced_tool() {
-    let server = TestServer::start();
-    server.push(Reply::json(
-        200,
-        anthropic_reply(
-            json!([{"type": "tool_use", "id": "toolu_1", "name": "review", "input": {"verdict": "ok"}}]),
-            "tool_use",
-        ),
-    ));
-    let schema = json!({"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]});
-    let mut request = hello();
-    request.structured = Some(StructuredOutput {
-        name: "review".into(),
-        schema: schema.clone(),
-    });
-    let model = anthropic(&server, policy());
-    assert!(!model.combines_tools_and_structure());
-    let reply = model.complete(&request).await.unwrap();
-    assert_eq!(reply.structured, Some(json!({"verdict": "ok"})));
-    assert!(reply.tool_calls.is_empty(), "{:?}", reply.tool_calls);
-
-    let sent = server.requests()[0].json();
-    assert_eq!(
-        sent["tool_choice"],
-        json!({"type": "tool", "name": "review"})
-    );
-    let [tool] = sent["tools"]
-        .as_array()
-        .unwrap()
-        .clone()
-        .try_into()
-        .unwrap();
-    assert_eq!(tool["name"], "review");
-    assert_eq!(tool["input_schema"], schema);
-
-    // A reply cut off by max_tokens says so and carries no value (the agent loop fails it).
-    server.push(Reply::json(
-        200,
-        anthropic_reply(json!([{"type": "text", "text": "Well"}]), "max_tokens"),
-    ));
-    let cut = model.complete(&request).await.unwrap();
-    assert!(cut.truncated);
-    assert_eq!((cut.text.as_str(), cut.structured), ("Well", None));
-    // A finished reply without the forced tool is an error, not an empty value.
-    server.push(Reply::json(
-        200,
-        anthropic_reply(json!([{"type": "text", "text": "Well"}]), "end_turn"),
-    ));
-    let error = model.complete(&request).await.unwrap_err();
+    server.push(Reply::json(200, Protocol::Anthropic.text("Well")));
+    let error = Provider::Anthropic
+        .complete(&server, &review())
+        .await
+        .unwrap_err();
     let message = message_of(&error);
     assert!(
         message.contains("no `review` tool call") && message.contains("end_turn"),
@@ -617,8 +348,8 @@ async fn anthropic_structured_output_for_a_non_object_schema_is_wrapped() {
         name: "items".into(),
         schema: schema.clone(),
     });
-    let reply = anthropic(&server, policy())
-        .complete(&request)
+    let reply = Provider::Anthropic
+        .complete(&server, &request)
         .await
         .unwrap();
     assert_eq!(reply.structured, Some(json!(["a", "b"])));
@@ -633,11 +364,11 @@ async fn anthropic_overloaded_529_is_retried() {
     let server = TestServer::start();
     server.push(Reply::json(
         529,
-        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        Protocol::Anthropic.error("overloaded_error", "Overloaded"),
     ));
-    server.push(Reply::json(200, anthropic_text("back")));
-    let reply = anthropic(&server, policy())
-        .complete(&hello())
+    server.push(Reply::json(200, Protocol::Anthropic.text("back")));
+    let reply = Provider::Anthropic
+        .complete(&server, &hello())
         .await
         .unwrap();
     assert_eq!(reply.text, "back");
@@ -645,8 +376,10 @@ async fn anthropic_overloaded_529_is_retried() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Transport and errors, for both providers
+// Both providers: one check each, run once per provider
 
+/// A provider under test: how its client is built, and the bodies it is sent and answers with
+/// where the two protocols differ.
 #[derive(Debug, Clone, Copy)]
 enum Provider {
     OpenAi,
@@ -654,13 +387,40 @@ enum Provider {
 }
 
 impl Provider {
-    fn model(self, server: &TestServer, policy: RetryPolicy) -> Box<dyn ChatModel> {
+    /// Its wire protocol, whose bodies the test server answers with.
+    fn protocol(self) -> Protocol {
         match self {
-            Self::OpenAi => Box::new(openai(server, policy)),
-            Self::Anthropic => Box::new(anthropic(server, policy)),
+            Self::OpenAi => Protocol::OpenAi,
+            Self::Anthropic => Protocol::Anthropic,
         }
     }
 
+    /// A client of this provider at `server`, sending [`KEY`].
+    fn model(self, server: &TestServer, policy: RetryPolicy) -> Box<dyn ChatModel> {
+        self.model_at(&server.url(), policy)
+    }
+
+    /// Sends `request` to a new client of this provider at `server`.
+    async fn complete(
+        self,
+        server: &TestServer,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, BackendError> {
+        self.model(server, policy()).complete(request).await
+    }
+
+    /// A client of this provider's API at `origin` (`http://127.0.0.1:PORT`), sending [`KEY`].
+    fn model_at(self, origin: &str, policy: RetryPolicy) -> Box<dyn ChatModel> {
+        match self {
+            // The trailing slash is the client's to drop.
+            Self::OpenAi => Box::new(
+                OpenAiChat::new(format!("{origin}/v1/"), Some(KEY.into()), policy).unwrap(),
+            ),
+            Self::Anthropic => Box::new(AnthropicChat::new(origin, KEY.into(), policy).unwrap()),
+        }
+    }
+
+    /// How its error messages begin.
     fn label(self) -> &'static str {
         match self {
             Self::OpenAi => "OpenAI-compatible API at http://127.0.0.1:",
@@ -672,31 +432,224 @@ impl Provider {
         self.protocol().text(text)
     }
 
-    /// A reply carrying `value` as the structured answer: JSON text for OpenAI's
-    /// `response_format`, the forced `reply` tool's input for Anthropic.
-    fn structured(self, value: Value) -> Value {
-        match self {
-            Self::OpenAi => openai_text(&value.to_string()),
-            Self::Anthropic => anthropic_reply(
-                json!([{"type": "tool_use", "id": "toolu_9", "name": "reply", "input": value}]),
-                "tool_use",
-            ),
-        }
+    /// An error body in the provider's documented shape.
+    fn error(self, kind: &str, message: &str) -> Value {
+        self.protocol().error(kind, message)
     }
 
     /// Tokens each reply of [`Self::text`] and [`Self::structured`] reports.
     fn usage(self) -> Usage {
+        self.protocol().usage()
+    }
+
+    /// A reply carrying `value` as the structured answer `name`: JSON text for OpenAI's
+    /// `response_format`, the forced tool's input for Anthropic.
+    fn structured(self, name: &str, value: Value) -> Value {
         match self {
-            Self::OpenAi => Usage {
-                input_tokens: 21,
-                output_tokens: 4,
-                estimated_tokens: 0,
-            },
-            Self::Anthropic => Usage {
-                input_tokens: 30,
-                output_tokens: 7,
-                estimated_tokens: 0,
-            },
+            Self::OpenAi => self.text(&value.to_string()),
+            Self::Anthropic => self.protocol().tool_calls(
+                "",
+                &[ToolCall {
+                    id: "toolu_9".into(),
+                    name: name.into(),
+                    arguments: value,
+                }],
+            ),
+        }
+    }
+
+    /// The text and structured value the client returns for [`Self::structured`]: OpenAI's JSON
+    /// comes back as text, for the agent loop to parse and validate.
+    fn structured_answer(self, value: Value) -> (String, Option<Value>) {
+        match self {
+            Self::OpenAi => (value.to_string(), None),
+            Self::Anthropic => (String::new(), Some(value)),
+        }
+    }
+
+    /// Whether one turn may both offer tools and ask for a structured reply (Anthropic's forced
+    /// tool rules out the others).
+    fn combines_tools_and_structure(self) -> bool {
+        match self {
+            Self::OpenAi => true,
+            Self::Anthropic => false,
+        }
+    }
+
+    /// The fields of a request body that ask for a structured reply `name` matching `schema`.
+    fn sent_structure(self, name: &str, schema: &Value) -> Vec<(&'static str, Value)> {
+        match self {
+            Self::OpenAi => vec![(
+                "response_format",
+                json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": false}}),
+            )],
+            Self::Anthropic => vec![
+                ("tool_choice", json!({"type": "tool", "name": name})),
+                (
+                    "tools",
+                    json!([{"name": name,
+                        "description": "Give your final answer by calling this tool; its input is the answer.",
+                        "input_schema": schema}]),
+                ),
+            ],
+        }
+    }
+
+    /// The headers that carry the key and the API version, and what each should be.
+    fn key_headers(self) -> [(&'static str, Option<String>); 3] {
+        match self {
+            Self::OpenAi => [
+                ("authorization", Some(format!("Bearer {KEY}"))),
+                ("x-api-key", None),
+                ("anthropic-version", None),
+            ],
+            Self::Anthropic => [
+                ("authorization", None),
+                ("x-api-key", Some(KEY.into())),
+                ("anthropic-version", Some("2023-06-01".into())),
+            ],
+        }
+    }
+
+    /// [`hello`] as sent.
+    fn sent_hello(self) -> Value {
+        match self {
+            Self::OpenAi => json!({
+                "model": "test-model",
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "Say hi"},
+                ],
+                "max_tokens": 256,
+            }),
+            Self::Anthropic => json!({
+                "model": "test-model",
+                "max_tokens": 256,
+                "system": "Be brief.",
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hi"}]}],
+            }),
+        }
+    }
+
+    /// [`weather_tools`] as sent.
+    fn sent_weather_tools(self) -> Value {
+        match self {
+            Self::OpenAi => json!([
+                {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city.",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+                {"type": "function", "function": {"name": "get_time", "description": "Local time in a city.",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+            ]),
+            Self::Anthropic => json!([
+                {"name": "get_weather", "description": "Current weather in a city.",
+                    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+                {"name": "get_time", "description": "Local time in a city.",
+                    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            ]),
+        }
+    }
+
+    /// The messages of `after_tools("Let me look.", two_calls())` as sent. OpenAI has no error
+    /// flag on a tool result, so the text says it; Anthropic wants every result of one turn in
+    /// the one user turn after it.
+    fn sent_after_tools(self) -> Value {
+        match self {
+            Self::OpenAi => json!([
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Weather and time in Paris?"},
+                {"role": "assistant", "content": "Let me look.", "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{\"city\":\"Paris\"}"}},
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp_c\": 18}"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "Error: clock unavailable"},
+            ]),
+            Self::Anthropic => json!([
+                {"role": "user", "content": [{"type": "text", "text": "Weather and time in Paris?"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Let me look."},
+                    {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}},
+                    {"type": "tool_use", "id": "call_2", "name": "get_time", "input": {"city": "Paris"}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "call_1", "content": "{\"temp_c\": 18}", "is_error": false},
+                    {"type": "tool_result", "tool_use_id": "call_2", "content": "clock unavailable", "is_error": true},
+                ]},
+            ]),
+        }
+    }
+
+    /// The assistant turn of `after_tools("", two_calls())` as sent: a turn that only called
+    /// tools has null content for OpenAI and no empty text block for Anthropic (its API
+    /// rejects those).
+    fn sent_tool_only_turn(self) -> Value {
+        match self {
+            Self::OpenAi => json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": "{\"city\":\"Paris\"}"}},
+            ]}),
+            Self::Anthropic => json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}},
+                {"type": "tool_use", "id": "call_2", "name": "get_time", "input": {"city": "Paris"}},
+            ]}),
+        }
+    }
+
+    /// The result `content` of tool call `id` as sent, in a message of its own.
+    fn sent_tool_result(self, id: &str, content: &str) -> Value {
+        match self {
+            Self::OpenAi => json!({"role": "tool", "tool_call_id": id, "content": content}),
+            Self::Anthropic => json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": content, "is_error": false},
+            ]}),
+        }
+    }
+
+    /// The names of the tools a request body offers.
+    fn tool_names(self, body: &Value) -> Vec<String> {
+        let Some(tools) = body["tools"].as_array() else {
+            return Vec::new();
+        };
+        tools
+            .iter()
+            .map(|tool| match self {
+                Self::OpenAi => &tool["function"]["name"],
+                Self::Anthropic => &tool["name"],
+            })
+            .map(|name| name.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// The text of the last user message of a request as the provider received it.
+    fn last_user_text(self, request: &Recorded) -> String {
+        let body = request.json();
+        let messages = body["messages"].as_array().unwrap();
+        let last = messages.last().unwrap();
+        assert_eq!(last["role"], "user", "{body}");
+        match self {
+            Self::OpenAi => last["content"].as_str().unwrap().to_owned(),
+            Self::Anthropic => last["content"].to_string(),
+        }
+    }
+
+    /// A reply that ran out of its 64 output tokens halfway through a call of `length`.
+    fn cut_off_mid_call(self) -> Value {
+        match self {
+            Self::OpenAi => json!({
+                "choices": [{"index": 0, "finish_reason": "length", "message": {
+                    "role": "assistant", "content": "The answer is",
+                    "tool_calls": [{"id": "call_1", "type": "function",
+                        "function": {"name": "length", "arguments": "{\"text\": \"flo"}}],
+                }}],
+                "usage": {"prompt_tokens": 21, "completion_tokens": 64},
+            }),
+            Self::Anthropic => json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
+                "content": [{"type": "text", "text": "The answer is"},
+                            {"type": "tool_use", "id": "toolu_1", "name": "length", "input": {}}],
+                "stop_reason": "max_tokens", "stop_sequence": null,
+                "usage": {"input_tokens": 30, "output_tokens": 64},
+            }),
         }
     }
 
@@ -708,28 +661,11 @@ impl Provider {
     /// A leaf agent over this provider at `server` with `tools`, using the model
     /// `leaf-model` and otherwise `config`.
     fn agent_with(self, server: &TestServer, config: AgentConfig, tools: ToolSet) -> AgentBackend {
-        let model: std::sync::Arc<dyn ChatModel> = match self {
-            Self::OpenAi => std::sync::Arc::new(openai(server, policy())),
-            Self::Anthropic => std::sync::Arc::new(anthropic(server, policy())),
-        };
         let config = AgentConfig {
             model: "leaf-model".into(),
             ..config
         };
-        AgentBackend::new(model, config, tools)
-    }
-
-    /// Its wire protocol, whose bodies the test server answers with.
-    fn protocol(self) -> Protocol {
-        match self {
-            Self::OpenAi => Protocol::OpenAi,
-            Self::Anthropic => Protocol::Anthropic,
-        }
-    }
-
-    /// An error body in the provider's documented shape.
-    fn error(self, kind: &str, message: &str) -> Value {
-        self.protocol().error(kind, message)
+        AgentBackend::new(Arc::from(self.model(server, policy())), config, tools)
     }
 }
 
@@ -752,6 +688,11 @@ macro_rules! for_both_providers {
 }
 
 for_both_providers!(
+    plain_text_reply_and_request_shape,
+    two_tool_calls_then_both_results,
+    structured_output_is_asked_for_and_read_back,
+    structured_reply_cut_off_at_max_tokens_carries_no_value,
+    https_goes_through_rustls,
     rate_limit_waits_for_retry_after,
     retry_after_beyond_max_backoff_gives_up_at_once,
     server_error_then_success_keeps_the_idempotency_key,
@@ -772,6 +713,136 @@ for_both_providers!(
     leaf_reply_cut_off_at_max_tokens_fails_clearly,
     leaf_uses_a_tool_then_gives_a_structured_reply,
 );
+
+async fn plain_text_reply_and_request_shape(provider: Provider) {
+    let server = TestServer::start();
+    server.push(Reply::json(200, provider.text("Hi!")));
+    let reply = provider.complete(&server, &hello()).await.unwrap();
+    assert_eq!(reply.text, "Hi!");
+    assert!(reply.tool_calls.is_empty());
+    assert_eq!(reply.structured, None);
+    assert_eq!(reply.usage, provider.usage());
+
+    let [request] = server.requests().try_into().unwrap();
+    assert_eq!(request.method, "POST");
+    assert_eq!(request.path, provider.protocol().path());
+    for (name, value) in provider.key_headers() {
+        assert_eq!(request.header(name), value.as_deref(), "{name}");
+    }
+    assert_eq!(request.header("content-type"), Some("application/json"));
+    assert_eq!(request.header("idempotency-key"), Some(IDEMPOTENCY_KEY));
+    assert_eq!(request.json(), provider.sent_hello());
+}
+
+async fn two_tool_calls_then_both_results(provider: Provider) {
+    let server = TestServer::start();
+    let protocol = provider.protocol();
+    server.push(Reply::json(
+        200,
+        protocol.tool_calls("Let me look.", &two_calls()),
+    ));
+    server.push(Reply::json(
+        200,
+        protocol.text("18 °C; the time is unknown."),
+    ));
+    let model = provider.model(&server, policy());
+
+    let reply = model.complete(&weather_question()).await.unwrap();
+    assert_eq!(reply.text, "Let me look.");
+    assert_eq!(reply.tool_calls, two_calls());
+    assert_eq!(reply.usage, provider.usage());
+
+    let reply = model
+        .complete(&after_tools(&reply.text, reply.tool_calls))
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "18 °C; the time is unknown.");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let first = requests[0].json();
+    assert_eq!(first["tools"], provider.sent_weather_tools());
+    // Offering tools forces none of them.
+    assert_eq!(first.get("tool_choice"), None);
+    let second = requests[1].json();
+    assert_eq!(second["tools"], provider.sent_weather_tools());
+    assert_eq!(second["messages"], provider.sent_after_tools());
+
+    // A turn that only calls tools says nothing, and is sent back without text.
+    server.push(Reply::json(200, protocol.tool_calls("", &two_calls())));
+    server.push(Reply::json(200, protocol.text("ok")));
+    let reply = model.complete(&weather_question()).await.unwrap();
+    assert_eq!(reply.text, "");
+    assert_eq!(reply.tool_calls, two_calls());
+    model
+        .complete(&after_tools(&reply.text, reply.tool_calls))
+        .await
+        .unwrap();
+    let sent = server.requests()[3].json();
+    let assistant = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|message| message["role"] == "assistant")
+        .unwrap();
+    assert_eq!(*assistant, provider.sent_tool_only_turn());
+}
+
+/// A structured reply is asked for in the protocol's own form (OpenAI's `response_format`, a
+/// forced tool for Anthropic) and read back from it.
+async fn structured_output_is_asked_for_and_read_back(provider: Provider) {
+    let server = TestServer::start();
+    server.push(Reply::json(
+        200,
+        provider.structured("review", json!({"verdict": "ok"})),
+    ));
+    let model = provider.model(&server, policy());
+    assert_eq!(
+        model.combines_tools_and_structure(),
+        provider.combines_tools_and_structure()
+    );
+    let reply = model.complete(&review()).await.unwrap();
+    assert_eq!(
+        (reply.text, reply.structured),
+        provider.structured_answer(json!({"verdict": "ok"}))
+    );
+    assert!(reply.tool_calls.is_empty(), "{:?}", reply.tool_calls);
+
+    let [sent] = server.requests().try_into().unwrap();
+    let sent = sent.json();
+    for (field, expected) in provider.sent_structure("review", &review_schema()) {
+        assert_eq!(sent[field], expected, "{field}");
+    }
+}
+
+/// A reply cut off by `max_tokens` says so and carries no value (the agent loop fails it).
+async fn structured_reply_cut_off_at_max_tokens_carries_no_value(provider: Provider) {
+    let server = TestServer::start();
+    server.push(Reply::json(200, provider.protocol().cut_off("Well")));
+    let cut = provider.complete(&server, &review()).await.unwrap();
+    assert!(cut.truncated);
+    assert_eq!((cut.text.as_str(), cut.structured), ("Well", None));
+}
+
+/// rustls with the ring provider is wired in (no process-wide provider needed): an https URL
+/// makes the client send a TLS ClientHello.
+async fn https_goes_through_rustls(provider: Provider) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("https://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut hello = [0u8; 5];
+        stream.read_exact(&mut hello).await.unwrap();
+        hello
+    });
+    let model = provider.model_at(&origin, policy().with_max_retries(0));
+    let error = model.complete(&hello()).await.unwrap_err();
+    // A TLS record header: handshake (22), version 3.x.
+    let record = server.await.unwrap();
+    assert_eq!(&record[..2], &[22, 3], "{record:?}");
+    assert!(error.is_retryable(), "{error}");
+    assert!(!message_of(&error).contains(KEY));
+}
 
 /// A host tool for leaves: the length of a text.
 fn length() -> Arc<FnTool> {
@@ -804,60 +875,18 @@ async fn leaf_runs_a_tool_then_answers(provider: Provider) {
     assert_eq!(reply.value, json!("It has 7 characters."));
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    let first = requests[0].json();
-    let offered = match provider {
-        Provider::OpenAi => first["tools"][0]["function"]["name"].clone(),
-        Provider::Anthropic => first["tools"][0]["name"].clone(),
-    };
-    assert_eq!(offered, "length");
+    assert_eq!(provider.tool_names(&requests[0].json()), ["length"]);
     // The tool's result goes back in the provider's own shape.
     let second = requests[1].json();
-    let last = second["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
-    match provider {
-        Provider::OpenAi => {
-            assert_eq!(
-                last,
-                json!({"role": "tool", "tool_call_id": "call_1", "content": "7"})
-            );
-        }
-        Provider::Anthropic => {
-            assert_eq!(last["role"], "user");
-            assert_eq!(last["content"][0]["type"], "tool_result");
-            assert_eq!(last["content"][0]["tool_use_id"], "toolu_1");
-            assert_eq!(last["content"][0]["content"], "7");
-        }
-    }
+    let last = second["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(*last, provider.sent_tool_result("call_1", "7"));
 }
 
 async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
     let server = TestServer::start();
     // The model ran out of tokens halfway through a tool call: neither the text nor the call
     // may be taken as an answer.
-    server.push(Reply::json(
-        200,
-        match provider {
-            Provider::OpenAi => json!({
-                "choices": [{"index": 0, "finish_reason": "length", "message": {
-                    "role": "assistant", "content": "The answer is",
-                    "tool_calls": [{"id": "call_1", "type": "function",
-                        "function": {"name": "length", "arguments": "{\"text\": \"flo"}}],
-                }}],
-                "usage": {"prompt_tokens": 21, "completion_tokens": 64},
-            }),
-            Provider::Anthropic => json!({
-                "id": "msg_1", "type": "message", "role": "assistant", "model": "test-model",
-                "content": [{"type": "text", "text": "The answer is"},
-                            {"type": "tool_use", "id": "toolu_1", "name": "length", "input": {}}],
-                "stop_reason": "max_tokens", "stop_sequence": null,
-                "usage": {"input_tokens": 30, "output_tokens": 64},
-            }),
-        },
-    ));
+    server.push(Reply::json(200, provider.cut_off_mid_call()));
     let mut tools = ToolSet::new();
     tools.insert(length()).unwrap();
     let config = AgentConfig {
@@ -886,22 +915,16 @@ async fn leaf_reply_cut_off_at_max_tokens_fails_clearly(provider: Provider) {
     assert_eq!(requests[0].json()["max_tokens"], 64);
 }
 
-/// A tool call of `length` on "flowbox", in the provider's shape.
+/// A reply that calls `length` on "flowbox", in the provider's shape.
 fn length_call(provider: Provider) -> Value {
-    match provider {
-        Provider::OpenAi => json!({
-            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                "role": "assistant", "content": null,
-                "tool_calls": [{"id": "call_1", "type": "function",
-                    "function": {"name": "length", "arguments": "{\"text\": \"flowbox\"}"}}],
-            }}],
-            "usage": {"prompt_tokens": 21, "completion_tokens": 4},
-        }),
-        Provider::Anthropic => anthropic_reply(
-            json!([{"type": "tool_use", "id": "toolu_1", "name": "length", "input": {"text": "flowbox"}}]),
-            "tool_use",
-        ),
-    }
+    provider.protocol().tool_calls(
+        "",
+        &[ToolCall {
+            id: "call_1".into(),
+            name: "length".into(),
+            arguments: json!({"text": "flowbox"}),
+        }],
+    )
 }
 
 /// Tools and a schema in one leaf. OpenAI takes both in every turn; Anthropic, whose
@@ -913,55 +936,43 @@ async fn leaf_uses_a_tool_then_gives_a_structured_reply(provider: Provider) {
     if matches!(provider, Provider::Anthropic) {
         server.push(Reply::json(200, provider.text("flowbox has 7 characters.")));
     }
-    server.push(Reply::json(200, provider.structured(json!({"score": 4}))));
+    server.push(Reply::json(
+        200,
+        provider.structured("reply", json!({"score": 4})),
+    ));
     let mut tools = ToolSet::new();
     tools.insert(length()).unwrap();
     let agent = provider.agent_with(&server, AgentConfig::default(), tools);
     let reply = agent.call(&scored_leaf()).await.unwrap();
     assert_eq!(reply.value, json!({"score": 4}));
     let sent: Vec<Value> = server.requests().iter().map(Recorded::json).collect();
-    let tool_names = |body: &Value| -> Vec<String> {
-        body["tools"]
-            .as_array()
-            .map(|tools| {
-                tools
-                    .iter()
-                    .map(|t| match provider {
-                        Provider::OpenAi => t["function"]["name"].as_str().unwrap().to_owned(),
-                        Provider::Anthropic => t["name"].as_str().unwrap().to_owned(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let schema = scored_leaf().schema.unwrap();
     match provider {
         Provider::OpenAi => {
             assert_eq!(sent.len(), 2);
             for body in &sent {
-                assert_eq!(tool_names(body), ["length"], "{body}");
-                assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+                assert_eq!(provider.tool_names(body), ["length"], "{body}");
+                for (field, expected) in provider.sent_structure("reply", &schema) {
+                    assert_eq!(body[field], expected, "{body}");
+                }
             }
             let last = sent[1]["messages"].as_array().unwrap().last().unwrap();
-            assert_eq!(
-                *last,
-                json!({"role": "tool", "tool_call_id": "call_1", "content": "7"})
-            );
+            assert_eq!(*last, provider.sent_tool_result("call_1", "7"));
         }
         Provider::Anthropic => {
             assert_eq!(sent.len(), 3);
             // The tool phase: the tool offered, no reply forced.
             for body in &sent[..2] {
-                assert_eq!(tool_names(body), ["length"], "{body}");
+                assert_eq!(provider.tool_names(body), ["length"], "{body}");
                 assert!(body.get("tool_choice").is_none(), "{body}");
             }
             // The structured turn: only the reply tool, forced, after the evidence.
             let last = &sent[2];
-            assert_eq!(tool_names(last), ["reply"], "{last}");
-            assert_eq!(
-                last["tool_choice"],
-                json!({"type": "tool", "name": "reply"})
-            );
-            let asked = last_user_text(provider, &server.requests()[2]);
+            assert_eq!(provider.tool_names(last), ["reply"], "{last}");
+            for (field, expected) in provider.sent_structure("reply", &schema) {
+                assert_eq!(last[field], expected, "{last}");
+            }
+            let asked = provider.last_user_text(&server.requests()[2]);
             assert!(
                 asked.contains("Now give your final answer as JSON"),
                 "{asked}"
@@ -989,21 +1000,12 @@ fn scored_leaf() -> LeafRequest {
     leaf
 }
 
-/// The text of the last user message of a request as the provider received it.
-fn last_user_text(provider: Provider, request: &Recorded) -> String {
-    let body = request.json();
-    let messages = body["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    assert_eq!(last["role"], "user", "{body}");
-    match provider {
-        Provider::OpenAi => last["content"].as_str().unwrap().to_owned(),
-        Provider::Anthropic => last["content"].to_string(),
-    }
-}
-
 async fn leaf_structured_reply_valid_at_once(provider: Provider) {
     let server = TestServer::start();
-    server.push(Reply::json(200, provider.structured(json!({"score": 4}))));
+    server.push(Reply::json(
+        200,
+        provider.structured("reply", json!({"score": 4})),
+    ));
     let reply = provider.agent(&server).call(&scored_leaf()).await.unwrap();
     assert_eq!(reply.value, json!({"score": 4}));
     assert_eq!(reply.usage, provider.usage());
@@ -1011,27 +1013,21 @@ async fn leaf_structured_reply_valid_at_once(provider: Provider) {
     assert_eq!(requests.len(), 1);
     let sent = requests[0].json();
     assert_eq!(sent["model"], "leaf-model");
-    match provider {
-        Provider::OpenAi => {
-            assert_eq!(sent["response_format"]["type"], "json_schema", "{sent}");
-            assert_eq!(
-                sent["response_format"]["json_schema"]["schema"],
-                scored_leaf().schema.unwrap()
-            );
-        }
-        Provider::Anthropic => {
-            assert_eq!(
-                sent["tool_choice"],
-                json!({"type": "tool", "name": "reply"})
-            );
-        }
+    for (field, expected) in provider.sent_structure("reply", &scored_leaf().schema.unwrap()) {
+        assert_eq!(sent[field], expected, "{sent}");
     }
 }
 
 async fn leaf_structured_reply_invalid_then_repaired(provider: Provider) {
     let server = TestServer::start();
-    server.push(Reply::json(200, provider.structured(json!({"score": 9}))));
-    server.push(Reply::json(200, provider.structured(json!({"score": 5}))));
+    server.push(Reply::json(
+        200,
+        provider.structured("reply", json!({"score": 9})),
+    ));
+    server.push(Reply::json(
+        200,
+        provider.structured("reply", json!({"score": 5})),
+    ));
     let reply = provider.agent(&server).call(&scored_leaf()).await.unwrap();
     assert_eq!(reply.value, json!({"score": 5}));
     // Both turns count.
@@ -1047,7 +1043,7 @@ async fn leaf_structured_reply_invalid_then_repaired(provider: Provider) {
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     // The repair turn shows the model its invalid reply and what is wrong with it.
-    let repair = last_user_text(provider, &requests[1]);
+    let repair = provider.last_user_text(&requests[1]);
     assert!(
         repair.contains("does not match the required JSON Schema") && repair.contains('9'),
         "{repair}"
@@ -1067,8 +1063,14 @@ async fn leaf_structured_reply_invalid_then_repaired(provider: Provider) {
 
 async fn leaf_structured_reply_invalid_twice_fails(provider: Provider) {
     let server = TestServer::start();
-    server.push(Reply::json(200, provider.structured(json!({"score": 9}))));
-    server.push(Reply::json(200, provider.structured(json!({"grade": "A"}))));
+    server.push(Reply::json(
+        200,
+        provider.structured("reply", json!({"score": 9})),
+    ));
+    server.push(Reply::json(
+        200,
+        provider.structured("reply", json!({"grade": "A"})),
+    ));
     let error = provider
         .agent(&server)
         .call(&scored_leaf())
@@ -1098,11 +1100,7 @@ async fn rate_limit_waits_for_retry_after(provider: Provider) {
         .header("Retry-After", "1"),
     );
     server.push(Reply::json(200, provider.text("after the wait")));
-    let reply = provider
-        .model(&server, policy())
-        .complete(&hello())
-        .await
-        .unwrap();
+    let reply = provider.complete(&server, &hello()).await.unwrap();
     assert_eq!(reply.text, "after the wait");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
@@ -1120,11 +1118,7 @@ async fn retry_after_beyond_max_backoff_gives_up_at_once(provider: Provider) {
         Reply::json(429, provider.error("rate_limit_error", "Daily quota spent"))
             .header("Retry-After", "3600"),
     );
-    let error = provider
-        .model(&server, policy())
-        .complete(&hello())
-        .await
-        .unwrap_err();
+    let error = provider.complete(&server, &hello()).await.unwrap_err();
     let message = message_of(&error);
     assert!(error.is_retryable(), "{message}");
     assert!(
@@ -1160,11 +1154,7 @@ async fn oversized_body_fails_without_retry(provider: Provider) {
     ] {
         let server = TestServer::start();
         server.push(reply);
-        let error = provider
-            .model(&server, policy())
-            .complete(&hello())
-            .await
-            .unwrap_err();
+        let error = provider.complete(&server, &hello()).await.unwrap_err();
         let message = message_of(&error);
         assert!(
             message.contains("the body is larger than the 16 MiB a provider reply may be"),
@@ -1184,11 +1174,7 @@ async fn body_of_exactly_the_limit_is_read(provider: Provider) {
     let mut body = provider.text("padded").to_string();
     body.push_str(&" ".repeat(MAX_RESPONSE_BYTES - body.len()));
     server.push(Reply::Chunked { status: 200, body });
-    let reply = provider
-        .model(&server, policy())
-        .complete(&hello())
-        .await
-        .unwrap();
+    let reply = provider.complete(&server, &hello()).await.unwrap();
     assert_eq!(reply.text, "padded");
 }
 
@@ -1201,11 +1187,7 @@ async fn retry_after_with_a_huge_http_date_is_ignored(provider: Provider) {
             .header("Retry-After", "Sun, 06 Nov 9999999999999 08:49:37 GMT"),
     );
     server.push(Reply::json(200, provider.text("after the backoff")));
-    let reply = provider
-        .model(&server, policy())
-        .complete(&hello())
-        .await
-        .unwrap();
+    let reply = provider.complete(&server, &hello()).await.unwrap();
     assert_eq!(reply.text, "after the backoff");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
@@ -1219,11 +1201,7 @@ async fn server_error_then_success_keeps_the_idempotency_key(provider: Provider)
         provider.error("api_error", "Internal error"),
     ));
     server.push(Reply::json(200, provider.text("recovered")));
-    let reply = provider
-        .model(&server, policy())
-        .complete(&hello())
-        .await
-        .unwrap();
+    let reply = provider.complete(&server, &hello()).await.unwrap();
     assert_eq!(reply.text, "recovered");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
@@ -1242,11 +1220,7 @@ async fn retries_exhausted_is_retryable_and_names_the_status(provider: Provider)
             provider.error("overloaded_error", "Try later"),
         ));
     }
-    let error = provider
-        .model(&server, policy())
-        .complete(&hello())
-        .await
-        .unwrap_err();
+    let error = provider.complete(&server, &hello()).await.unwrap_err();
     let message = message_of(&error);
     assert!(error.is_retryable(), "{message}");
     assert!(message.starts_with(provider.label()), "{message}");
@@ -1265,11 +1239,7 @@ async fn retries_exhausted_is_retryable_and_names_the_status(provider: Provider)
 async fn malformed_json_fails_without_retry(provider: Provider) {
     let server = TestServer::start();
     server.push(Reply::raw(200, r#"{"choices": [ oops"#));
-    let error = provider
-        .model(&server, policy())
-        .complete(&hello())
-        .await
-        .unwrap_err();
+    let error = provider.complete(&server, &hello()).await.unwrap_err();
     let message = message_of(&error);
     assert!(!error.is_retryable(), "{message}");
     assert!(
@@ -1340,11 +1310,7 @@ async fn bad_request_fails_at_once_with_the_provider_message(provider: Provider)
             "max_tokens: 999999 > 8192, the maximum for this model",
         ),
     ));
-    let error = provider
-        .model(&server, policy())
-        .complete(&hello())
-        .await
-        .unwrap_err();
+    let error = provider.complete(&server, &hello()).await.unwrap_err();
     let message = message_of(&error);
     assert!(!error.is_retryable(), "{message}");
     assert!(message.starts_with(provider.label()), "{message}");
@@ -1394,15 +1360,11 @@ async fn refused_connection_is_retryable(provider: Provider) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap()
     };
-    let model: Box<dyn ChatModel> = match provider {
-        Provider::OpenAi => Box::new(
-            OpenAiChat::new(format!("http://{closed}/v1"), Some(KEY.into()), policy()).unwrap(),
-        ),
-        Provider::Anthropic => {
-            Box::new(AnthropicChat::new(format!("http://{closed}"), KEY.into(), policy()).unwrap())
-        }
-    };
-    let error = model.complete(&hello()).await.unwrap_err();
+    let error = provider
+        .model_at(&format!("http://{closed}"), policy())
+        .complete(&hello())
+        .await
+        .unwrap_err();
     let message = message_of(&error);
     assert!(error.is_retryable(), "{message}");
     assert!(
