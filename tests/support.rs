@@ -18,6 +18,46 @@ pub use flowbox_testkit::{CountingBackend, FnTool, PanickingBackend};
 #[doc = include_str!("../README.md")]
 struct Readme;
 
+/// The book's pages in `docs/`, one item each, so their Rust snippets are doctests too (a page
+/// without one costs nothing).
+#[cfg(doctest)]
+mod book {
+    #[doc = include_str!("../docs/README.md")]
+    struct BookIndex;
+    #[doc = include_str!("../docs/script.md")]
+    struct ScriptContract;
+    #[doc = include_str!("../docs/cli.md")]
+    struct CommandLine;
+    #[doc = include_str!("../docs/backends.md")]
+    struct Backends;
+    #[doc = include_str!("../docs/plans.md")]
+    struct Plans;
+    #[doc = include_str!("../docs/durability.md")]
+    struct Durability;
+    #[doc = include_str!("../docs/events.md")]
+    struct Events;
+    #[doc = include_str!("../docs/embedding.md")]
+    struct Embedding;
+    #[doc = include_str!("../docs/warm-pool.md")]
+    struct WarmPool;
+    #[doc = include_str!("../docs/orchestrator.md")]
+    struct Orchestrator;
+    #[doc = include_str!("../docs/restate.md")]
+    struct Restate;
+    #[doc = include_str!("../docs/mcp.md")]
+    struct Mcp;
+    #[doc = include_str!("../docs/limits.md")]
+    struct Limits;
+    #[doc = include_str!("../docs/environment.md")]
+    struct Environment;
+    #[doc = include_str!("../docs/testing.md")]
+    struct Testing;
+    #[doc = include_str!("../docs/benchmarks.md")]
+    struct Benchmarks;
+    #[doc = include_str!("../docs/layout.md")]
+    struct Layout;
+}
+
 /// The workspace root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,6 +1,6 @@
 """The script contract agrees with what it describes: the SDK's primitives (names, signatures,
-which ones are awaited) and the README (its module list, its primitives table, its list of
-refused builtins)."""
+which ones are awaited) and the book's script-contract page, docs/script.md (its module list,
+its primitives table, its list of refused builtins)."""
 
 import ast
 import inspect
@@ -14,12 +14,13 @@ from flowbox_sdk import contract
 from flowbox_sdk.primitives import make_primitives
 from flowbox_sdk.scheduler import Scheduler
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+CONTRACT_PAGE = ROOT / "docs" / "script.md"
 PRIMITIVES = {primitive["name"]: primitive for primitive in contract.CONTRACT["primitives"]}
 
 
 def test_the_contract_is_the_file_in_the_flowbox_crate():
-    crate_contract = Path(__file__).resolve().parents[2] / "host" / "flowbox" / "contract"
+    crate_contract = ROOT / "host" / "flowbox" / "contract"
     assert Path(contract.PATH).resolve() == crate_contract / "script.json"
 
 
@@ -111,16 +112,16 @@ def test_a_primitive_without_parentheses_is_a_value():
     assert not callable(_sdk_primitives()["budget"])
 
 
-# --- the README -------------------------------------------------------------------------
+# --- the script-contract page ------------------------------------------------------------
 
 
-def _readme() -> str:
-    return README.read_text(encoding="utf-8")
+def _page() -> str:
+    return CONTRACT_PAGE.read_text(encoding="utf-8")
 
 
 def _primitives_table() -> list:
-    """The code spans of the first column of the README's primitives table, row by row."""
-    lines = _readme().splitlines()
+    """The code spans of the first column of the page's primitives table, row by row."""
+    lines = _page().splitlines()
     start = lines.index("| primitive | what it does |")
     rows = []
     for line in lines[start + 2 :]:
@@ -131,25 +132,25 @@ def _primitives_table() -> list:
     return rows
 
 
-def test_the_readme_module_list_is_the_contract():
-    found = re.search(r"standard-library modules: `([^`]+)`", _readme())
-    assert found, "the README lists the modules a script may import"
+def test_the_page_module_list_is_the_contract():
+    found = re.search(r"standard-library modules: `([^`]+)`", _page())
+    assert found, "the script-contract page lists the modules a script may import"
     assert found.group(1).split() == list(contract.MODULES)
 
 
-def test_the_readme_primitives_table_is_the_contract():
+def test_the_page_primitives_table_is_the_contract():
     spans = [span for row in _primitives_table() for span in row]
     # Besides the primitives, the table shows `print(...)`, a builtin that logs.
     signatures = [span for span in spans if span != "print(...)"]
     assert signatures == [primitive["signature"] for primitive in contract.CONTRACT["primitives"]]
 
 
-def test_the_readme_lists_the_refused_builtins():
-    found = re.search(r"builtins are refused[^`]*`([^`]+)`", _readme())
-    assert found, "the README lists the refused builtins"
+def test_the_page_lists_the_refused_builtins():
+    found = re.search(r"builtins are refused[^`]*`([^`]+)`", _page())
+    assert found, "the script-contract page lists the refused builtins"
     assert found.group(1).split() == list(contract.REFUSED_BUILTINS)
 
 
-def test_the_readme_names_the_contract_file():
-    relative = Path(contract.PATH).resolve().relative_to(README.parent)
-    assert f"`{relative.as_posix()}`" in _readme()
+def test_the_page_names_the_contract_file():
+    relative = Path(contract.PATH).resolve().relative_to(ROOT)
+    assert f"`{relative.as_posix()}`" in _page()
