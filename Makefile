@@ -84,7 +84,7 @@ $(RESTATE_SERVER):
 	cd $(RESTATE_DIR) && npm install --no-save --no-audit --no-fund --loglevel=error @restatedev/restate-server@1.7.12
 	test -x $@ && touch $@
 
-# flowbox on Restate against the local engine (see the README's Benchmarks).
+# flowbox on Restate against the local engine (see docs/benchmarks.md).
 bench-restate: guest restate-setup
 	$(CARGO) bench --locked -p flowbox-restate --bench restate
 

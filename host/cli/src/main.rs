@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use clap::{Parser, Subcommand};
 use flowbox::RunErrorClass;
 
-/// Exit codes, as documented in `--help` and the README.
+/// Exit codes, as documented in `--help` and `docs/cli.md`.
 const AFTER_HELP: &str = "\
 Exit codes:
   0  success

@@ -1,4 +1,5 @@
-//! The `flowbox` binary end to end: the README's commands, `--json`, and every exit code.
+//! The `flowbox` binary end to end: the commands the README and `docs/` show, `--json`, and
+//! every exit code.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -2022,7 +2023,8 @@ fn a_journal_of_the_previous_format_resumes_and_shows() {
     );
 }
 
-/// The README's plan command, on the example with the example price table.
+/// The plan command of the README and `docs/plans.md`, on the example with the example price
+/// table.
 const PLAN: &[&str] = &[
     "plan",
     "examples/review.py",

@@ -237,7 +237,7 @@ fn dechunk(mut rest: &str) -> String {
     body
 }
 
-/// Rows of the admin API's SQL introspection (what the README tells to read threads with).
+/// Rows of the admin API's SQL introspection (what `docs/restate.md` tells to read threads with).
 fn query(server: &Server, sql: &str) -> Vec<Value> {
     let answer = post_json(
         &format!("{}/query", server.admin),
@@ -892,7 +892,7 @@ fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal
     }
     assert_paid_once(&cluster, 12, 1);
     assert_run_events(&events_of(&events), "kill-after-fanout", 12);
-    // The README's queries find the thread and its journal, batches included.
+    // The queries of `docs/restate.md` find the thread and its journal, batches included.
     let threads = query(
         &cluster.server,
         "SELECT id, target, status, created_at FROM sys_invocation \

@@ -1,8 +1,8 @@
 //! Every bound a run is held to, in one serde-loadable type.
 //!
 //! Each limit has one mechanism and one typed error (see [`crate::RunError`]); the defaults
-//! below are documented with the reason for each value, and the README's limits table repeats
-//! them.
+//! below are documented with the reason for each value, and the limits table of
+//! `docs/limits.md` repeats them.
 
 use std::time::Duration;
 

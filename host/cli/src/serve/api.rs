@@ -1,7 +1,7 @@
 //! The JSON API under `/api/`: threads, one thread, its events from a sequence number, one
 //! leaf's detail, and a thread's events as a live stream (server-sent events). Every answer is
 //! JSON; a thread or leaf that does not exist is a 404 and a bad parameter a 400, each with
-//! `{"error": "..."}`. The README documents the shapes.
+//! `{"error": "..."}`. `docs/events.md` documents the shapes.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
