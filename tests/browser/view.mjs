@@ -108,7 +108,7 @@ try {
   // The runs page: a finished and a running thread (the running one appears without a reload).
   await page.goto(base + "/");
   await page.locator('tr[data-thread="slow"] [data-status="running"]').waitFor({ timeout: 30000 });
-  await page.locator('tr[data-thread="finished"] [data-status="ok"]').waitFor();
+  await page.locator('tr[data-thread="finished"] [data-status="succeeded"]').waitFor();
   await page.locator('tr[data-thread="failed"] [data-status="failed"]').waitFor();
   assert.equal(await page.locator('tr[data-thread="finished"] td').first().textContent(), "fan-3");
   await page.fill("#search", "fan-4");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowbox::backends::{FakeBackend, ScriptedBackend};
-use flowbox::store::{CheckpointStore, MemoryStore, RunStatus, SqliteStore};
+use flowbox::store::{CheckpointStore, MemoryStore, SqliteStore, ThreadStatus};
 use flowbox::{
     JournalError, LeafBackend, RunError, RunErrorClass, RunErrorKind, RunRequest, Runtime,
 };
@@ -56,12 +56,12 @@ async fn every_completion_is_journaled_and_the_end_recorded() {
         .await;
     assert!(outcome.result.is_ok(), "{:?}", outcome.result);
     let run = store.load("journal").await.unwrap().unwrap();
-    assert_eq!(run.entries.len() as u32, outcome.summary.agents_spawned);
+    assert_eq!(run.entries.len() as u32, outcome.summary.leaves);
     assert_eq!(run.entries.len(), 12 + 8);
     let seqs: Vec<u64> = run.entries.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, (0..20).collect::<Vec<_>>());
     assert!(run.entries.windows(2).all(|w| w[0].batch <= w[1].batch));
-    assert_eq!(run.status(), RunStatus::Succeeded);
+    assert_eq!(run.status, ThreadStatus::Succeeded);
     let end = run.end.unwrap();
     assert_eq!(end.outcome.result.unwrap(), outcome.result.unwrap());
 }
@@ -97,7 +97,7 @@ async fn a_finished_thread_returns_its_recorded_outcome() {
         .resume("done", None)
         .await;
     assert_eq!(again.result.unwrap(), first.result.unwrap());
-    assert_eq!(again.summary.agents_spawned, 1);
+    assert_eq!(again.summary.leaves, 1);
     // A failed thread replays its failure the same way.
     live.run_request(RunRequest::new("raise ValueError('no')\nreturn 1").thread_id("failed"))
         .await;
@@ -184,7 +184,7 @@ async fn an_interrupted_run_calls_only_the_leaves_it_had_not_finished() {
     assert_eq!(result[7], json!("[fake leaf] step 7"));
     // Finished leaves are not paid for twice; the one in flight at the crash is called again.
     assert_eq!(backend.calls() - calls_before, 8 - journaled);
-    assert_eq!(outcome.summary.agents_spawned, 8);
+    assert_eq!(outcome.summary.leaves, 8);
 }
 
 #[tokio::test]
@@ -292,8 +292,8 @@ async fn failures_of_the_machinery_leave_the_thread_open() {
     assert!(matches!(outcome.result, Err(RunError::Divergence(_))));
     // The divergence did not close the thread: it can still be resumed once fixed.
     assert_eq!(
-        copy.load("open").await.unwrap().unwrap().status(),
-        RunStatus::Running
+        copy.load("open").await.unwrap().unwrap().status,
+        ThreadStatus::Resumable
     );
 }
 
@@ -547,7 +547,7 @@ async fn a_result_the_host_cannot_parse_is_an_invalid_result_that_ends_the_threa
     assert_eq!(error.kind(), RunErrorKind::InvalidResult, "{error}");
     assert_eq!(error.class(), RunErrorClass::Script);
     let run = store.load("unparsable").await.unwrap().unwrap();
-    assert_eq!(run.status(), RunStatus::Failed);
+    assert_eq!(run.status, ThreadStatus::Failed);
     assert_eq!(
         run.end.unwrap().outcome.result.unwrap_err().kind,
         RunErrorKind::InvalidResult

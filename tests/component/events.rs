@@ -116,7 +116,7 @@ async def main():
     match &events[n - 1].kind {
         EventKind::RunFinished { ok, summary, error } => {
             assert!(*ok && error.is_none());
-            assert_eq!(summary.agents_spawned, 100);
+            assert_eq!(summary.leaves, 100);
         }
         other => panic!("the last event is {other:?}"),
     }

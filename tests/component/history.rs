@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use flowbox::history::Follower;
+use flowbox::events::history::Follower;
 use flowbox::store::{CheckpointStore, SqliteStore};
 use flowbox::{Event, EventKind, RunRequest, Runtime};
 use flowbox_tests::{CountingBackend, root};
@@ -73,7 +73,7 @@ async fn a_run_journals_its_events_as_they_happen_and_another_reader_follows_the
     assert_eq!(kinds[..3], ["run_started", "phase", "log"]);
     assert_eq!(kinds.last(), Some(&"run_finished"));
     // Read again from a sequence number; a finished thread's follower ends at once.
-    let tail = flowbox::history::read(reader.as_ref(), "fan", 3, 2)
+    let tail = flowbox::events::history::read(reader.as_ref(), "fan", 3, 2)
         .await
         .unwrap();
     assert_eq!(tail, followed[3..5]);
@@ -103,7 +103,7 @@ async fn a_resumed_thread_continues_its_history_and_marks_replayed_leaves() {
     assert!(before > 0);
     let outcome = rt.resume("again", None).await;
     assert!(outcome.result.is_ok(), "{:?}", outcome.result);
-    let events = flowbox::history::read(store.as_ref(), "again", 0, 10_000)
+    let events = flowbox::events::history::read(store.as_ref(), "again", 0, 10_000)
         .await
         .unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use flowbox::backends::{AgentBackend, AgentConfig};
 use flowbox::chat::{ChatModel, ChatRequest, ChatResponse, Message};
 use flowbox::store::{
-    CallRequest, CheckpointStore, EntryOutcome, MemoryStore, RunStatus, SqliteStore,
+    CallRequest, CheckpointStore, EntryOutcome, MemoryStore, SqliteStore, ThreadStatus,
 };
 use flowbox::tools::{Tool, ToolError, ToolSet, ToolSpec};
 use flowbox::{BackendError, Event, EventKind, LeafBackend, RunOutcome, RunRequest, Runtime};
@@ -241,7 +241,7 @@ async fn a_script_reconfiguring_json_changes_nothing_that_crosses() {
         vec![TOOL_ARGUMENTS.to_owned()]
     );
     let run = store.load("reconfigured").await.unwrap().unwrap();
-    assert_eq!(run.status(), RunStatus::Succeeded);
+    assert_eq!(run.status, ThreadStatus::Succeeded);
 
     // The issue's own case: a list comes back as the list it is.
     let outcome = rt

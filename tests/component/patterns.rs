@@ -130,7 +130,7 @@ async fn fan_out_synthesise_merges_only_the_branches_that_succeeded() {
         "{answer}"
     );
     assert!(!answer.contains("perspective cost"), "{answer}");
-    assert_eq!(summary.agents_spawned, 5);
+    assert_eq!(summary.leaves, 5);
     assert_eq!(summary.phases, ["fan out", "synthesise"]);
     assert!(
         summary
@@ -146,7 +146,7 @@ async fn fan_out_synthesise_merges_only_the_branches_that_succeeded() {
         run_pattern(&rt, "fan_out_synthesise", json!({"perspectives": ["cost"]})).await;
     assert_eq!(result["answer"], Value::Null);
     assert_eq!(result["failed"], json!(["cost"]));
-    assert_eq!(summary.agents_spawned, 1);
+    assert_eq!(summary.leaves, 1);
     assert_eq!(summary.phases, ["fan out"]);
 }
 
@@ -189,7 +189,7 @@ async fn pipeline_over_items_has_no_barrier_and_reports_the_failed_item() {
         json!([{"index": 1, "ticket": "costs per team?"}])
     );
     // 3 extracts, 3 summaries (one failing), 2 classifications.
-    assert_eq!(summary.agents_spawned, 8);
+    assert_eq!(summary.leaves, 8);
     assert_eq!(summary.phases, ["process"]);
     assert!(
         summary
@@ -236,7 +236,7 @@ async fn draft_review_revise_revises_once_then_stops_when_approved() {
         result,
         json!({"draft": "second draft", "approved": true, "rounds": 2, "open_issues": []})
     );
-    assert_eq!(summary.agents_spawned, 4);
+    assert_eq!(summary.leaves, 4);
     assert_eq!(summary.phases, ["draft", "review"]);
 }
 
@@ -258,7 +258,7 @@ async fn draft_review_revise_is_bounded_by_rounds_and_by_the_budget() {
         json!({"draft": "draft after revise 1", "approved": false, "rounds": 2,
                "open_issues": ["still vague"]})
     );
-    assert_eq!(summary.agents_spawned, 4);
+    assert_eq!(summary.leaves, 4);
 
     // With 250 tokens, after the draft and one review (200) a round no longer fits.
     let request = RunRequest::new(pattern("draft_review_revise"))
@@ -269,7 +269,7 @@ async fn draft_review_revise_is_bounded_by_rounds_and_by_the_budget() {
         json!({"draft": "first draft", "approved": false, "rounds": 1,
                "open_issues": ["still vague"]})
     );
-    assert_eq!(summary.agents_spawned, 2);
+    assert_eq!(summary.leaves, 2);
     assert!(
         summary.logs.iter().any(|l| l.contains("budget")),
         "{:?}",
@@ -307,7 +307,7 @@ async fn plan_execute_check_retries_a_failed_check_with_its_feedback() {
         ])
     );
     // plan + (step, check) × (1 + 2 + 1)
-    assert_eq!(summary.agents_spawned, 9);
+    assert_eq!(summary.leaves, 9);
     assert_eq!(summary.phases, ["plan", "execute"]);
 
     // With one attempt, step 2 fails its check, and step 3, which builds on it, is skipped.
@@ -323,7 +323,7 @@ async fn plan_execute_check_retries_a_failed_check_with_its_feedback() {
         result["steps"][2],
         json!({"step": "add examples", "status": "skipped"})
     );
-    assert_eq!(summary.agents_spawned, 5);
+    assert_eq!(summary.leaves, 5);
 }
 
 #[tokio::test]
@@ -349,7 +349,7 @@ async fn independent_tasks_keep_each_failures_reason() {
             "failed": ["b"],
         })
     );
-    assert_eq!(summary.agents_spawned, 3);
+    assert_eq!(summary.leaves, 3);
     assert_eq!(summary.phases, ["run"]);
     // Caught in the branch, so parallel() logs no failure of its own.
     assert_eq!(summary.logs, ["2 of 3 tasks succeeded"]);
@@ -363,7 +363,7 @@ async fn independent_tasks_keep_each_failures_reason() {
     assert_eq!(result["results"][1]["error"], "context window exceeded");
     let capped = result["results"][2]["error"].as_str().unwrap();
     assert!(capped.contains("at most 2 leaf agents"), "{capped}");
-    assert_eq!(summary.agents_spawned, 2);
+    assert_eq!(summary.leaves, 2);
 }
 
 #[tokio::test]
@@ -386,7 +386,7 @@ async fn structured_decision_branches_on_the_choice_and_its_confidence() {
         ),
         (&json!("fix"), &json!("fix"), &json!("patch plan"))
     );
-    assert_eq!(summary.agents_spawned, 2);
+    assert_eq!(summary.leaves, 2);
     assert_eq!(summary.phases, ["decide", "act"]);
 
     // Not confident enough for the threshold: escalated, with the reasons passed on.
@@ -402,7 +402,7 @@ async fn structured_decision_branches_on_the_choice_and_its_confidence() {
             .unwrap()
             .contains("a missing null check")
     );
-    assert_eq!(summary.agents_spawned, 2);
+    assert_eq!(summary.leaves, 2);
 
     // Closing needs no second leaf.
     let (result, summary) = run_pattern(
@@ -415,7 +415,7 @@ async fn structured_decision_branches_on_the_choice_and_its_confidence() {
         (&result["action"], &result["outcome"]),
         (&json!("close"), &json!("Closed: duplicate of ticket 12"))
     );
-    assert_eq!(summary.agents_spawned, 1);
+    assert_eq!(summary.leaves, 1);
 }
 
 #[tokio::test]
@@ -453,7 +453,7 @@ async fn tool_then_interpret_reads_exact_files_and_reports_tool_errors() {
     );
     // One listing and three reads (the directory is skipped); one leaf.
     assert_eq!(summary.tools_called, 4);
-    assert_eq!(summary.agents_spawned, 1);
+    assert_eq!(summary.leaves, 1);
     assert_eq!(summary.phases, ["read", "interpret"]);
 
     // A directory that is not granted ends the run with the tool's error in the result.
@@ -464,6 +464,6 @@ async fn tool_then_interpret_reads_exact_files_and_reports_tool_errors() {
         result["error"].as_str().is_some_and(|e| !e.is_empty()),
         "{result}"
     );
-    assert_eq!(summary.agents_spawned, 0);
+    assert_eq!(summary.leaves, 0);
     assert_eq!(summary.phases, ["read"]);
 }

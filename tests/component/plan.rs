@@ -138,7 +138,7 @@ async fn the_plan_of_every_pattern_matches_the_leaves_a_real_run_makes_per_profi
         let outcome = runtime.run(&script, json!({})).await;
         let summary = outcome.summary.clone();
         outcome.result.unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(plan.leaves, summary.agents_spawned, "{name}");
+        assert_eq!(plan.leaves, summary.leaves, "{name}");
         assert_eq!(per_profile(&plan), recording.per_profile(), "{name}");
         assert_eq!(plan.tool_calls, summary.tools_called, "{name}");
         let phases: Vec<&str> = plan.phases.iter().map(|p| p.name.as_str()).collect();
@@ -240,7 +240,7 @@ async fn a_gate_below_the_plan_refuses_the_run_before_any_backend_call() {
         };
         assert!(refusal.reason.contains(reason), "{}", refusal.reason);
         assert_eq!(refusal.plan.leaves, 5);
-        assert_eq!(outcome.summary.agents_spawned, 0);
+        assert_eq!(outcome.summary.leaves, 0);
         // Nothing was journaled: the refused run left no thread.
         assert!(store.load("gated").await.unwrap().is_none());
         let json = outcome.to_json();
@@ -342,7 +342,7 @@ return [r is not None for r in out]
         outcome.result.unwrap(),
         json!([true, true, true, false, false, false])
     );
-    assert_eq!(outcome.summary.agents_spawned, 3);
+    assert_eq!(outcome.summary.leaves, 3);
 }
 
 #[tokio::test]

@@ -78,7 +78,7 @@ return {"todo": todo["content"], "names": [e["name"] for e in listing["entries"]
         "{errors:?}"
     );
     assert_eq!(outcome.summary.tools_called, 3);
-    assert_eq!(outcome.summary.agents_spawned, 1);
+    assert_eq!(outcome.summary.leaves, 1);
 
     let mut called = 0;
     let mut finished = 0;

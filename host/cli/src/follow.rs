@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use flowbox::history::Follower;
-use flowbox::store::{CheckpointStore, GroupKind, RunStatus, SqliteStore};
+use flowbox::events::history::Follower;
+use flowbox::store::{CheckpointStore, GroupKind, SqliteStore, ThreadStatus};
 use flowbox::{Event, EventKind, Position};
 
 use crate::Failure;
@@ -36,7 +36,9 @@ pub(crate) async fn follow(store: SqliteStore, thread: &str, json: bool) -> Resu
     // record says.
     let ok = match ok {
         Some(ok) => ok,
-        None => store.status(thread).await.map_err(Failure::journal)? == Some(RunStatus::Succeeded),
+        None => {
+            store.status(thread).await.map_err(Failure::journal)? == Some(ThreadStatus::Succeeded)
+        }
     };
     Ok(if ok { 0 } else { 1 })
 }
@@ -128,7 +130,7 @@ fn line(event: &Event) -> String {
         EventKind::RunFinished { ok, summary, error } => format!(
             "run {} ({} leaves, {} tokens, {} ms){}",
             if *ok { "succeeded" } else { "failed" },
-            summary.agents_spawned,
+            summary.leaves,
             summary.tokens_spent,
             summary.duration_ms,
             error

@@ -6,6 +6,7 @@
 use std::io::Write;
 
 use flowbox::EventKind;
+use flowbox::events::Progress;
 
 use crate::events::Feed;
 
@@ -52,62 +53,52 @@ impl Display {
     }
 }
 
+/// What the line shows: the runs' progress, one run after another.
 #[derive(Debug, Default, PartialEq)]
-struct State {
-    name: Option<String>,
-    phase: Option<String>,
-    running: u64,
-    done: u64,
-    failed: u64,
-    tokens: u64,
-    missed: u64,
-}
+struct State(Progress);
 
 impl State {
     fn apply(&mut self, kind: EventKind) {
         match kind {
-            EventKind::RunStarted { name, .. } => self.name = name,
-            EventKind::Phase { title } => self.phase = Some(title),
             EventKind::Log { message } => {
                 self.clear();
                 err!("  {}", terminal_safe(&message));
             }
-            EventKind::LeafStarted { .. } => self.running += 1,
-            EventKind::LeafFinished { ok, tokens, .. } => {
-                self.running = self.running.saturating_sub(1);
-                self.done += 1;
-                self.failed += u64::from(!ok);
-                self.tokens += tokens;
-            }
-            EventKind::Gap { missed } => self.missed += missed,
             EventKind::RunFinished { .. } => {
                 // A root agent may run several workflows; each starts from a clean line.
                 *self = Self::default();
                 self.clear();
                 return;
             }
-            _ => {}
+            kind => {
+                self.0.apply(&kind);
+            }
         }
         self.draw();
     }
 
     fn draw(&self) {
+        let progress = &self.0;
         let mut line = String::new();
-        if let Some(name) = &self.name {
+        if let Some(name) = &progress.name {
             line.push_str(name);
             line.push_str(" · ");
         }
-        if let Some(phase) = &self.phase {
+        if let Some(phase) = &progress.phase {
             line.push_str(phase);
             line.push_str(" · ");
         }
-        line.push_str(&format!("{} running · {} done", self.running, self.done));
-        if self.failed > 0 {
-            line.push_str(&format!(" ({} failed)", self.failed));
+        line.push_str(&format!(
+            "{} running · {} done",
+            progress.running(),
+            progress.done
+        ));
+        if progress.failed > 0 {
+            line.push_str(&format!(" ({} failed)", progress.failed));
         }
-        line.push_str(&format!(" · {} tokens", self.tokens));
-        if self.missed > 0 {
-            line.push_str(&format!(" · {} events missed", self.missed));
+        line.push_str(&format!(" · {} tokens", progress.tokens));
+        if progress.missed > 0 {
+            line.push_str(&format!(" · {} events missed", progress.missed));
         }
         let mut stderr = std::io::stderr().lock();
         let _ = write!(
@@ -146,7 +137,10 @@ mod tests {
             prompt_preview: "x".into(),
             path: vec![],
         });
-        assert_eq!((state.running, state.phase.as_deref()), (1, Some("review")));
+        assert_eq!(
+            (state.0.running(), state.0.phase.as_deref()),
+            (1, Some("review"))
+        );
         state.apply(EventKind::RunFinished {
             ok: true,
             summary: Box::default(),

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use flowbox::{Event, EventKind, Limits, RunError, Runtime};
+use flowbox::events::history;
+use flowbox::{Event, EventKind, RunError, RunOutcome, RunRequest, Runtime};
 use flowbox_restate::{
-    Client, ClientError, RestateEngine, Services, Worker, WorkflowInput, sha256_hex,
+    Client, ClientError, EngineError, RestateEngine, Services, Worker, restate_message,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -152,58 +153,41 @@ async fn shutdown() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// `flowbox run SCRIPT --restate URL`: submits the run as thread `thread_id` and prints its
-/// outcome. A thread Restate already holds must have been started with the same script and
-/// args (else the run is a divergence); its outcome is waited for, as `attach` does.
+/// `flowbox run SCRIPT --restate URL`: submits `request` (which names its thread) through the
+/// engine and prints its outcome as a local run's. A thread Restate already holds must have
+/// been started with the same script and args (else the run is a divergence); its outcome is
+/// waited for, as `attach` does.
 pub(crate) async fn run(
     ingress: &str,
-    script: String,
-    args: Value,
-    thread_id: String,
-    limits: Option<Limits>,
+    request: RunRequest,
     json: bool,
     events: Option<&PathBuf>,
 ) -> Result<u8, Failure> {
-    let client = Client::new(ingress).map_err(Failure::input)?;
-    flowbox::RunRequest::check_thread_id(&thread_id).map_err(Failure::run)?;
-    let follower = Follower::start(&client, &thread_id, events, json)?;
+    let engine = RestateEngine::new(ingress).map_err(Failure::input)?;
+    let thread_id = request.parts().thread_id.unwrap_or_default().to_owned();
+    RunRequest::check_thread_id(&thread_id).map_err(Failure::run)?;
+    let follower = Follower::start(engine.client(), &thread_id, events, json)?;
     if !json {
         err!("thread {thread_id}");
     }
-    let input = WorkflowInput {
-        script,
-        args,
-        limits,
-        guard: true,
-    };
-    if let Some(start) = client.started(&thread_id).await.map_err(unreachable)? {
-        if start.script_sha256 != sha256_hex(input.script.as_bytes()) {
-            return Err(Failure::run(RunError::Divergence(format!(
-                "the script is not the one thread {thread_id} started with"
-            ))));
-        }
-        if start.args_sha256 != sha256_hex(input.args.to_string().as_bytes()) {
-            return Err(Failure::run(RunError::Divergence(format!(
-                "the args are not the ones thread {thread_id} started with"
-            ))));
-        }
-    }
-    client
-        .submit(&thread_id, &input)
-        .await
-        .map_err(unreachable)?;
+    engine.submit(&request).await.map_err(failed)?;
     // Submitted: the server may restart meanwhile (the run goes on), so keep asking.
-    let answer = outcome(&client, &thread_id, true).await;
+    let outcome = engine.outcome(&thread_id).await;
     follower.finish().await?;
-    report_answer(&thread_id, answer, json)
+    report_outcome(&thread_id, outcome, json)
 }
 
 pub(crate) async fn attach(args: AttachArgs) -> Result<u8, Failure> {
-    let client = Client::new(&args.restate).map_err(Failure::input)?;
-    let follower = Follower::start(&client, &args.thread, args.events.as_ref(), args.json)?;
-    let answer = outcome(&client, &args.thread, false).await;
+    let engine = RestateEngine::new(&args.restate).map_err(Failure::input)?;
+    let follower = Follower::start(
+        engine.client(),
+        &args.thread,
+        args.events.as_ref(),
+        args.json,
+    )?;
+    let outcome = engine.outcome_now(&args.thread).await;
     follower.finish().await?;
-    report_answer(&args.thread, answer, args.json)
+    report_outcome(&args.thread, outcome, args.json)
 }
 
 /// How often a follower asks Restate for a run's new events.
@@ -253,9 +237,10 @@ impl Follower {
             });
         }
         let (stop, stopped) = oneshot::channel();
+        let history =
+            history::Follower::new(Arc::new(client.clone()), thread_id, 0).with_poll(POLL);
         let task = tokio::spawn(follow(
-            client.clone(),
-            thread_id.to_owned(),
+            history,
             Feeds {
                 log: log_feed,
                 display: display_feed,
@@ -331,90 +316,66 @@ fn gap(thread_id: &str, missed: u64) -> Event {
     }
 }
 
-/// Polls the thread's events until told to stop, then reads once more (the workflow
-/// published its last events before its outcome) and ends. Events Restate no longer keeps, or
-/// that a full buffer of the worker dropped, arrive as one gap.
+/// Delivers the thread's events until its run ends or the follower is told to stop, then
+/// reads once more (the workflow published its last events before its outcome) and ends.
+/// Events Restate no longer keeps, or that a full buffer of the worker dropped, arrive as one
+/// gap each. Restate restarting, or the thread not there yet, is asked again.
 async fn follow(
-    client: Client,
-    thread_id: String,
+    mut history: history::Follower<Client>,
     mut feeds: Feeds,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let mut after = 0;
-    let mut stopping = false;
     loop {
-        // The server restarting, or the thread not there yet: ask again.
-        if let Ok(page) = client.events(&thread_id, after).await {
-            for event in page.events {
-                if event.seq <= after {
-                    continue;
+        tokio::select! {
+            next = history.next() => match next {
+                Ok(Some(events)) => {
+                    for event in events {
+                        feeds.deliver(event).await;
+                    }
                 }
-                if event.seq > after + 1 {
-                    feeds.deliver(gap(&thread_id, event.seq - after - 1)).await;
+                Ok(None) => return,
+                Err(_) => tokio::time::sleep(POLL).await,
+            },
+            _ = &mut stopped => {
+                if let Ok(events) = history.read_now().await {
+                    for event in events {
+                        feeds.deliver(event).await;
+                    }
                 }
-                after = event.seq;
-                feeds.deliver(event).await;
+                return;
             }
         }
-        if stopping {
-            return;
-        }
-        tokio::select! {
-            () = tokio::time::sleep(POLL) => {}
-            _ = &mut stopped => stopping = true,
-        }
     }
 }
 
-/// Waits for the thread's outcome and prints it as a local run's; `patient`, through a lost
-/// connection and the server's restart (as [`RestateEngine::attach`] waits).
-async fn outcome(
-    client: &Client,
+/// Prints an outcome from Restate as a local run's outcome.
+fn report_outcome(
     thread_id: &str,
-    patient: bool,
-) -> Result<Option<Value>, ClientError> {
-    match patient {
-        true => RestateEngine::from(client.clone()).attach(thread_id).await,
-        false => client.attach(thread_id).await,
-    }
-}
-
-/// Prints the answer [`outcome`] got as a local run's outcome.
-fn report_answer(
-    thread_id: &str,
-    answer: Result<Option<Value>, ClientError>,
+    outcome: Result<RunOutcome, EngineError>,
     json: bool,
 ) -> Result<u8, Failure> {
-    let outcome = match answer {
-        Ok(Some(outcome)) => outcome,
-        Ok(None) => return Err(Failure::run(RunError::UnknownThread(thread_id.to_owned()))),
-        Err(ClientError::Status { status, body, .. }) => {
-            return Err(Failure {
-                code: 1,
-                kind: "restate".into(),
-                error: anyhow::anyhow!(
-                    "the run of thread {thread_id} failed on Restate ({status}): {}",
-                    restate_message(&body)
-                ),
-            });
-        }
-        Err(error) => return Err(unreachable(error)),
-    };
-    let outcome = flowbox_restate::outcome_from_json(thread_id, outcome).map_err(Failure::run)?;
-    report(outcome, json)
+    match outcome {
+        Ok(outcome) => report(outcome, json),
+        Err(EngineError::Restate(ClientError::Status { status, body, .. })) => Err(Failure {
+            code: 1,
+            kind: "restate".into(),
+            error: anyhow::anyhow!(
+                "the run of thread {thread_id} failed on Restate ({status}): {}",
+                restate_message(&body)
+            ),
+        }),
+        Err(error) => Err(failed(error)),
+    }
 }
 
-/// The message of a Restate error body (`{"message": ...}`), else the body.
-fn restate_message(body: &str) -> String {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|value| {
-            value
-                .get("message")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| body.to_owned())
+/// A run Restate refused (a failure of the run's own kind) or could not be asked about (the
+/// machinery failed: exit code 1).
+fn failed(error: EngineError) -> Failure {
+    match error {
+        EngineError::Run(error) => Failure::run(error),
+        EngineError::Restate(error) => unreachable(error),
+        other => Failure::run(other.into_run_error()),
+    }
 }
 
 /// Restate could not be asked, or answered an error: the machinery failed (exit code 1).

@@ -58,21 +58,12 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     let script_args =
         read_args(args.args.as_deref(), args.args_file.as_deref()).map_err(Failure::input)?;
     if let Some(ingress) = &args.restate {
-        let limits = match args.options.sets_limits() {
-            true => Some(args.options.limits().map_err(Failure::input)?),
-            false => None,
-        };
         let thread = args.thread.unwrap_or_else(RunRequest::new_thread_id);
-        return crate::restate::run(
-            ingress,
-            script,
-            script_args,
-            thread,
-            limits,
-            args.json,
-            args.events.as_ref(),
-        )
-        .await;
+        let mut request = RunRequest::new(script).args(script_args).thread_id(thread);
+        if args.options.sets_limits() {
+            request = request.limits(args.options.limits().map_err(Failure::input)?);
+        }
+        return crate::restate::run(ingress, request, args.json, args.events.as_ref()).await;
     }
     let journal = (!args.no_journal).then_some(&args.journal);
     let runtime = build_runtime(&args.options, journal.map(Journal::Create))?;
@@ -227,7 +218,7 @@ pub(crate) fn report(outcome: RunOutcome, json: bool) -> Result<u8, Failure> {
                 err!(
                     "thread {} · {} leaves · {} tokens{estimated} · {} fuel · {} ms",
                     summary.thread_id,
-                    summary.agents_spawned,
+                    summary.leaves,
                     summary.tokens_spent,
                     summary.fuel_used,
                     summary.duration_ms

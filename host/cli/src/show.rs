@@ -1,7 +1,7 @@
 //! `flowbox show ID`: one thread's header, journal and outcome.
 
 use clap::Args;
-use flowbox::store::{CallRequest, EntryOutcome, SqliteStore, StoredRun, UtcTime};
+use flowbox::store::{CallRequest, EntryOutcome, SqliteStore, StoredThread, ThreadStatus, UtcTime};
 use serde_json::json;
 
 use crate::Failure;
@@ -46,18 +46,18 @@ pub(crate) async fn show(args: ShowArgs) -> Result<u8, Failure> {
 
 /// The thread as `flowbox show --json` prints it: {"header", "name", "status", "entries",
 /// "outcome"}.
-pub(crate) fn to_json(run: &StoredRun) -> serde_json::Value {
+pub(crate) fn to_json(run: &StoredThread) -> serde_json::Value {
     json!({
         "header": run.header,
         "name": run.name,
-        "status": run.status(),
+        "status": run.status,
         "entries": run.entries,
         "outcome": run.end.as_ref().map(|end| &end.outcome),
     })
 }
 
 /// The thread as `flowbox show` prints it, line by line.
-pub(crate) fn lines(run: &StoredRun) -> Vec<String> {
+pub(crate) fn lines(run: &StoredThread) -> Vec<String> {
     let mut lines = Vec::new();
     macro_rules! push {
         ($($arg:tt)*) => {
@@ -70,7 +70,7 @@ pub(crate) fn lines(run: &StoredRun) -> Vec<String> {
         "name     {}",
         terminal_safe(run.name.as_deref().unwrap_or("-"))
     );
-    push!("status   {}", crate::threads::status_word(run.status()));
+    push!("status   {}", run.status);
     push!(
         "started  {}",
         UtcTime::from_unix_millis(header.created_unix_ms)
@@ -116,6 +116,9 @@ pub(crate) fn lines(run: &StoredRun) -> Vec<String> {
             "outcome  {}",
             terminal_safe(&serde_json::to_string_pretty(&end.outcome).expect("outcomes serialise"))
         ),
+        None if run.status == ThreadStatus::Running => {
+            push!("outcome  (not finished: a run is driving it now)");
+        }
         None => push!(
             "outcome  (not finished: `flowbox resume {}` continues it)",
             header.thread_id

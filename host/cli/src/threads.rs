@@ -1,7 +1,7 @@
 //! `flowbox threads`: the journaled runs, newest first.
 
 use clap::Args;
-use flowbox::store::{CheckpointStore, Listing, RunListing, RunStatus, UtcTime};
+use flowbox::store::{CheckpointStore, Listing, ThreadSummary, UtcTime};
 
 use crate::Failure;
 use crate::options::JournalOptions;
@@ -46,7 +46,7 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
 }
 
 /// The threads as `flowbox threads` prints them: a header line, then one line per thread.
-pub(crate) fn table(threads: &[RunListing]) -> Vec<String> {
+pub(crate) fn table(threads: &[ThreadSummary]) -> Vec<String> {
     let mut lines = vec![format!(
         "{:<32} {:<24} {:<10} {:>7} {:>9}  started",
         "thread", "name", "status", "leaves", "tokens"
@@ -56,20 +56,11 @@ pub(crate) fn table(threads: &[RunListing]) -> Vec<String> {
             "{:<32} {:<24} {:<10} {:>7} {:>9}  {}",
             run.thread_id,
             terminal_safe(run.name.as_deref().unwrap_or("-")),
-            status_word(run.status),
+            run.status,
             run.leaves,
             run.tokens,
             UtcTime::from_unix_millis(run.created_unix_ms)
         ));
     }
     lines
-}
-
-/// How `threads` and `show` name a thread's status.
-pub(crate) fn status_word(status: RunStatus) -> &'static str {
-    match status {
-        RunStatus::Running => "running",
-        RunStatus::Succeeded => "ok",
-        RunStatus::Failed => "failed",
-    }
 }

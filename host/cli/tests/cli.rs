@@ -102,7 +102,7 @@ fn run_json_prints_exactly_one_object() {
     assert_eq!(out["ok"], true);
     assert_eq!(out["error"], Value::Null);
     assert_eq!(out["summary"]["name"], "code-review");
-    assert_eq!(out["summary"]["agents_spawned"], 5);
+    assert_eq!(out["summary"]["leaves"], 5);
     assert_eq!(out["summary"]["phases"], json!(["review", "synthesise"]));
     assert_eq!(out["result"]["files"].as_array().unwrap().len(), 4);
 }
@@ -687,7 +687,7 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
     let before = call_log(&log);
     let shown: Value =
         serde_json::from_slice(&flowbox(&["show", "killed", "--db", db, "--json"]).stdout).unwrap();
-    assert_eq!(shown["status"], "running");
+    assert_eq!(shown["status"], "resumable", "no process holds it any more");
     let finished = journaled_prompts(&shown);
     let finished_prompts: Vec<&str> = finished.iter().map(|(p, _)| p.as_str()).collect();
     // Called before the kill but never journaled: in flight when the process died.
@@ -778,11 +778,14 @@ fn a_killed_run_resumes_without_paying_twice_for_finished_leaves() {
     assert_eq!(listing[0]["status"], "succeeded");
     assert_eq!(listing[0]["leaves"], 9);
     let table = String::from_utf8_lossy(&flowbox(&["threads", "--db", db]).stdout).into_owned();
-    assert!(table.contains("killed") && table.contains("ok"), "{table}");
+    assert!(
+        table.contains("killed") && table.contains("succeeded"),
+        "{table}"
+    );
     let text =
         String::from_utf8_lossy(&flowbox(&["show", "killed", "--db", db]).stdout).into_owned();
     assert!(text.contains("journal  9 completions"), "{text}");
-    assert!(text.contains("status   ok"), "{text}");
+    assert!(text.contains("status   succeeded"), "{text}");
 }
 
 #[test]
@@ -814,7 +817,7 @@ fn show_names_the_tools_a_thread_called() {
         text.contains(r#"tool read_file({"path":"notes/todo"#),
         "{text}"
     );
-    assert!(text.contains("status   ok"), "{text}");
+    assert!(text.contains("status   succeeded"), "{text}");
 }
 
 #[test]
@@ -895,7 +898,7 @@ fn reuse_leaves_calls_the_backend_only_for_changed_requests() {
         "{}",
         new[0]
     );
-    assert_eq!(second["summary"]["agents_spawned"], 3);
+    assert_eq!(second["summary"]["leaves"], 3);
     // Thread B journals all three leaves, reused or not, so it resumes without the backend.
     let shown = stdout_json(&flowbox(&["show", "reuse-b", "--db", db, "--json"]));
     assert_eq!(shown["status"], "succeeded");
@@ -1226,7 +1229,7 @@ return {"plain": plain, "with_file": with_file, "rated": rated, "fast": fast,
         "unknown model profile \"gpt-5\"; profiles: fast"
     );
     assert_eq!(result["direct"], "ship it");
-    assert_eq!(out["summary"]["agents_spawned"], 4);
+    assert_eq!(out["summary"]["leaves"], 4);
     assert_eq!(out["summary"]["input_tokens"], 11 * 5);
     assert!(!stdout.contains(key));
 
@@ -1984,7 +1987,7 @@ fn a_journal_of_the_previous_format_resumes_and_shows() {
         resumed["result"].to_string(),
         r#"{"verdict":{"verdict":"approve","n":1180591620717411303425},"failure":"provider unavailable","summary":"all good","n":1180591620717411303424}"#
     );
-    assert_eq!(resumed["summary"]["agents_spawned"], 3);
+    assert_eq!(resumed["summary"]["leaves"], 3);
     assert_eq!(resumed["summary"]["tools_called"], 1);
     let calls = calls_by_prompt(&log);
     assert_eq!(
@@ -2000,7 +2003,7 @@ fn a_journal_of_the_previous_format_resumes_and_shows() {
     let shown = flowbox(&["show", "old-finished", "--db", db]);
     assert_eq!(shown.status.code(), Some(0));
     let text = String::from_utf8_lossy(&shown.stdout).into_owned();
-    assert!(text.contains("status   ok"), "{text}");
+    assert!(text.contains("status   succeeded"), "{text}");
     assert!(text.contains("greet"), "{text}");
     assert!(text.contains("5e-324"), "{text}");
     let shown = stdout_json(&flowbox(&["show", "old-finished", "--db", db, "--json"]));

@@ -5,43 +5,21 @@
 //! data in temporary directories, and are stopped by pid.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use flowbox_testkit::events::assert_one_run;
+use flowbox_testkit::restate::{RestateServer, free_port, workspace_root};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// One cluster at a time: each test starts its own, and two at once would only compete for
 /// the same two cores.
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn restate_server() -> PathBuf {
-    let path = root().join(
-        "target/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
-    );
-    assert!(
-        path.exists(),
-        "no Restate server at {}: run `make restate-setup` (part of `make test`)",
-        path.display()
-    );
-    path
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// A child process, killed (SIGKILL, by its pid) when dropped.
@@ -110,90 +88,6 @@ impl Drop for Process {
     }
 }
 
-/// A Restate server on loopback with its data in a temporary directory.
-struct Server {
-    process: Option<Process>,
-    config: PathBuf,
-    data: PathBuf,
-    ingress: String,
-    admin: String,
-}
-
-impl Server {
-    fn start(dir: &Path) -> Self {
-        let (fabric, admin, ingress) = (free_port(), free_port(), free_port());
-        let config = dir.join("restate.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "disable-telemetry = true\nlisten-mode = \"tcp\"\nbind-ip = \"127.0.0.1\"\n\
-                 bind-port = {fabric}\ndefault-num-partitions = 4\n\
-                 rocksdb-total-memory-size = \"256 MiB\"\n\
-                 [admin]\nbind-port = {admin}\ndisable-web-ui = true\n\
-                 [ingress]\nbind-port = {ingress}\n"
-            ),
-        )
-        .unwrap();
-        let mut server = Self {
-            process: None,
-            config,
-            data: dir.join("restate-data"),
-            ingress: format!("http://127.0.0.1:{ingress}"),
-            admin: format!("http://127.0.0.1:{admin}"),
-        };
-        server.run();
-        server
-    }
-
-    fn run(&mut self) {
-        let process = Process::spawn(
-            "restate-server",
-            Command::new(restate_server())
-                .arg("--config-file")
-                .arg(&self.config)
-                .arg("--base-dir")
-                .arg(&self.data)
-                .args(["--node-name", "n1", "--no-logo"])
-                .args(["--log-disable-ansi-codes", "true"]),
-        );
-        self.process = Some(process);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !healthy(&format!("{}/health", self.admin))
-            || !healthy(&format!("{}/restate/health", self.ingress))
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the Restate server never came up"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut process) = self.process.take() {
-            process.kill9();
-        }
-    }
-}
-
-/// Whether `url` answers 200 (one plain HTTP/1.1 GET).
-fn healthy(url: &str) -> bool {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").expect("http URL");
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let Ok(mut stream) = std::net::TcpStream::connect(host) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let request = format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-    if stream.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    answer.starts_with("HTTP/1.1 200")
-}
-
 /// POSTs `body` to `url` (plain HTTP/1.1) and returns the JSON answer.
 fn post_json(url: &str, body: &Value) -> Value {
     use std::io::{Read, Write};
@@ -238,7 +132,7 @@ fn dechunk(mut rest: &str) -> String {
 }
 
 /// Rows of the admin API's SQL introspection (what `docs/restate.md` tells to read threads with).
-fn query(server: &Server, sql: &str) -> Vec<Value> {
+fn query(server: &RestateServer, sql: &str) -> Vec<Value> {
     let answer = post_json(
         &format!("{}/query", server.admin),
         &serde_json::json!({ "query": sql }),
@@ -277,16 +171,17 @@ fn logged(dir: &Path, name: &str) -> Vec<String> {
 
 fn flowbox() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
-    command
-        .current_dir(root())
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"));
+    command.current_dir(workspace_root()).env(
+        "FLOWBOX_CACHE_DIR",
+        workspace_root().join("target/flowbox-cache"),
+    );
     command
 }
 
 /// Starts a worker serving `services`, registered at `advertise` (its own address by
 /// default); returns it once registered.
 fn worker(
-    server: &Server,
+    server: &RestateServer,
     dir: &Path,
     name: &str,
     services: &str,
@@ -341,7 +236,7 @@ fn haproxy(dir: &Path, port: u16, servers: &[u16]) -> Process {
 /// A server, a workflow worker and two leaf workers behind HAProxy.
 struct Cluster {
     dir: tempfile::TempDir,
-    server: Server,
+    server: RestateServer,
     workflow: Option<Process>,
     leaves: Vec<Option<Process>>,
     /// The workflow worker's port: a restarted worker must come back at the address its
@@ -354,7 +249,7 @@ struct Cluster {
 impl Cluster {
     fn start(latency_ms: u64) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let server = Server::start(dir.path());
+        let server = RestateServer::start(dir.path());
         let leaf_ports = [free_port(), free_port()];
         let proxy_port = free_port();
         let proxy = haproxy(dir.path(), proxy_port, &leaf_ports);
@@ -470,38 +365,6 @@ fn kinds(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
 
-/// One whole run's events: numbered from 1 without holes or repeats, `run_started` first,
-/// `run_finished` last and once, and each of `leaves` leaves started and finished once.
-fn assert_run_events(events: &[Value], thread: &str, leaves: usize) {
-    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(
-        seqs,
-        (1..=events.len() as u64).collect::<Vec<_>>(),
-        "{events:#?}"
-    );
-    assert!(
-        events.iter().all(|e| e["thread_id"] == thread),
-        "{events:#?}"
-    );
-    let kinds = kinds(events);
-    assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
-    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
-    assert_eq!(kinds.iter().filter(|k| **k == "run_finished").count(), 1);
-    for kind in ["leaf_started", "leaf_finished"] {
-        let mut calls: Vec<u64> = events
-            .iter()
-            .filter(|e| e["type"] == kind)
-            .map(|e| e["call_id"].as_u64().unwrap())
-            .collect();
-        calls.sort_unstable();
-        assert_eq!(
-            calls,
-            (1..=leaves as u64).collect::<Vec<_>>(),
-            "{kind}: {kinds:?}"
-        );
-    }
-}
-
 const FANOUT: &str = r#"
 meta = {"name": "fanout", "description": "review twelve parts", "phases": [{"title": "review"}]}
 
@@ -577,11 +440,13 @@ fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
         // The worker published the run's events; the CLI wrote them as a local run does.
         let leaves = if name == "fanout.py" { 12 } else { 6 };
         let (remote_events, local_events) = (events_of(&remote_events), events_of(&local_events));
-        assert_run_events(&remote_events, &thread, leaves);
-        assert_run_events(&local_events, &thread, leaves);
-        assert_eq!(kinds(&remote_events), kinds(&local_events), "{name}");
+        assert_eq!(
+            assert_one_run(&remote_events, &thread, Some(leaves)),
+            assert_one_run(&local_events, &thread, Some(leaves)),
+            "{name}"
+        );
         let last = remote_events.last().unwrap();
-        assert_eq!(last["summary"]["agents_spawned"], leaves);
+        assert_eq!(last["summary"]["leaves"], leaves);
         assert_eq!(last["ok"], true);
     }
     // Exact JSON numbers and key order came through Restate unchanged.
@@ -673,7 +538,7 @@ fn hostile_scripts_end_in_their_limit_errors_and_good_runs_beside_them_complete(
             "{}",
             String::from_utf8_lossy(&good.stderr)
         );
-        assert_eq!(json_of(&good)["summary"]["agents_spawned"], 6);
+        assert_eq!(json_of(&good)["summary"]["leaves"], 6);
     }
     // Failing leaves reach the script as `AgentError`: a refusal at once, a retryable failure
     // after the leaf's bounded attempts.
@@ -739,7 +604,7 @@ fn a_changed_script_diverges_and_attach_gets_the_outcome_of_a_killed_submitter()
         String::from_utf8_lossy(&attached.stderr)
     );
     let outcome = json_of(&attached);
-    assert_eq!(outcome["summary"]["agents_spawned"], 6);
+    assert_eq!(outcome["summary"]["leaves"], 6);
     assert_eq!(outcome["result"]["notes"][5], "step 5 done");
     // Text output too, as a local run prints it.
     let text = output(flowbox().args(["attach", "orphan", "--restate", &cluster.server.ingress]));
@@ -817,13 +682,13 @@ fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
         "{}",
         String::from_utf8_lossy(&done.stderr)
     );
-    assert_eq!(json_of(&done)["summary"]["agents_spawned"], 6);
+    assert_eq!(json_of(&done)["summary"]["leaves"], 6);
     // At most the leaf in flight at the kill ran again.
     assert_paid_once(&cluster, 6, 1);
     // The replayed attempt published none of the events the first one had: the sequence is
     // one run's, as a local run's.
     let events = events_of(&events);
-    assert_run_events(&events, "kill-workflow", 6);
+    assert_one_run(&events, "kill-workflow", Some(6));
     let mut expected = vec!["run_started"];
     expected.extend(["leaf_started", "leaf_finished"].repeat(6));
     expected.push("run_finished");
@@ -876,7 +741,7 @@ fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal
         String::from_utf8_lossy(&done.stdout)
     );
     let outcome = json_of(&done);
-    assert_eq!(outcome["summary"]["agents_spawned"], 12);
+    assert_eq!(outcome["summary"]["leaves"], 12);
     assert_eq!(outcome["result"]["reviews"][7], "review 7: fine");
     assert_eq!(outcome["result"]["notes"][3], "step 3 done");
     // The fan-out's completions, in the batches the first attempt received them, came from the
@@ -891,7 +756,7 @@ fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal
         );
     }
     assert_paid_once(&cluster, 12, 1);
-    assert_run_events(&events_of(&events), "kill-after-fanout", 12);
+    assert_one_run(&events_of(&events), "kill-after-fanout", Some(12));
     // The queries of `docs/restate.md` find the thread and its journal, batches included.
     let threads = query(
         &cluster.server,
@@ -922,7 +787,7 @@ fn a_killed_server_restarts_on_its_data_and_only_the_leaf_in_flight_repeats() {
     let submitter = spawn(&mut cluster.run(&script, &["--thread", "kill-server"]));
     wait_for_calls(&cluster, 3);
     cluster.server.kill9();
-    cluster.server.run();
+    cluster.server.restart();
     let done = finish(submitter);
     assert!(
         done.status.success(),
@@ -952,7 +817,7 @@ fn a_killed_leaf_worker_s_leaves_run_elsewhere_and_the_run_completes() {
         String::from_utf8_lossy(&done.stderr)
     );
     let outcome = json_of(&done);
-    assert_eq!(outcome["summary"]["agents_spawned"], 12);
+    assert_eq!(outcome["summary"]["leaves"], 12);
     assert_eq!(outcome["result"]["reviews"][11], "review 11: fine");
     assert!(in_flight_at_kill > 0);
     // The killed worker's leaves were answered by the other one.

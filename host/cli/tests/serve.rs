@@ -177,7 +177,7 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
             )
         })
         .collect();
-    assert_eq!(names, [("failing", "failed"), ("fan", "ok")]);
+    assert_eq!(names, [("failing", "failed"), ("fan", "succeeded")]);
     let fan_line = &threads[1];
     assert_eq!(fan_line["name"], "fan");
     assert_eq!(fan_line["leaves"], 3);
@@ -248,14 +248,18 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
         (
             "/api/threads/fan/events?after=-1",
             400,
-            "after must be a whole number",
+            "after: invalid digit",
         ),
         (
             "/api/threads/fan/events?limit=0",
             400,
             "limit must be from 1",
         ),
-        ("/api/threads/fan/events?since=1", 400, "unknown parameter"),
+        (
+            "/api/threads/fan/events?since=1",
+            400,
+            "unknown field `since`",
+        ),
         ("/api/nothing", 404, "no such API path"),
     ] {
         let (got, body) = server.json(path);

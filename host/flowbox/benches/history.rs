@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use flowbox::backends::FakeBackend;
 use flowbox::store::{
-    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, RunStatus, SqliteStore, StoreError,
-    StoredRun, WorkflowRecord,
+    CheckpointStore, Claim, Entry, Listing, SqliteStore, StoreError, StoredThread, ThreadEnd,
+    ThreadHeader, ThreadStatus, WorkflowRecord,
 };
 use flowbox::{RunRequest, Runtime};
 use serde_json::{Value, json};
@@ -32,7 +32,7 @@ impl CheckpointStore for NoHistory {
     async fn claim(&self, thread_id: &str) -> Result<Claim, StoreError> {
         self.0.claim(thread_id).await
     }
-    async fn begin(&self, header: &RunHeader) -> Result<(), StoreError> {
+    async fn begin(&self, header: &ThreadHeader) -> Result<(), StoreError> {
         self.0.begin(header).await
     }
     async fn set_name(&self, thread_id: &str, name: &str) -> Result<(), StoreError> {
@@ -41,13 +41,13 @@ impl CheckpointStore for NoHistory {
     async fn append(&self, thread_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
         self.0.append(thread_id, entries).await
     }
-    async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
+    async fn finish(&self, thread_id: &str, end: &ThreadEnd) -> Result<(), StoreError> {
         self.0.finish(thread_id, end).await
     }
-    async fn load(&self, thread_id: &str) -> Result<Option<StoredRun>, StoreError> {
+    async fn load(&self, thread_id: &str) -> Result<Option<StoredThread>, StoreError> {
         self.0.load(thread_id).await
     }
-    async fn status(&self, thread_id: &str) -> Result<Option<RunStatus>, StoreError> {
+    async fn status(&self, thread_id: &str) -> Result<Option<ThreadStatus>, StoreError> {
         self.0.status(thread_id).await
     }
     async fn list(&self) -> Result<Listing, StoreError> {

@@ -57,7 +57,7 @@ return {"meanings": dict(zip(terms, meanings)), "strict": strict}
             "strict": "AgentError: no entry for \"epoch\"",
         })
     );
-    assert_eq!(outcome.summary.agents_spawned, 4);
+    assert_eq!(outcome.summary.leaves, 4);
     println!("{result:#}");
 
     // The same script on the offline placeholder backend, for comparison.

@@ -28,11 +28,11 @@ return {"files": args["files"], "reviews": reviews}
             "reviews": ["[fake a.rs] Review a.rs", "[fake b.rs] Review b.rs"],
         })
     );
-    assert_eq!(outcome.summary.agents_spawned, 2);
+    assert_eq!(outcome.summary.leaves, 2);
     println!("{result}");
     println!(
         "{} leaves, {} tokens",
-        outcome.summary.agents_spawned, outcome.summary.tokens_spent
+        outcome.summary.leaves, outcome.summary.tokens_spent
     );
     Ok(())
 }

@@ -9,7 +9,7 @@
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock};
@@ -254,22 +254,9 @@ impl Randomness {
     }
 }
 
-/// The host's real time, in nanoseconds since the Unix epoch (0 before it, saturating after
-/// the year 2554).
-pub(crate) fn unix_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
 /// A duration in whole milliseconds, saturating.
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The host's real time, in milliseconds since the Unix epoch.
-pub(crate) fn unix_millis() -> u64 {
-    unix_nanos() / 1_000_000
 }
 
 #[cfg(test)]

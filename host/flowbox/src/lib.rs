@@ -16,10 +16,12 @@
 //!
 //! The root holds the run path; the rest lives in modules: [`backends`] (the leaf backends and
 //! the agent loop), [`chat`] (the chat-model contract the agent loop drives), [`tools`] (host
-//! tools), [`store`] (the checkpoint journal), [`orchestrator`] (`run_workflow` for a root
-//! agent), [`plan`] (what a script will do and cost, before it runs: [`Runtime::plan`], the
-//! price table, the pre-launch gate) and, with the `http` feature, [`http`] (the real chat
-//! providers).
+//! tools), [`store`] (the checkpoint journal and the typed view of its threads), [`events`]
+//! (the event stream, a thread's history and the [`Progress`](events::Progress) it adds up to),
+//! [`orchestrator`] (`run_workflow` for a root agent), [`plan`] (what a script will do and
+//! cost, before it runs: [`Runtime::plan`], the price table, the pre-launch gate),
+//! [`external`] (runs another durable-execution engine drives) and, with the `http` feature,
+//! [`http`] (the real chat providers).
 
 #![warn(missing_docs)]
 
@@ -27,7 +29,7 @@ mod bindings;
 mod calls;
 mod clock;
 mod error;
-mod events;
+pub mod events;
 mod host;
 mod instance;
 mod journal;
@@ -37,8 +39,6 @@ pub mod plan;
 mod run;
 mod runtime;
 mod text;
-
-pub use journal::history;
 
 pub use error::{
     ErrorInfo, JournalError, RunError, RunErrorClass, RunErrorKind, ScriptError, ScriptErrorKind,
@@ -88,13 +88,17 @@ pub mod tools {
 
 /// The checkpoint journal: the [`CheckpointStore`](store::CheckpointStore) contract, its
 /// records (with the parts of a [`Summary`], such as its
-/// [`BranchFailure`](store::BranchFailure)s), and the two stores (in memory, in SQLite).
+/// [`BranchFailure`](store::BranchFailure)s), the two stores (in memory, in SQLite), the typed
+/// view of a thread every listing renders ([`ThreadStatus`](store::ThreadStatus),
+/// [`ThreadSummary`](store::ThreadSummary)), and the helpers its records are written with (hex
+/// and SHA-256, Unix time, UTC calendar times).
 pub mod store {
     pub use flowbox_store::{
         AgentRequest, BranchFailure, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim,
         Durability, Entry, EntryOutcome, GroupKind, JournalRecord, Listing, MemoryStore,
-        RecordedOutcome, RunEnd, RunHeader, RunListing, RunStatus, SCHEMA_VERSION, SqliteStore,
-        StoreError, StoredEvent, StoredRun, ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals,
+        RecordedOutcome, SCHEMA_VERSION, SqliteStore, StoreError, StoredEvent, StoredThread,
+        ThreadEnd, ThreadHeader, ThreadStatus, ThreadSummary, ToolRequest, UtcTime, WorkflowRecord,
+        WorkflowTotals, from_hex, hex, now_unix_ms, now_unix_nanos, sha256_hex,
     };
 }
 

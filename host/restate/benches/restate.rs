@@ -4,9 +4,6 @@
 //! Leaves answer at once (the fake backend), so the figures are the engines' own overhead.
 //! Writes `target/bench/restate.json` and prints a table.
 
-use std::net::TcpListener as StdListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,28 +11,8 @@ use flowbox::backends::FakeBackend;
 use flowbox::tools::ToolSet;
 use flowbox::{Limits, RunRequest, Runtime};
 use flowbox_restate::{Client, Services, Worker, WorkflowInput};
+use flowbox_testkit::restate::{RestateServer, workspace_root};
 use serde_json::{Value, json};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// The server, killed by its pid when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -69,48 +46,14 @@ fn fan_out(leaves: usize) -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let binary = root().join(
-        "target/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
-    );
-    assert!(binary.exists(), "run `make restate-setup` first");
     let dir = tempfile::tempdir().unwrap();
-    let (fabric, admin, ingress) = (free_port(), free_port(), free_port());
-    let config = dir.path().join("restate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "disable-telemetry = true\nlisten-mode = \"tcp\"\nbind-ip = \"127.0.0.1\"\n\
-             bind-port = {fabric}\ndefault-num-partitions = 4\n\
-             rocksdb-total-memory-size = \"256 MiB\"\n\
-             [admin]\nbind-port = {admin}\ndisable-web-ui = true\n\
-             [ingress]\nbind-port = {ingress}\n"
-        ),
-    )
-    .unwrap();
-    let server = Server(
-        Command::new(binary)
-            .arg("--config-file")
-            .arg(&config)
-            .arg("--base-dir")
-            .arg(dir.path().join("data"))
-            .args([
-                "--node-name",
-                "n1",
-                "--no-logo",
-                "--log-disable-ansi-codes",
-                "true",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the Restate server starts"),
-    );
-    let ingress = Client::new(&format!("http://127.0.0.1:{ingress}")).unwrap();
-    let admin = Client::new(&format!("http://127.0.0.1:{admin}")).unwrap();
+    let server = RestateServer::start(dir.path());
+    let ingress = Client::new(&server.ingress).unwrap();
+    let admin = Client::new(&server.admin).unwrap();
 
     let runtime = Runtime::builder()
         .backend(FakeBackend::new())
-        .cache_dir(root().join("target/flowbox-cache"))
+        .cache_dir(workspace_root().join("target/flowbox-cache"))
         .warm_pool(2)
         .build()
         .expect("the guest loads");
@@ -195,11 +138,11 @@ async fn main() {
     let report = json!({
         "benchmark": "restate",
         "restate_server": "1.7.12",
-        "server_rss_mib": (rss_mib(server.0.id()) * 10.0).round() / 10.0,
+        "server_rss_mib": (rss_mib(server.pid().expect("the server runs")) * 10.0).round() / 10.0,
         "targets_ms": {"one_leaf": 20, "fanout_16": 60, "per_leaf_at_256": 2},
         "workloads": rows,
     });
-    let out = root().join("target/bench");
+    let out = workspace_root().join("target/bench");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("restate.json"), format!("{report:#}\n")).unwrap();
     println!(

@@ -206,3 +206,31 @@ fn status_error(url: String, status: StatusCode, body: String) -> ClientError {
         body: body.chars().take(2000).collect(),
     }
 }
+
+/// A thread's events as its workflow published them, for a
+/// [`Follower`](flowbox::events::history::Follower): Restate keeps what its buffer held, so a hole in
+/// the numbering reaches the follower's reader as a gap. Whether the run has ended is not the
+/// events handler's to say (the follower ends with `run_finished`, or when its caller, who
+/// waits for the outcome, stops it).
+#[flowbox::async_trait]
+impl flowbox::events::history::HistorySource for Client {
+    type Error = ClientError;
+
+    async fn events_after(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<flowbox::Event>, ClientError> {
+        let mut events = self.events(thread_id, after).await?.events;
+        events.truncate(limit);
+        Ok(events)
+    }
+
+    async fn state(
+        &self,
+        _thread_id: &str,
+    ) -> Result<flowbox::events::history::RunState, ClientError> {
+        Ok(flowbox::events::history::RunState::Open)
+    }
+}

@@ -15,10 +15,14 @@
 //! The workflow publishes the run's events in its own state as the run goes on; its shared
 //! `events` handler ([`Client::events`]) reads them (see [`events`]).
 //!
-//! [`RestateEngine`] is the engine choice for an embedder: a runtime built with
-//! `RuntimeBuilder::remote(Arc::new(RestateEngine::new(ingress_url)?))` sends every
-//! `run_request` (and so its orchestrator's `run_workflow`) to Restate. [`Client`] submits runs
-//! to the ingress, attaches to their outcomes and registers workers with the admin API.
+//! [`RestateEngine`] is the one way a run reaches Restate from outside: it submits a run (after
+//! the checks a local run makes) and waits for its outcome. `flowbox run --restate` and `flowbox
+//! attach` use it, and so does an embedder's runtime built with
+//! `RuntimeBuilder::remote(Arc::new(RestateEngine::new(ingress_url)?))`, whose every
+//! `run_request` (and so its orchestrator's `run_workflow`) then runs on Restate. Its
+//! [`Client`] talks to the ingress and the admin API, and is a
+//! [`HistorySource`](flowbox::events::history::HistorySource) a history
+//! [`Follower`](flowbox::events::history::Follower) follows a run's events from.
 
 #![warn(missing_docs)]
 
@@ -31,10 +35,10 @@ mod serve;
 mod workflow;
 
 pub use client::{Client, ClientError, Submitted};
-pub use engine::RestateEngine;
+pub use engine::{EngineError, RestateEngine, restate_message};
 pub use leaf::{FlowboxLeaf, LEAF_ATTEMPTS};
 pub use protocol::{
-    LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WORKFLOW_SERVICE, WorkflowInput, sha256_hex,
+    LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WORKFLOW_SERVICE, WorkflowInput,
 };
 pub use serve::{Services, WORKFLOW_ATTEMPTS, Worker, serve};
 pub use workflow::FlowboxWorkflow;

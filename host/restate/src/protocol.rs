@@ -107,12 +107,3 @@ impl LeafResult {
         }
     }
 }
-
-/// SHA-256 of bytes, hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}

@@ -14,6 +14,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use flowbox::external::{CompletionSource, ExternalCall, ExternalCompletion, ExternalRun};
+use flowbox::store::{now_unix_nanos, sha256_hex};
 use flowbox::{BackendError, Event, RunError, RunOutcome, RunRequest, Runtime, Summary};
 use restate_sdk::context::{DurableFuture, RequestTarget};
 use restate_sdk::prelude::*;
@@ -21,7 +22,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::events::{EVENTS_KEY, EventIndex, EventsPage, EventsQuery, Publisher, chunk_key};
-use crate::protocol::{LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WorkflowInput, sha256_hex};
+use crate::protocol::{LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WorkflowInput};
 
 /// How long a batch waits for more completions once one has come, while others are pending.
 const GATHER: Duration = Duration::from_micros(1500);
@@ -59,7 +60,7 @@ impl FlowboxWorkflow {
         let script_sha256 = sha256_hex(input.script.as_bytes());
         let args_sha256 = sha256_hex(input.args.to_string().as_bytes());
         let first = StartRecord {
-            start_unix_nanos: unix_nanos(),
+            start_unix_nanos: now_unix_nanos(),
             script_sha256: script_sha256.clone(),
             args_sha256: args_sha256.clone(),
         };
@@ -156,12 +157,6 @@ fn rejected(thread_id: &str, error: RunError) -> RunOutcome {
         summary: Summary::new(thread_id),
         recorded: false,
     }
-}
-
-fn unix_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// The guest's task, aborted if the handler is dropped (Restate ended the attempt).

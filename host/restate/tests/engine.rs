@@ -2,9 +2,6 @@
 //! sends its runs, and so its orchestrator's `run_workflow`, to a real Restate server (installed
 //! by `make restate-setup`), served here by an in-process worker.
 
-use std::net::TcpListener as StdListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,70 +10,19 @@ use flowbox::orchestrator::WorkflowTool;
 use flowbox::tools::ToolSet;
 use flowbox::{RunRequest, Runtime};
 use flowbox_restate::{Client, RestateEngine, Services, Worker};
+use flowbox_testkit::restate::{RestateServer, workspace_root};
 use serde_json::{Value, json};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// The server, killed by its pid when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn runtime() -> flowbox::RuntimeBuilder {
     Runtime::builder()
         .backend(FakeBackend::new())
-        .cache_dir(root().join("target/flowbox-cache"))
+        .cache_dir(workspace_root().join("target/flowbox-cache"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedders_run_workflow_runs_on_restate_by_configuration() {
-    let binary = root().join(
-        "target/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server",
-    );
-    assert!(
-        binary.exists(),
-        "no Restate server: run `make restate-setup`"
-    );
     let dir = tempfile::tempdir().unwrap();
-    let (fabric, admin, ingress) = (free_port(), free_port(), free_port());
-    let config = dir.path().join("restate.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "disable-telemetry = true\nlisten-mode = \"tcp\"\nbind-ip = \"127.0.0.1\"\n\
-             bind-port = {fabric}\ndefault-num-partitions = 4\n\
-             rocksdb-total-memory-size = \"256 MiB\"\n\
-             [admin]\nbind-port = {admin}\ndisable-web-ui = true\n\
-             [ingress]\nbind-port = {ingress}\n"
-        ),
-    )
-    .unwrap();
-    let _server = Server(
-        Command::new(binary)
-            .arg("--config-file")
-            .arg(&config)
-            .arg("--base-dir")
-            .arg(dir.path().join("data"))
-            .args(["--node-name", "n1", "--no-logo"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the Restate server starts"),
-    );
+    let server = RestateServer::start(dir.path());
     let worker = Worker {
         runtime: runtime().build().unwrap(),
         backend: Arc::new(FakeBackend::new()),
@@ -94,7 +40,7 @@ async fn an_embedders_run_workflow_runs_on_restate_by_configuration() {
         worker.endpoint(),
         std::future::pending(),
     ));
-    let admin = Client::new(&format!("http://127.0.0.1:{admin}")).unwrap();
+    let admin = Client::new(&server.admin).unwrap();
     let started = Instant::now();
     while admin.register(&uri).await.is_err() {
         assert!(
@@ -108,7 +54,7 @@ async fn an_embedders_run_workflow_runs_on_restate_by_configuration() {
     let first = admin.register(&uri).await.unwrap();
     assert_eq!(again["id"], first["id"]);
 
-    let ingress_url = format!("http://127.0.0.1:{ingress}");
+    let ingress_url = server.ingress.clone();
     let engine = Arc::new(RestateEngine::new(&ingress_url).unwrap());
     let remote = runtime().remote(engine).build().unwrap();
     let local = runtime().build().unwrap();

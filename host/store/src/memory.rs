@@ -4,14 +4,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, RunListing, StoreError, StoredEvent,
-    StoredRun, WorkflowRecord,
+    CheckpointStore, Claim, Entry, Listing, StoreError, StoredEvent, StoredThread, ThreadEnd,
+    ThreadHeader, ThreadStatus, ThreadSummary, WorkflowRecord,
 };
 
 /// A [`CheckpointStore`] in memory, lost with the process.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    runs: Mutex<HashMap<String, StoredRun>>,
+    runs: Mutex<HashMap<String, StoredThread>>,
     workflows: Mutex<Vec<WorkflowRecord>>,
     events: Mutex<HashMap<String, Vec<StoredEvent>>>,
     claimed: Arc<Mutex<HashSet<String>>>,
@@ -36,10 +36,22 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// `thread` with the status it has now: as its end says, else running while claimed.
+    fn with_status(&self, mut thread: StoredThread) -> StoredThread {
+        thread.status = match &thread.end {
+            Some(end) => end.status(),
+            None => {
+                let claimed = self.claimed.lock().unwrap_or_else(|p| p.into_inner());
+                ThreadStatus::unfinished(claimed.contains(&thread.header.thread_id))
+            }
+        };
+        thread
+    }
+
     fn with_run<T>(
         &self,
         thread_id: &str,
-        action: impl FnOnce(&mut StoredRun) -> Result<T, StoreError>,
+        action: impl FnOnce(&mut StoredThread) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
         let run = runs
@@ -65,16 +77,18 @@ impl CheckpointStore for MemoryStore {
         }))
     }
 
-    async fn begin(&self, header: &RunHeader) -> Result<(), StoreError> {
+    async fn begin(&self, header: &ThreadHeader) -> Result<(), StoreError> {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
         if runs.contains_key(&header.thread_id) {
             return Err(StoreError::ThreadExists(header.thread_id.clone()));
         }
         runs.insert(
             header.thread_id.clone(),
-            StoredRun {
+            StoredThread {
                 header: header.clone(),
                 name: None,
+                // Read afresh whenever the thread is (see `with_status`).
+                status: ThreadStatus::Resumable,
                 entries: Vec::new(),
                 end: None,
             },
@@ -109,7 +123,7 @@ impl CheckpointStore for MemoryStore {
         })
     }
 
-    async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
+    async fn finish(&self, thread_id: &str, end: &ThreadEnd) -> Result<(), StoreError> {
         self.with_run(thread_id, |run| {
             if run.end.is_some() {
                 return Err(StoreError::Finished(thread_id.to_owned()));
@@ -119,41 +133,34 @@ impl CheckpointStore for MemoryStore {
         })
     }
 
-    async fn load(&self, thread_id: &str) -> Result<Option<StoredRun>, StoreError> {
+    async fn load(&self, thread_id: &str) -> Result<Option<StoredThread>, StoreError> {
         let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(runs.get(thread_id).cloned())
+        Ok(runs.get(thread_id).map(|run| self.with_status(run.clone())))
     }
 
     async fn list(&self) -> Result<Listing, StoreError> {
         let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
-        let mut listing: Vec<RunListing> = runs
+        let now = crate::now_unix_ms();
+        let mut threads: Vec<ThreadSummary> = runs
             .values()
-            .map(|run| RunListing {
-                thread_id: run.header.thread_id.clone(),
-                name: run.name.clone(),
-                status: run.status(),
-                leaves: run
-                    .entries
-                    .iter()
-                    .filter(|e| e.kind() == crate::CallKind::Agent)
-                    .count() as u64,
-                tokens: run
-                    .entries
-                    .iter()
-                    .map(|e| e.input_tokens + e.output_tokens)
-                    .sum(),
-                created_unix_ms: run.header.created_unix_ms,
-            })
+            .map(|run| ThreadSummary::of(&self.with_status(run.clone()), now))
             .collect();
-        listing.sort_by(|a, b| {
+        threads.sort_by(|a, b| {
             b.created_unix_ms
                 .cmp(&a.created_unix_ms)
                 .then_with(|| b.thread_id.cmp(&a.thread_id))
         });
         Ok(Listing {
-            threads: listing,
+            threads,
             damaged: Vec::new(),
         })
+    }
+
+    async fn status(&self, thread_id: &str) -> Result<Option<ThreadStatus>, StoreError> {
+        let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(runs
+            .get(thread_id)
+            .map(|run| self.with_status(run.clone()).status))
     }
 
     async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {

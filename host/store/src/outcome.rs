@@ -189,8 +189,10 @@ pub struct Summary {
     pub thread_id: String,
     /// `meta.name`, when the script has a meta.
     pub name: Option<String>,
-    /// Leaf agents the run started.
-    pub agents_spawned: u32,
+    /// Leaf agents the run started. (Written `agents_spawned` by builds before the summary
+    /// named it as everything else does; a record that says so still reads.)
+    #[serde(alias = "agents_spawned")]
+    pub leaves: u32,
     /// Host tools the script called with `call_tool` (journals from before tools record none).
     #[serde(default)]
     pub tools_called: u32,
@@ -226,8 +228,11 @@ pub struct Summary {
     pub fuel_used: u64,
     /// Wall-clock duration in milliseconds.
     pub duration_ms: u64,
-    /// Whether the run produced a result.
-    pub ok: bool,
+    /// Dollars the leaves whose results the script received cost, at the runtime's prices:
+    /// written only when every leaf was priced. (A record from a build before costs were
+    /// summed has none; one that still says `ok` beside its outcome reads as it is.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 fn is_zero(count: &u32) -> bool {

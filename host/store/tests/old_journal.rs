@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use flowbox_store::{
-    CallErrorKind, CallKind, CallRequest, CheckpointStore, EntryOutcome, RunStatus, SCHEMA_VERSION,
-    SqliteStore,
+    CallErrorKind, CallKind, CallRequest, CheckpointStore, EntryOutcome, SCHEMA_VERSION,
+    SqliteStore, ThreadStatus,
 };
 
 /// The fixture, loaded into a fresh SQLite file at `path`.
@@ -43,8 +43,8 @@ async fn a_journal_of_the_previous_format_opens_with_every_thread() {
     assert_eq!(
         threads,
         [
-            ("old-finished", RunStatus::Succeeded, 1),
-            ("old-interrupted", RunStatus::Running, 2)
+            ("old-finished", ThreadStatus::Succeeded, 1),
+            ("old-interrupted", ThreadStatus::Resumable, 2)
         ]
     );
     for listed in &listing.threads {
@@ -97,12 +97,12 @@ async fn a_journal_of_the_previous_format_opens_with_every_thread() {
 
     let finished = store.load("old-finished").await.unwrap().unwrap();
     let end = finished.end.unwrap();
-    assert_eq!(end.status(), RunStatus::Succeeded);
+    assert_eq!(end.status(), ThreadStatus::Succeeded);
     assert_eq!(
         end.outcome.result.unwrap().to_string(),
         r#"{"reply":"[fake greet] hello from an old journal","x":5e-324}"#
     );
-    assert_eq!(end.outcome.summary.agents_spawned, 1);
+    assert_eq!(end.outcome.summary.leaves, 1);
     assert_eq!(end.outcome.summary.logs, ["greeted"]);
     // Its counts read as reported: the format did not say which were estimates.
     assert_eq!(end.outcome.summary.estimated_tokens, 0);

@@ -6,10 +6,14 @@
 //!   Messages).
 //! - [`backends`]: leaf backends that count their calls and what runs at once, or panic.
 //! - [`tools`]: a host tool backed by a function.
+//! - [`restate`]: a Restate server on loopback, killed with the test.
+//! - [`events`]: the one check that a run's events are whole and in order.
 
 #![warn(missing_docs)]
 
 pub mod backends;
+pub mod events;
+pub mod restate;
 pub mod server;
 pub mod tools;
 

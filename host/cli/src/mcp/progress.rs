@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
+use flowbox::events::Progress;
 use flowbox::{EventKind, EventStream};
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
@@ -109,34 +110,30 @@ impl Forwarder {
     }
 }
 
-/// What the call's progress messages say.
+/// What the call's progress messages say: the run's progress, and how many notifications
+/// went out (the progress value, which must grow with each one).
 #[derive(Debug, Default, PartialEq)]
 struct State {
-    phase: Option<String>,
-    started: u64,
-    done: u64,
-    failed: u64,
-    tokens: u64,
-    missed: u64,
-    /// Notifications sent: the progress value, which must grow with each one.
+    progress: Progress,
     sent: u64,
 }
 
 impl State {
     /// The progress message: `review · 3/8 leaves · 2 140 tokens`.
     fn message(&self) -> String {
+        let progress = &self.progress;
         let mut line = String::new();
-        if let Some(phase) = &self.phase {
+        if let Some(phase) = &progress.phase {
             line.push_str(phase);
             line.push_str(" · ");
         }
-        line.push_str(&format!("{}/{} leaves", self.done, self.started));
-        if self.failed > 0 {
-            line.push_str(&format!(" ({} failed)", self.failed));
+        line.push_str(&format!("{}/{} leaves", progress.done, progress.started));
+        if progress.failed > 0 {
+            line.push_str(&format!(" ({} failed)", progress.failed));
         }
-        line.push_str(&format!(" · {} tokens", grouped(self.tokens)));
-        if self.missed > 0 {
-            line.push_str(&format!(" · {} events missed", self.missed));
+        line.push_str(&format!(" · {} tokens", grouped(progress.tokens)));
+        if progress.missed > 0 {
+            line.push_str(&format!(" · {} events missed", progress.missed));
         }
         line
     }
@@ -165,19 +162,17 @@ struct Sender {
 impl Sender {
     async fn apply(&self, state: &mut State, kind: EventKind) {
         match kind {
-            EventKind::Phase { title } => state.phase = Some(title),
-            EventKind::LeafStarted { .. } => state.started += 1,
-            EventKind::LeafFinished { ok, tokens, .. } => {
-                state.done += 1;
-                state.failed += u64::from(!ok);
-                state.tokens += tokens;
-            }
-            EventKind::Gap { missed } => state.missed += missed,
             EventKind::Log { message } => {
                 self.log(message).await;
                 return;
             }
-            _ => return,
+            // The name is the call's own; the run's start changes nothing it shows.
+            EventKind::RunStarted { .. } => return,
+            kind => {
+                if !state.progress.apply(&kind) {
+                    return;
+                }
+            }
         }
         if let Some(status) = &self.status {
             *status.lock().unwrap_or_else(|p| p.into_inner()) = Some(state.message());
@@ -210,22 +205,15 @@ mod tests {
 
     #[test]
     fn the_message_names_the_phase_the_leaves_and_the_tokens() {
-        let state = State {
-            phase: Some("review".into()),
-            started: 8,
-            done: 3,
-            tokens: 2140,
-            ..State::default()
-        };
+        let mut progress = Progress::default();
+        progress.phase = Some("review".into());
+        (progress.started, progress.done, progress.tokens) = (8, 3, 2140);
+        let state = State { progress, sent: 0 };
         assert_eq!(state.message(), "review · 3/8 leaves · 2 140 tokens");
-        let state = State {
-            started: 2,
-            done: 2,
-            failed: 1,
-            tokens: 1_234_567,
-            missed: 4,
-            ..State::default()
-        };
+        let mut progress = Progress::default();
+        (progress.started, progress.done, progress.failed) = (2, 2, 1);
+        (progress.tokens, progress.missed) = (1_234_567, 4);
+        let state = State { progress, sent: 0 };
         assert_eq!(
             state.message(),
             "2/2 leaves (1 failed) · 1 234 567 tokens · 4 events missed"

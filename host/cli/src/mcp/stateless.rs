@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use flowbox::chat::{ChatModel, ChatRequest, ChatResponse};
+use flowbox::store::{from_hex, hex};
 use flowbox::{
     BackendError, LeafBackend, LeafObserver, LeafReply, LeafRequest, Waiting,
     backends::LeafEstimate,
@@ -249,18 +250,11 @@ impl RequestState {
     /// Hex of the JSON: opaque to the client, and survives any transport.
     fn encode(&self) -> String {
         let json = serde_json::to_string(self).expect("the request state serialises");
-        json.bytes().map(|b| format!("{b:02x}")).collect()
+        hex(json.as_bytes())
     }
 
     fn decode(text: &str) -> Option<Self> {
-        if !text.len().is_multiple_of(2) || !text.is_ascii() {
-            return None;
-        }
-        let bytes: Option<Vec<u8>> = (0..text.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-            .collect();
-        let state: Self = serde_json::from_slice(&bytes?).ok()?;
+        let state: Self = serde_json::from_slice(&from_hex(text)?).ok()?;
         (state.version == STATE_VERSION).then_some(state)
     }
 }

@@ -17,8 +17,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use flowbox::store::{UtcTime, now_unix_ms};
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolResult, CreateTaskResult, DetailedTask, InputRequests, InputResponses, JsonObject,
@@ -118,7 +119,7 @@ impl Tasks {
         if tasks.get(id).is_some_and(|entry| !entry.terminal()) {
             return None;
         }
-        let now = unix_ms();
+        let now = now_unix_ms();
         let entry = Arc::new(Entry {
             id: id.to_owned(),
             created_ms: now,
@@ -253,7 +254,7 @@ impl Entry {
                 pending,
                 reply: Some(reply),
             };
-            state.updated_ms = unix_ms();
+            state.updated_ms = now_unix_ms();
         }
         answered
     }
@@ -277,7 +278,7 @@ impl Entry {
             let _ = reply.send(answers);
         }
         state.phase = Phase::Working;
-        state.updated_ms = unix_ms();
+        state.updated_ms = now_unix_ms();
         Ok(())
     }
 
@@ -325,7 +326,7 @@ impl Entry {
     }
 
     fn finish(state: &mut State, phase: Phase) {
-        let now = unix_ms();
+        let now = now_unix_ms();
         state.phase = phase;
         state.updated_ms = now;
         state.finished = Some((Instant::now(), now));
@@ -408,7 +409,7 @@ pub(crate) fn from_journal(
 
 /// Whether a task that finished at `finished_ms` is past its TTL.
 pub(crate) fn is_expired(finished_ms: u64, ttl: Duration) -> bool {
-    unix_ms().saturating_sub(finished_ms) >= ttl_ms(ttl)
+    now_unix_ms().saturating_sub(finished_ms) >= ttl_ms(ttl)
 }
 
 /// The error of a task id that names no task.
@@ -468,34 +469,9 @@ fn ttl_ms(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// `ms` since the Unix epoch as an ISO 8601 UTC time: `2026-12-01T18:30:05.123Z`.
+/// `ms` since the Unix epoch as ISO 8601, as tasks' times are written.
 fn iso8601(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = secs / 86_400;
-    let rest = secs % 86_400;
-    // Days to a civil date (Howard Hinnant's algorithm), for days since 1970-01-01.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        ms % 1000
-    )
+    UtcTime::from_unix_millis(ms).iso8601()
 }
 
 #[cfg(test)]

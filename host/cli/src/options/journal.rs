@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use flowbox::store::{CheckpointStore, SqliteStore, StoreError, StoredRun};
+use flowbox::store::{CheckpointStore, SqliteStore, StoreError, StoredThread};
 
 use crate::Failure;
 
@@ -79,7 +79,7 @@ pub(crate) fn no_thread(thread: &str, error: StoreError) -> Failure {
 pub(crate) async fn load_thread(
     store: &dyn CheckpointStore,
     thread: &str,
-) -> Result<StoredRun, Failure> {
+) -> Result<StoredThread, Failure> {
     store
         .load(thread)
         .await

@@ -3,7 +3,6 @@
 //! JSON; a thread or leaf that does not exist is a 404 and a bad parameter a 400, each with
 //! `{"error": "..."}`. `docs/events.md` documents the shapes.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,12 +14,14 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use flowbox::EventKind;
-use flowbox::history::{self, Follower};
+use flowbox::events::history::{self, Follower};
 use flowbox::store::{
-    CallRequest, CheckpointStore, EntryOutcome, RunStatus, SqliteStore, StoreError, StoredRun,
+    CallErrorKind, CallKind, CallRequest, CheckpointStore, EntryOutcome, Listing, RecordedOutcome,
+    SqliteStore, StoreError, StoredThread, ThreadStatus, ThreadSummary, now_unix_ms,
 };
-use serde_json::{Value, json};
+use flowbox::{Event, EventKind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::Journal;
 
@@ -55,8 +56,14 @@ impl IntoResponse for ApiError {
             Self::BadRequest(message) => (StatusCode::BAD_REQUEST, message),
             Self::Journal(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()),
         };
-        (status, Json(json!({ "error": message }))).into_response()
+        (status, Json(ErrorBody { error: message })).into_response()
     }
+}
+
+/// The body of every error answer.
+#[derive(Debug, Serialize)]
+struct ErrorBody {
+    error: String,
 }
 
 impl From<StoreError> for ApiError {
@@ -67,75 +74,82 @@ impl From<StoreError> for ApiError {
 
 type ApiResult = Result<Response, ApiError>;
 
-/// The status a person reads: a thread that is not finished is `running` while a run holds it,
-/// else `resumable`.
-fn status_word(store: &SqliteStore, thread_id: &str, status: RunStatus) -> &'static str {
-    match status {
-        RunStatus::Succeeded => "ok",
-        RunStatus::Failed => "failed",
-        RunStatus::Running if store.is_claimed(thread_id) => "running",
-        RunStatus::Running => "resumable",
-    }
+/// `GET /api/threads`: every thread that reads, newest first, and a message per damaged one.
+#[derive(Debug, Serialize)]
+struct ThreadList {
+    threads: Vec<ThreadSummary>,
+    damaged: Vec<String>,
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+/// `GET /api/threads/{thread}`: the thread's summary and what it ran.
+#[derive(Debug, Serialize)]
+struct ThreadDetail {
+    #[serde(flatten)]
+    summary: ThreadSummary,
+    script: String,
+    args: Value,
+    limits: Value,
+    outcome: Option<RecordedOutcome>,
+    last_event_seq: u64,
+    /// The command that continues it, when it is resumable.
+    resume_command: Option<String>,
 }
 
-/// A thread's line in the runs list, from its full record.
-fn summary(store: &SqliteStore, run: &StoredRun) -> Value {
-    let thread_id = run.header.thread_id.as_str();
-    let leaves = run
-        .entries
-        .iter()
-        .filter(|e| matches!(e.request, CallRequest::Agent(_)))
-        .count();
-    let tokens: u64 = run
-        .entries
-        .iter()
-        .map(|e| e.input_tokens + e.output_tokens)
-        .sum();
-    let created = run.header.created_unix_ms;
-    let (finished, duration) = match &run.end {
-        Some(end) => (Some(end.finished_unix_ms), end.outcome.summary.duration_ms),
-        None => (None, now_ms().saturating_sub(created)),
-    };
-    json!({
-        "thread_id": thread_id,
-        "name": run.name,
-        "status": status_word(store, thread_id, run.status()),
-        "created_unix_ms": created,
-        "finished_unix_ms": finished,
-        "duration_ms": duration,
-        "leaves": leaves,
-        "tokens": tokens,
-    })
+/// The query of `GET /api/threads/{thread}/events`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventsQuery {
+    /// Events after this sequence number (0: from the start).
+    #[serde(default)]
+    after: u64,
+    /// At most this many, from 1 to [`MAX_LIMIT`].
+    limit: Option<usize>,
+}
+
+/// `GET /api/threads/{thread}/events`: a page of the thread's history.
+#[derive(Debug, Serialize)]
+struct EventsPage {
+    thread_id: String,
+    status: ThreadStatus,
+    events: Vec<flowbox::Event>,
+    /// The `after` of the next page.
+    next: u64,
+}
+
+/// The query of `GET /api/threads/{thread}/stream`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamQuery {
+    /// Events after this sequence number (0: from the start); a reconnecting browser's
+    /// `Last-Event-ID` takes its place.
+    #[serde(default)]
+    after: u64,
+}
+
+/// The query, or a 400 saying what is wrong with it.
+fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    query
+        .map(|Query(query)| query)
+        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
 }
 
 async fn threads(State(journal): State<Arc<Journal>>) -> ApiResult {
-    let Some(store) = journal.store()? else {
-        return Ok(Json(json!({ "threads": [], "damaged": [] })).into_response());
+    let listing = match journal.store()? {
+        Some(store) => store.list().await?,
+        None => Listing::default(),
     };
-    let listing = store.list().await?;
-    let mut threads = Vec::with_capacity(listing.threads.len());
-    let mut damaged: Vec<String> = listing.damaged.iter().map(ToString::to_string).collect();
-    for listed in &listing.threads {
-        match store.load(&listed.thread_id).await {
-            Ok(Some(run)) => threads.push(summary(&store, &run)),
-            Ok(None) => {}
-            Err(error) => damaged.push(error.to_string()),
-        }
-    }
-    Ok(Json(json!({ "threads": threads, "damaged": damaged })).into_response())
+    Ok(Json(ThreadList {
+        threads: listing.threads,
+        damaged: listing.damaged.iter().map(ToString::to_string).collect(),
+    })
+    .into_response())
 }
 
 /// The journal and the thread, or a 404 naming it.
 async fn load(
     journal: &Journal,
     thread_id: &str,
-) -> Result<(Arc<SqliteStore>, StoredRun), ApiError> {
+) -> Result<(Arc<SqliteStore>, StoredThread), ApiError> {
     let missing = || ApiError::NotFound(format!("no thread {thread_id} in the journal"));
     let store = journal.store()?.ok_or_else(missing)?;
     let run = store.load(thread_id).await?.ok_or_else(missing)?;
@@ -144,65 +158,30 @@ async fn load(
 
 async fn thread(State(journal): State<Arc<Journal>>, Path(thread_id): Path<String>) -> ApiResult {
     let (store, run) = load(&journal, &thread_id).await?;
-    let mut out = summary(&store, &run);
-    let resumable = out["status"] == "resumable";
-    let last_event_seq = store.last_event_seq(&thread_id).await?;
-    let object = out.as_object_mut().expect("a summary is an object");
-    object.insert("script".into(), Value::from(run.header.script.as_str()));
-    object.insert("args".into(), run.header.args.clone());
-    object.insert("limits".into(), run.header.limits.clone());
-    object.insert(
-        "outcome".into(),
-        run.end.as_ref().map_or(Value::Null, |end| {
-            serde_json::to_value(&end.outcome).expect("outcomes serialise")
-        }),
-    );
-    object.insert("last_event_seq".into(), last_event_seq.into());
-    object.insert(
-        "resume_command".into(),
-        if resumable {
-            Value::from(format!("flowbox resume {thread_id}"))
-        } else {
-            Value::Null
-        },
-    );
-    Ok(Json(out).into_response())
-}
-
-/// The query's parameters, each one of `allowed`, as numbers.
-fn numbers(
-    query: Result<Query<HashMap<String, String>>, QueryRejection>,
-    allowed: &[&str],
-) -> Result<HashMap<String, u64>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let mut out = HashMap::new();
-    for (key, value) in query {
-        if !allowed.contains(&key.as_str()) {
-            return Err(ApiError::BadRequest(format!(
-                "unknown parameter {key:?}; this endpoint takes {}",
-                allowed.join(", ")
-            )));
-        }
-        let number = value.parse::<u64>().map_err(|_| {
-            ApiError::BadRequest(format!(
-                "{key} must be a whole number of 0 or more, not {value:?}"
-            ))
-        })?;
-        out.insert(key, number);
-    }
-    Ok(out)
+    let summary = ThreadSummary::of(&run, now_unix_ms());
+    let resume_command =
+        (summary.status == ThreadStatus::Resumable).then(|| format!("flowbox resume {thread_id}"));
+    Ok(Json(ThreadDetail {
+        summary,
+        last_event_seq: store.last_event_seq(&thread_id).await?,
+        script: run.header.script,
+        args: run.header.args,
+        limits: run.header.limits,
+        outcome: run.end.map(|end| end.outcome),
+        resume_command,
+    })
+    .into_response())
 }
 
 async fn events(
     State(journal): State<Arc<Journal>>,
     Path(thread_id): Path<String>,
-    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+    page: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult {
-    let query = numbers(query, &["after", "limit"])?;
-    let after = query.get("after").copied().unwrap_or(0);
-    let limit = match query.get("limit").copied() {
+    let EventsQuery { after, limit } = query(page)?;
+    let limit = match limit {
         None => MAX_LIMIT,
-        Some(limit) if (1..=MAX_LIMIT as u64).contains(&limit) => limit as usize,
+        Some(limit) if (1..=MAX_LIMIT).contains(&limit) => limit,
         Some(limit) => {
             return Err(ApiError::BadRequest(format!(
                 "limit must be from 1 to {MAX_LIMIT}, not {limit}"
@@ -212,12 +191,12 @@ async fn events(
     let (store, run) = load(&journal, &thread_id).await?;
     let events = history::read(store.as_ref(), &thread_id, after, limit).await?;
     let next = events.last().map_or(after, |e| e.seq);
-    Ok(Json(json!({
-        "thread_id": thread_id,
-        "status": status_word(&store, &thread_id, run.status()),
-        "events": events,
-        "next": next,
-    }))
+    Ok(Json(EventsPage {
+        thread_id,
+        status: run.status,
+        events,
+        next,
+    })
     .into_response())
 }
 
@@ -225,15 +204,15 @@ async fn stream(
     State(journal): State<Arc<Journal>>,
     Path(thread_id): Path<String>,
     headers: HeaderMap,
-    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+    from: Result<Query<StreamQuery>, QueryRejection>,
 ) -> ApiResult {
-    let query = numbers(query, &["after"])?;
+    let StreamQuery { after } = query(from)?;
     // A reconnecting browser says where it stopped.
     let resumed = headers
         .get("last-event-id")
         .and_then(|id| id.to_str().ok())
         .and_then(|id| id.parse::<u64>().ok());
-    let after = resumed.or(query.get("after").copied()).unwrap_or(0);
+    let after = resumed.unwrap_or(after);
     let (store, _) = load(&journal, &thread_id).await?;
     let store: Arc<dyn CheckpointStore> = store;
     let follower = Follower::new(store, thread_id, after).with_poll(Duration::from_millis(100));
@@ -268,9 +247,12 @@ async fn stream(
                     Err(error) => {
                         done = true;
                         ready = vec![
-                            SseEvent::default()
-                                .event("error")
-                                .data(json!({ "error": error.to_string() }).to_string()),
+                            SseEvent::default().event("error").data(
+                                serde_json::to_string(&ErrorBody {
+                                    error: error.to_string(),
+                                })
+                                .expect("error bodies serialise"),
+                            ),
                         ];
                     }
                 }
@@ -304,11 +286,9 @@ async fn leaf(
                 EventKind::LeafStarted { call_id, .. } | EventKind::ToolCalled { call_id, .. }
                     if call_id == call =>
                 {
-                    started = Some(serde_json::to_value(&event).expect("events serialise"));
+                    started = Some(event);
                 }
-                EventKind::LeafToolCalled { call_id, name } if call_id == call => {
-                    tools.push(Value::from(name));
-                }
+                EventKind::LeafToolCalled { call_id, name } if call_id == call => tools.push(name),
                 EventKind::LeafFinished {
                     call_id,
                     replayed: true,
@@ -324,19 +304,21 @@ async fn leaf(
                 "thread {thread_id} has no call {call}"
             )));
         };
-        return Ok(Json(json!({
-            "call_id": call,
-            "status": "running",
-            "started": started,
-            "tools_called": tools,
-        }))
+        return Ok(Json(RunningCall {
+            call_id: call,
+            status: CallStatus::Running,
+            started,
+            tools_called: tools,
+        })
         .into_response());
     };
     let (status, reply, error) = match &entry.outcome {
+        // A reply is JSON text as journaled; one that is not (it cannot be, but the journal is
+        // a file) shows as the text it is.
         EntryOutcome::Ok { value } => (
-            "ok",
+            CallStatus::Ok,
             serde_json::from_str::<Value>(value).unwrap_or_else(|_| Value::from(value.as_str())),
-            Value::Null,
+            None,
         ),
         EntryOutcome::Err {
             kind,
@@ -344,24 +326,71 @@ async fn leaf(
             retryable,
             ..
         } => (
-            "error",
+            CallStatus::Error,
             Value::Null,
-            json!({ "kind": kind.to_string(), "message": message, "retryable": retryable }),
+            Some(CallError {
+                kind: *kind,
+                message: message.clone(),
+                retryable: *retryable,
+            }),
         ),
     };
-    Ok(Json(json!({
-        "call_id": call,
-        "kind": entry.kind().as_str(),
-        "status": status,
-        "request": entry.request,
-        "reply": reply,
-        "error": error,
-        "input_tokens": entry.input_tokens,
-        "output_tokens": entry.output_tokens,
-        "duration_ms": entry.duration_ms,
-        "tools_called": tools,
-        "replayed": replayed,
-        "started": started,
-    }))
+    Ok(Json(FinishedCall {
+        call_id: call,
+        kind: entry.kind(),
+        status,
+        request: &entry.request,
+        reply,
+        error,
+        input_tokens: entry.input_tokens,
+        output_tokens: entry.output_tokens,
+        duration_ms: entry.duration_ms,
+        tools_called: tools,
+        replayed,
+        started,
+    })
     .into_response())
+}
+
+/// Where a call of `GET /api/threads/{thread}/leaves/{call}` stands.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum CallStatus {
+    Running,
+    Ok,
+    Error,
+}
+
+/// A call still running: what its history says so far.
+#[derive(Debug, Serialize)]
+struct RunningCall {
+    call_id: u64,
+    status: CallStatus,
+    started: Event,
+    tools_called: Vec<String>,
+}
+
+/// A journaled call: its request and outcome, and what its history says of it.
+#[derive(Debug, Serialize)]
+struct FinishedCall<'a> {
+    call_id: u64,
+    kind: CallKind,
+    status: CallStatus,
+    request: &'a CallRequest,
+    reply: Value,
+    error: Option<CallError>,
+    input_tokens: u64,
+    output_tokens: u64,
+    duration_ms: u64,
+    tools_called: Vec<String>,
+    replayed: bool,
+    started: Option<Event>,
+}
+
+/// Why a journaled call failed.
+#[derive(Debug, Serialize)]
+struct CallError {
+    kind: CallErrorKind,
+    message: String,
+    retryable: bool,
 }

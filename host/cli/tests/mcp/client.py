@@ -258,8 +258,9 @@ async def cancel_and_resume():
             error = error_of(busy)
             assert error["kind"] == "thread_in_use", error
 
-        # The journal keeps the finished leaf; the thread stays open and resumes from it.
-        async def still_running():
+        # The journal keeps the finished leaf; the thread stays open, held by no run now, and
+        # resumes from it.
+        async def status_of_slow():
             listing = await session.call_tool("list_threads", {})
             threads = {t["thread_id"]: t for t in listing.structured_content["threads"]}
             return threads["slow-1"]["status"]
@@ -270,7 +271,7 @@ async def cancel_and_resume():
                 if shown.structured_content["entries"]:
                     break
                 await anyio.sleep(0.05)
-        assert await still_running() == "running"
+        assert await status_of_slow() == "resumable"
         firsts = [c for c in calls() if c.get("label") == "first"]
         assert len(firsts) == 1, calls()
         result = await session.call_tool("resume_workflow", {"thread_id": "slow-1"})

@@ -470,8 +470,8 @@ mod tests {
         store.load("t").await.unwrap().unwrap().entries
     }
 
-    fn flowbox_store_header(thread_id: &str) -> flowbox_store::RunHeader {
-        flowbox_store::RunHeader {
+    fn flowbox_store_header(thread_id: &str) -> flowbox_store::ThreadHeader {
+        flowbox_store::ThreadHeader {
             thread_id: thread_id.into(),
             script: String::new(),
             script_sha256: String::new(),

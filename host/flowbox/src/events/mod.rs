@@ -12,7 +12,9 @@
 //!   reader; leaves and the end of a run never wait, so they may go past the capacity by the
 //!   few events each of them publishes. The CLI's `--events` output is one.
 
+pub mod history;
 mod hub;
+mod progress;
 mod publisher;
 pub(crate) mod queue;
 
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) use hub::EventHub;
 pub use hub::EventStream;
+pub use progress::Progress;
 pub use publisher::EventSink;
 pub(crate) use publisher::RunEvents;
 
@@ -31,7 +34,7 @@ pub struct Event {
     pub thread_id: String,
     /// Position in the run's stream, from 1, without holes (a [`EventKind::Gap`] reports the
     /// events a slow subscriber missed). A resumed run of a journaled thread goes on from the
-    /// last number of the thread's history (see [`crate::history`]).
+    /// last number of the thread's history (see [`history`]).
     pub seq: u64,
     /// What happened.
     #[serde(flatten)]

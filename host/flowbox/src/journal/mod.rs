@@ -9,7 +9,6 @@
 //! new thread the results of byte-identical requests from an earlier thread, wherever they occur.
 
 pub(crate) mod codec;
-pub mod history;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -34,7 +33,7 @@ pub(crate) fn fingerprint(request: &CallRequest) -> String {
 fn fingerprint_json(request: &Value) -> String {
     let mut text = Vec::new();
     canonical(request, &mut text);
-    hex(&Sha256::digest(&text))
+    flowbox_store::hex(&Sha256::digest(&text))
 }
 
 /// Writes `value` as canonical JSON text: serde_json's compact text for each key and scalar.
@@ -70,21 +69,6 @@ fn canonical(value: &Value, out: &mut Vec<u8>) {
 
 fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
     serde_json::to_writer(out, value).expect("JSON text is written into memory");
-}
-
-/// SHA-256 of bytes, hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    text
 }
 
 /// A call's identity for the journal: its request and the request's fingerprint.
@@ -277,6 +261,8 @@ pub(crate) fn describe(request: &CallRequest) -> String {
 mod tests {
     use flowbox_store::{AgentRequest, ToolRequest};
     use serde_json::json;
+
+    use flowbox_store::sha256_hex;
 
     use super::*;
 

@@ -8,8 +8,8 @@ use flowbox_store::WorkflowRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::clock::unix_millis;
 use crate::{ErrorInfo, RunErrorKind, RunRequest, Runtime};
+use flowbox_store::now_unix_ms;
 
 /// The name root models call the workflow tool by.
 pub const RUN_WORKFLOW: &str = "run_workflow";
@@ -130,10 +130,10 @@ impl WorkflowTool {
             conversation_id: self.conversation_id.clone().unwrap_or_default(),
             thread_id: summary.thread_id.clone(),
             name: summary.name.clone(),
-            leaves: u64::from(summary.agents_spawned),
+            leaves: u64::from(summary.leaves),
             tokens: summary.tokens_spent,
             ok: outcome.result.is_ok(),
-            recorded_unix_ms: unix_millis(),
+            recorded_unix_ms: now_unix_ms(),
         };
         let shown = &summary.failed_branches[..summary.failed_branches.len().min(MAX_FAILED_SHOWN)];
         let mut output = json!({
@@ -141,7 +141,7 @@ impl WorkflowTool {
             "summary": {
                 "thread_id": summary.thread_id,
                 "name": summary.name,
-                "leaves": summary.agents_spawned,
+                "leaves": summary.leaves,
                 "tokens": summary.tokens_spent,
                 "phases": summary.phases,
                 "duration_ms": summary.duration_ms,

@@ -5,16 +5,16 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use flowbox_store::{Claim, RunHeader, StoredRun};
+use flowbox_store::{Claim, StoredThread, ThreadHeader};
 
 use crate::calls::Checkpoints;
-use crate::clock::{unix_millis, unix_nanos};
 use crate::error::JournalError;
 use crate::events::RunEvents;
 use crate::instance::context::RunSetup;
-use crate::journal::{JournalWriter, LeafCache, Replay, journal_error, sha256_hex};
+use crate::journal::{JournalWriter, LeafCache, Replay, journal_error};
 use crate::run::shared::Shared;
 use crate::{Limits, RunError, RunOutcome, RunRequest, Summary};
+use flowbox_store::{now_unix_ms, now_unix_nanos, sha256_hex};
 
 /// What `prepare` decided.
 pub(crate) enum Prepared {
@@ -34,7 +34,7 @@ pub(crate) async fn prepare(
     generated: bool,
     events: Arc<RunEvents>,
 ) -> Result<Prepared, RunError> {
-    let now = unix_nanos();
+    let now = now_unix_nanos();
     let mut setup = RunSetup {
         thread_id,
         events,
@@ -88,7 +88,7 @@ pub(crate) async fn prepare(
     };
     match existing {
         None => {
-            let header = RunHeader {
+            let header = ThreadHeader {
                 thread_id: setup.thread_id.clone(),
                 script: request.script.clone(),
                 script_sha256: sha256_hex(request.script.as_bytes()),
@@ -97,7 +97,7 @@ pub(crate) async fn prepare(
                 start_unix_nanos: now,
                 limits: serde_json::to_value(&setup.limits).unwrap_or(Value::Null),
                 guard: setup.guard,
-                created_unix_ms: unix_millis(),
+                created_unix_ms: now_unix_ms(),
             };
             store.begin(&header).await.map_err(journal_error)?;
             setup.events.record(Arc::clone(store), 0);
@@ -140,7 +140,7 @@ enum Admission {
 fn admit(
     setup: &mut RunSetup,
     request: &RunRequest,
-    existing: Option<&StoredRun>,
+    existing: Option<&StoredThread>,
     priced: bool,
 ) -> Result<Admission, RunError> {
     let Some(run) = existing else {

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use wasmtime::Store;
 
-use flowbox_store::RunEnd;
+use flowbox_store::{ThreadEnd, now_unix_ms, now_unix_nanos};
 
 use crate::bindings::Workflow;
 use crate::calls::Checkpoints;
-use crate::clock::{millis, unix_millis, unix_nanos};
+use crate::clock::millis;
 use crate::error;
 use crate::events::{EventKind, RunEvents};
 use crate::instance::busy::Busy;
@@ -101,7 +101,6 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             result
         }
     };
-    summary.ok = result.is_ok();
     summary.duration_ms = millis(started.elapsed());
     if journaled
         && ends_thread(&result)
@@ -112,9 +111,9 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             summary: summary.clone(),
             recorded: false,
         };
-        let end = RunEnd {
+        let end = ThreadEnd {
             outcome: outcome.to_record(),
-            finished_unix_ms: unix_millis(),
+            finished_unix_ms: now_unix_ms(),
         };
         // The history is complete up to the end before the end is journaled.
         if let Err(error) = events.flush().await {
@@ -127,7 +126,6 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     {
         result = Err(journal_error(error));
     }
-    summary.ok = result.is_ok();
     publish_end(&events, &summary, &result);
     // The `run_finished` event follows the journaled end. Should writing it fail, the end is
     // still the thread's record, which readers of the history fall back on.
@@ -173,7 +171,7 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
         )?;
         gate(shared, &request, &thread_id).await?;
         // The deadline counts from the recorded start, so a retried attempt gets what is left.
-        let elapsed = Duration::from_nanos(unix_nanos().saturating_sub(start_unix_nanos));
+        let elapsed = Duration::from_nanos(now_unix_nanos().saturating_sub(start_unix_nanos));
         match limits.timeout.checked_sub(elapsed) {
             Some(left) if !left.is_zero() => Ok((args_text, left)),
             _ => Err(RunError::Timeout {
@@ -228,7 +226,6 @@ pub(crate) async fn execute_external(shared: &Shared, run: ExternalRun) -> RunOu
         },
         other => other,
     });
-    summary.ok = result.is_ok();
     summary.duration_ms = millis(started.elapsed());
     publish_end(&events, &summary, &result);
     RunOutcome {
@@ -271,7 +268,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
         thread_id,
         limits: limits.clone(),
         guard: true,
-        start_unix_nanos: unix_nanos(),
+        start_unix_nanos: now_unix_nanos(),
         checkpoints: Checkpoints::default(),
     };
     let mut store = fresh_store(shared, setup, false)?;
@@ -358,7 +355,8 @@ fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limit
     summary.failed_branches = std::mem::take(&mut ctx.record.failed_branches);
     summary.failed_branch_count = ctx.record.failed_branch_count;
     summary.warnings = std::mem::take(&mut ctx.record.warnings);
-    summary.agents_spawned = ctx.calls.agents_started();
+    summary.leaves = ctx.calls.agents_started();
+    summary.cost_usd = ctx.calls.dollars().1;
     summary.tools_called = ctx.calls.tools_called();
     summary.input_tokens = spent.input_tokens;
     summary.output_tokens = spent.output_tokens;
@@ -539,7 +537,7 @@ pub(crate) async fn plan(
         thread_id,
         limits: limits.clone(),
         guard: request.guard,
-        start_unix_nanos: unix_nanos(),
+        start_unix_nanos: now_unix_nanos(),
         checkpoints: Checkpoints::default(),
     };
     let _busy = Busy::enter();

@@ -9,18 +9,14 @@ use sha2::{Digest, Sha256};
 /// sort by age, and 64 random bits, so ids of runs started together never meet.
 pub(crate) fn new_thread_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let now = crate::clock::unix_nanos();
+    let now = flowbox_store::now_unix_nanos();
     let digest = Sha256::new()
         .chain_update(now.to_le_bytes())
         .chain_update(std::process::id().to_le_bytes())
         .chain_update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes())
         .finalize();
-    let t = UtcTime::from_unix_secs(now / 1_000_000_000);
-    let random: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{:04}{:02}{:02}-{:02}{:02}{:02}-{random}",
-        t.year, t.month, t.day, t.hour, t.minute, t.second
-    )
+    let time = UtcTime::from_unix_secs(now / 1_000_000_000);
+    format!("{}-{}", time.compact(), flowbox_store::hex(&digest[..8]))
 }
 
 /// The longest thread id accepted.

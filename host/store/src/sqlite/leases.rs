@@ -33,8 +33,7 @@ impl Leases {
     /// id makes a safe name.
     pub(super) fn path(&self, thread_id: &str) -> PathBuf {
         let digest = Sha256::digest(thread_id.as_bytes());
-        let name: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(name)
+        self.dir.join(crate::hex(&digest[..16]))
     }
 
     /// Locks the lease of `thread_id`, writing this process's id into it for the error a

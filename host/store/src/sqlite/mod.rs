@@ -35,8 +35,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::{
-    CheckpointStore, Claim, Entry, Listing, RunEnd, RunHeader, StoreError, StoredEvent, StoredRun,
-    WorkflowRecord,
+    CheckpointStore, Claim, Entry, Listing, StoreError, StoredEvent, StoredThread, ThreadEnd,
+    ThreadHeader, WorkflowRecord,
 };
 use checkpoints::Checkpointer;
 use error::classify;
@@ -244,7 +244,7 @@ impl CheckpointStore for SqliteStore {
         self.leases.claim(thread_id)
     }
 
-    async fn begin(&self, header: &RunHeader) -> Result<(), StoreError> {
+    async fn begin(&self, header: &ThreadHeader) -> Result<(), StoreError> {
         let header = header.clone();
         self.write(move |connection, path| queries::begin(connection, path, &header))
             .await
@@ -262,7 +262,7 @@ impl CheckpointStore for SqliteStore {
             .await
     }
 
-    async fn finish(&self, thread_id: &str, end: &RunEnd) -> Result<(), StoreError> {
+    async fn finish(&self, thread_id: &str, end: &ThreadEnd) -> Result<(), StoreError> {
         let (id, end) = (thread_id.to_owned(), end.clone());
         self.write(move |connection, path| queries::finish(connection, path, &id, &end))
             .await?;
@@ -270,15 +270,22 @@ impl CheckpointStore for SqliteStore {
         Ok(())
     }
 
-    async fn load(&self, thread_id: &str) -> Result<Option<StoredRun>, StoreError> {
+    async fn load(&self, thread_id: &str) -> Result<Option<StoredThread>, StoreError> {
         let thread_id = thread_id.to_owned();
-        self.with(move |connection, path| queries::load(connection, path, &thread_id))
-            .await
+        let leases = self.leases.clone();
+        self.with(move |connection, path| {
+            queries::load(connection, path, &thread_id, || leases.held(&thread_id))
+        })
+        .await
     }
 
     async fn list(&self) -> Result<Listing, StoreError> {
-        self.with(|connection, path| queries::list(connection, path))
-            .await
+        let leases = self.leases.clone();
+        self.with(move |connection, path| {
+            let claimed = |thread_id: &str| leases.held(thread_id);
+            queries::list(connection, path, claimed, crate::now_unix_ms())
+        })
+        .await
     }
 
     async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {
@@ -330,10 +337,14 @@ impl CheckpointStore for SqliteStore {
         .await
     }
 
-    async fn status(&self, thread_id: &str) -> Result<Option<crate::RunStatus>, StoreError> {
+    async fn status(&self, thread_id: &str) -> Result<Option<crate::ThreadStatus>, StoreError> {
         let thread_id = thread_id.to_owned();
-        self.with(move |connection, path| queries::thread_status(connection, path, &thread_id))
-            .await
+        let leases = self.leases.clone();
+        self.with(move |connection, path| {
+            let stored = queries::thread_status(connection, path, &thread_id)?;
+            Ok(stored.map(|stored| stored.status(|| leases.held(&thread_id))))
+        })
+        .await
     }
 
     async fn last_event_seq(&self, thread_id: &str) -> Result<u64, StoreError> {

@@ -10,8 +10,9 @@ use serde::de::DeserializeOwned;
 
 use super::error::{classify, corrupt};
 use crate::{
-    CallKind, Entry, EntryOutcome, JournalRecord, Listing, RecordedOutcome, RunEnd, RunHeader,
-    RunListing, RunStatus, StoreError, StoredEvent, StoredRun, WorkflowRecord,
+    CallKind, Entry, EntryOutcome, JournalRecord, Listing, RecordedOutcome, StoreError,
+    StoredEvent, StoredThread, ThreadEnd, ThreadHeader, ThreadStatus, ThreadSummary,
+    WorkflowRecord,
 };
 
 fn to_json<T: Serialize>(value: &T) -> String {
@@ -28,15 +29,56 @@ fn decode<T: DeserializeOwned>(
     serde_json::from_str(text).map_err(|e| corrupt(path, thread_id, record, e))
 }
 
-fn status(path: &Path, thread_id: &str, text: &str) -> Result<RunStatus, StoreError> {
-    RunStatus::parse(text).ok_or_else(|| {
-        corrupt(
+/// A thread's status as its row keeps it: finished or not; whether a run holds an unfinished
+/// one is the leases' to say (see [`Stored::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stored {
+    /// `running` in the row: not finished.
+    Unfinished,
+    /// `succeeded`.
+    Succeeded,
+    /// `failed`.
+    Failed,
+}
+
+impl Stored {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Unfinished => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn of_end(end: &ThreadEnd) -> Self {
+        match end.outcome.result {
+            Ok(_) => Self::Succeeded,
+            Err(_) => Self::Failed,
+        }
+    }
+
+    /// Where the thread stands, `claimed` saying whether a run holds it.
+    pub(super) fn status(self, claimed: impl FnOnce() -> bool) -> ThreadStatus {
+        match self {
+            Self::Unfinished => ThreadStatus::unfinished(claimed()),
+            Self::Succeeded => ThreadStatus::Succeeded,
+            Self::Failed => ThreadStatus::Failed,
+        }
+    }
+}
+
+fn status(path: &Path, thread_id: &str, text: &str) -> Result<Stored, StoreError> {
+    match text {
+        "running" => Ok(Stored::Unfinished),
+        "succeeded" => Ok(Stored::Succeeded),
+        "failed" => Ok(Stored::Failed),
+        _ => Err(corrupt(
             path,
             thread_id,
             JournalRecord::End,
             format!("unknown run status {text:?}"),
-        )
-    })
+        )),
+    }
 }
 
 /// A write transaction (`BEGIN IMMEDIATE`) whose `BEGIN` and `COMMIT` come from the statement
@@ -95,7 +137,7 @@ pub(super) fn thread_status(
     connection: &Connection,
     path: &Path,
     thread_id: &str,
-) -> Result<Option<RunStatus>, StoreError> {
+) -> Result<Option<Stored>, StoreError> {
     let text: Option<String> = connection
         .prepare_cached("SELECT status FROM runs WHERE thread_id = ?1")
         .and_then(|mut statement| {
@@ -114,10 +156,10 @@ fn check_running(connection: &Connection, path: &Path, thread_id: &str) -> Resul
 
 /// Fails unless a thread of this status exists (`None`: there is no such thread) and has not
 /// finished.
-fn running(thread_id: &str, status: Option<RunStatus>) -> Result<(), StoreError> {
+fn running(thread_id: &str, status: Option<Stored>) -> Result<(), StoreError> {
     match status {
         None => Err(StoreError::UnknownThread(thread_id.to_owned())),
-        Some(RunStatus::Running) => Ok(()),
+        Some(Stored::Unfinished) => Ok(()),
         Some(_) => Err(StoreError::Finished(thread_id.to_owned())),
     }
 }
@@ -149,7 +191,7 @@ fn next_seq(connection: &Connection, path: &Path, thread_id: &str) -> Result<u64
 pub(super) fn begin(
     connection: &Connection,
     path: &Path,
-    header: &RunHeader,
+    header: &ThreadHeader,
 ) -> Result<(), StoreError> {
     let inserted = connection
         .execute(
@@ -158,7 +200,7 @@ pub(super) fn begin(
             params![
                 header.thread_id,
                 to_json(header),
-                RunStatus::Running.as_str(),
+                Stored::Unfinished.as_str(),
                 header.created_unix_ms as i64
             ],
         )
@@ -239,7 +281,7 @@ pub(super) fn finish(
     connection: &Connection,
     path: &Path,
     thread_id: &str,
-    end: &RunEnd,
+    end: &ThreadEnd,
 ) -> Result<(), StoreError> {
     let transaction = Immediate::begin(connection, path)?;
     check_running(&transaction, path, thread_id)?;
@@ -249,7 +291,7 @@ pub(super) fn finish(
              WHERE thread_id = ?1",
             params![
                 thread_id,
-                end.status().as_str(),
+                Stored::of_end(end).as_str(),
                 to_json(&end.outcome),
                 end.finished_unix_ms as i64
             ],
@@ -263,18 +305,18 @@ pub(super) fn finish(
 fn end(
     path: &Path,
     thread_id: &str,
-    status: RunStatus,
+    status: Stored,
     outcome: Option<String>,
     finished: Option<i64>,
-) -> Result<Option<RunEnd>, StoreError> {
+) -> Result<Option<ThreadEnd>, StoreError> {
     let damaged = |detail: &str| corrupt(path, thread_id, JournalRecord::End, detail);
-    if status == RunStatus::Running {
+    if status == Stored::Unfinished {
         return Ok(None);
     }
     let (Some(outcome), Some(finished)) = (outcome, finished) else {
         return Err(damaged("the thread finished without an outcome and a time"));
     };
-    let end = RunEnd {
+    let end = ThreadEnd {
         outcome: decode::<RecordedOutcome>(path, thread_id, JournalRecord::End, &outcome)?,
         finished_unix_ms: count(
             path,
@@ -284,11 +326,11 @@ fn end(
             finished,
         )?,
     };
-    if end.status() != status {
+    if Stored::of_end(&end) != status {
         return Err(damaged(&format!(
             "the thread is {} but its outcome is {}",
             status.as_str(),
-            end.status().as_str()
+            Stored::of_end(&end).as_str()
         )));
     }
     Ok(Some(end))
@@ -362,11 +404,13 @@ impl EntryRow {
     }
 }
 
+/// Everything journaled about `thread_id`; `claimed` says whether a run holds it.
 pub(super) fn load(
     connection: &Connection,
     path: &Path,
     thread_id: &str,
-) -> Result<Option<StoredRun>, StoreError> {
+    claimed: impl FnOnce() -> bool,
+) -> Result<Option<StoredThread>, StoreError> {
     let row = connection
         .query_row(
             "SELECT header, name, status, outcome, finished_unix_ms FROM runs
@@ -387,9 +431,9 @@ pub(super) fn load(
     let Some((header, name, status_text, outcome, finished)) = row else {
         return Ok(None);
     };
-    let header: RunHeader = decode(path, thread_id, JournalRecord::Header, &header)?;
-    let status = status(path, thread_id, &status_text)?;
-    let end = end(path, thread_id, status, outcome, finished)?;
+    let header: ThreadHeader = decode(path, thread_id, JournalRecord::Header, &header)?;
+    let stored = status(path, thread_id, &status_text)?;
+    let end = end(path, thread_id, stored, outcome, finished)?;
     // A journal of an older format opened read-only has no estimates: its counts read as
     // reported.
     let estimated = if has_estimates(connection, path)? {
@@ -428,22 +472,34 @@ pub(super) fn load(
                 .decode(path, thread_id)?,
         );
     }
-    Ok(Some(StoredRun {
+    Ok(Some(StoredThread {
         header,
         name,
+        status: stored.status(claimed),
         entries,
         end,
     }))
 }
 
-/// Every thread's listing row, newest first; a row that does not read is kept, as the error
-/// naming its thread, in its place.
-pub(super) fn list(connection: &Connection, path: &Path) -> Result<Listing, StoreError> {
+/// Every thread's summary, newest first; a row that does not read is kept, as the error
+/// naming its thread, in its place. `claimed` says whether a run holds a thread; an unfinished
+/// one's duration runs to `now_unix_ms`.
+pub(super) fn list(
+    connection: &Connection,
+    path: &Path,
+    claimed: impl Fn(&str) -> bool,
+    now_unix_ms: u64,
+) -> Result<Listing, StoreError> {
     // Token counts are summed as floats (`TOTAL`), which cannot overflow as `SUM` can on a
-    // damaged entry; with their least values, a damaged count is found and named.
+    // damaged entry; with their least values, a damaged count is found and named. The
+    // duration and the cost are read from the outcome's summary without decoding the rest of
+    // it; `->` gives the cost's JSON text as written, so the listing's number is the
+    // summary's. An outcome that is not JSON reads as neither, and the thread as damaged.
     let mut statement = connection
         .prepare_cached(
-            "SELECT r.thread_id, r.name, r.status, r.created_unix_ms,
+            "SELECT r.thread_id, r.name, r.status, r.created_unix_ms, r.finished_unix_ms,
+                CASE WHEN json_valid(r.outcome) THEN r.outcome ->> '$.summary.duration_ms' END,
+                CASE WHEN json_valid(r.outcome) THEN r.outcome -> '$.summary.cost_usd' END,
                 COALESCE(SUM(e.kind = 'agent'), 0),
                 TOTAL(e.input_tokens) + TOTAL(e.output_tokens),
                 MIN(MIN(e.input_tokens), MIN(e.output_tokens))
@@ -459,16 +515,22 @@ pub(super) fn list(connection: &Connection, path: &Path) -> Result<Listing, Stor
                 name: row.get(1)?,
                 status: row.get(2)?,
                 created: row.get(3)?,
-                leaves: row.get(4)?,
-                tokens: row.get(5)?,
-                least_tokens: row.get(6)?,
+                finished: row.get(4)?,
+                duration: row.get(5)?,
+                cost: row.get(6)?,
+                leaves: row.get(7)?,
+                tokens: row.get(8)?,
+                least_tokens: row.get(9)?,
             })
         })
         .map_err(|e| classify(path, e))?;
     let mut listing = Listing::default();
     for row in rows {
-        match row.map_err(|e| classify(path, e))?.decode(path) {
-            Ok(run) => listing.threads.push(run),
+        match row
+            .map_err(|e| classify(path, e))?
+            .decode(path, &claimed, now_unix_ms)
+        {
+            Ok(thread) => listing.threads.push(thread),
             Err(damaged) => listing.damaged.push(damaged),
         }
     }
@@ -481,15 +543,25 @@ struct ListingRow {
     name: Option<String>,
     status: String,
     created: i64,
+    finished: Option<i64>,
+    /// The outcome's summary's `duration_ms`, when it has one.
+    duration: Option<rusqlite::types::Value>,
+    /// The outcome's summary's `cost_usd` as JSON text, when it has one.
+    cost: Option<String>,
     leaves: i64,
     tokens: f64,
     least_tokens: Option<i64>,
 }
 
 impl ListingRow {
-    fn decode(self, path: &Path) -> Result<RunListing, StoreError> {
+    fn decode(
+        self,
+        path: &Path,
+        claimed: impl Fn(&str) -> bool,
+        now_unix_ms: u64,
+    ) -> Result<ThreadSummary, StoreError> {
         let id = self.thread_id.as_str();
-        let status = status(path, id, &self.status)?;
+        let stored = status(path, id, &self.status)?;
         let created = count(
             path,
             id,
@@ -514,8 +586,34 @@ impl ListingRow {
                 format!("its token counts add up to {}", self.tokens),
             ));
         }
-        Ok(RunListing {
-            status,
+        let damaged_end = |detail: String| corrupt(path, id, JournalRecord::End, detail);
+        let (finished_unix_ms, duration_ms, cost_usd) = match stored {
+            Stored::Unfinished => (None, now_unix_ms.saturating_sub(created), None),
+            Stored::Succeeded | Stored::Failed => {
+                let finished = self
+                    .finished
+                    .ok_or_else(|| damaged_end("the thread finished without a time".into()))?;
+                let finished = count(path, id, JournalRecord::End, "its finishing time", finished)?;
+                let duration = match self.duration {
+                    Some(rusqlite::types::Value::Integer(ms)) if ms >= 0 => ms as u64,
+                    other => {
+                        return Err(damaged_end(format!(
+                            "its outcome's duration is {other:?}, not a whole number of \
+                             milliseconds"
+                        )));
+                    }
+                };
+                let cost = match self.cost.as_deref() {
+                    None | Some("null") => None,
+                    Some(text) => Some(serde_json::from_str::<f64>(text).map_err(|e| {
+                        damaged_end(format!("its outcome's cost {text} is not a number: {e}"))
+                    })?),
+                };
+                (Some(finished), duration, cost)
+            }
+        };
+        Ok(ThreadSummary {
+            status: stored.status(|| claimed(id)),
             name: self.name,
             leaves: count(
                 path,
@@ -525,7 +623,10 @@ impl ListingRow {
                 self.leaves,
             )?,
             tokens: self.tokens as u64,
+            cost_usd,
             created_unix_ms: created,
+            finished_unix_ms,
+            duration_ms,
             thread_id: self.thread_id,
         })
     }

@@ -11,7 +11,7 @@ use super::schema::MIGRATIONS;
 use super::*;
 use crate::contract::{entry, header, outcome};
 use crate::{
-    Entry, ErrorInfo, JournalRecord, RunErrorKind, RunStatus, SCHEMA_VERSION, StoreError,
+    Entry, ErrorInfo, JournalRecord, RunErrorKind, SCHEMA_VERSION, StoreError, ThreadStatus,
     WorkflowRecord,
 };
 
@@ -49,7 +49,7 @@ async fn a_claim_holds_across_stores_on_one_file_and_ends_with_the_thread() {
     );
     let lease = one.leases.path("t");
     assert!(lease.exists());
-    let end = RunEnd {
+    let end = ThreadEnd {
         outcome: outcome(Err(ErrorInfo {
             kind: RunErrorKind::Uncaught,
             message: "no".into(),
@@ -58,7 +58,7 @@ async fn a_claim_holds_across_stores_on_one_file_and_ends_with_the_thread() {
         })),
         finished_unix_ms: 1,
     };
-    assert_eq!(end.status(), RunStatus::Failed);
+    assert_eq!(end.status(), ThreadStatus::Failed);
     one.finish("t", &end).await.unwrap();
     drop(held);
     // A finished thread never runs again, so its lease file is gone.
@@ -243,7 +243,7 @@ async fn a_record_that_does_not_decode_is_a_damaged_record_of_its_thread() {
     }
     // A header, or an end, that does not decode — or contradicts the status — names neither
     // an entry nor a default.
-    let end = RunEnd {
+    let end = ThreadEnd {
         outcome: outcome(Ok(serde_json::json!(1))),
         finished_unix_ms: 5,
     };

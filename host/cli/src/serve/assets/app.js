@@ -53,7 +53,7 @@ function runsPage() {
   document.title = "flowbox — runs";
   const search = el("input", { type: "search", placeholder: "search by name", id: "search" });
   const filter = el("select", { id: "filter" },
-    ...["all", "running", "ok", "failed", "resumable"].map((s) => el("option", { value: s }, s)));
+    ...["all", "running", "resumable", "succeeded", "failed"].map((s) => el("option", { value: s }, s)));
   const body = el("tbody", { id: "runs" });
   const damaged = el("p", { class: "error-text", id: "damaged" });
   app.replaceChildren(
@@ -146,7 +146,7 @@ function runPage(threadId) {
               o.error.message),
             o.error.line ? el("p", {}, "at line " + o.error.line + " of the script") : null));
       const s = o.summary;
-      totals.replaceChildren(el("span", {}, "leaves " + s.agents_spawned),
+      totals.replaceChildren(el("span", {}, "leaves " + s.leaves),
         el("span", {}, "tokens " + s.tokens_spent), el("span", {}, "fuel " + s.fuel_used),
         el("span", {}, "duration " + duration(s.duration_ms)));
     } else {
