@@ -413,7 +413,7 @@ async fn preview_through_run_workflow_returns_the_plan_and_runs_nothing() {
         "preview": true,
     }))
     .unwrap();
-    let output = tool.execute(input).await;
+    let output = tool.execute(input).await.to_value();
     assert_eq!(output["ok"], true, "{output}");
     assert_eq!(output["preview"], true);
     assert_eq!(output["plan"]["leaves"], 3);
@@ -432,7 +432,7 @@ async fn preview_through_run_workflow_returns_the_plan_and_runs_nothing() {
         "script": "return await parallel([lambda i=i: agent(f'x {i}') for i in range(3)])",
     }))
     .unwrap();
-    let output = gated.execute(input).await;
+    let output = gated.execute(input).await.to_value();
     assert_eq!(output["error"]["kind"], "gate_refused", "{output}");
     assert_eq!(output["error"]["plan"]["leaves"], 3);
     let hint = output["error"]["hint"].as_str().unwrap();

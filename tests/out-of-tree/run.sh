@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The library as a dependent project gets it: packages the library crates, checks each is
-# within the registry's 10 MiB, builds a project *outside* this workspace against the unpacked
+# The library as a dependent project gets it: packages every library crate, checks each is
+# within the registry's 10 MiB, builds projects *outside* this workspace against the unpacked
 # packages (path dependency plus [patch], no link to this repository, no Python on PATH), and
 # runs the crate documentation's example there, checking its output.
 #
@@ -17,9 +17,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 cd "$repo"
-"$cargo" package --quiet -p flowbox-store -p flowbox-backends -p flowbox --no-verify --allow-dirty
+crates=(flowbox-store flowbox-backends flowbox flowbox-restate flowbox-mcp)
+"$cargo" package --quiet "${crates[@]/#/-p}" --no-verify --allow-dirty
 mkdir "$work/packages"
-for crate in flowbox-store flowbox-backends flowbox; do
+for crate in "${crates[@]}"; do
     file="$CARGO_TARGET_DIR/package/$crate-0.1.0.crate"
     bytes=$(stat -c %s "$file")
     echo "package $crate: $bytes bytes"

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use crate::options::{JournalOptions, RunOptions};
 use crate::run::{Journal, runtime_for, with_progress};
-use crate::text::terminal_safe;
-use crate::{Failure, events};
+use crate::{Failure, FailureKind, events};
+use flowbox::store::view::terminal_safe;
 
 /// Arguments of `flowbox ask`.
 #[derive(Debug, Args)]
@@ -84,7 +84,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     }
     let answer = answer.map_err(|e| Failure {
         code: 1,
-        kind: "root_agent".into(),
+        kind: FailureKind::RootAgent,
         error: anyhow::Error::new(e).context("the root agent failed"),
     })?;
     if args.json {

@@ -9,7 +9,7 @@ use flowbox::store::{CheckpointStore, GroupKind, SqliteStore, ThreadStatus};
 use flowbox::{Event, EventKind, Position};
 
 use crate::Failure;
-use crate::text::{preview, terminal_safe};
+use flowbox::store::view::{preview, terminal_safe};
 
 /// Prints `thread`'s events from the start as they arrive; the exit status is the run's (0
 /// when it succeeded, 1 when it failed).

@@ -31,7 +31,6 @@ mod resume;
 mod run;
 mod serve;
 mod show;
-mod text;
 mod threads;
 mod workflows;
 
@@ -39,7 +38,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
-use flowbox::RunErrorClass;
+use flowbox::{RunErrorClass, RunErrorKind};
 
 /// Exit codes, as documented in `--help` and `docs/cli.md`.
 const AFTER_HELP: &str = "\
@@ -126,9 +125,40 @@ impl Command {
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub code: u8,
-    /// The error kind `--json` reports: a run error's own, else `input`, `setup` or `output`.
-    pub kind: String,
+    /// The error kind `--json` reports.
+    pub kind: FailureKind,
     pub error: anyhow::Error,
+}
+
+/// What failed, as `--json`'s `error.kind` names it: a run error's own kind, else the
+/// command's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureKind {
+    /// The run ended with this error.
+    Run(RunErrorKind),
+    /// Input the user must fix (`input`).
+    Input,
+    /// The runtime could not be set up (`setup`).
+    Setup,
+    /// The output could not be written (`output`).
+    Output,
+    /// `ask`'s root agent failed (`root_agent`).
+    RootAgent,
+    /// Restate could not be asked, or failed the run (`restate`).
+    Restate,
+}
+
+impl FailureKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Run(kind) => kind.as_str(),
+            Self::Input => "input",
+            Self::Setup => "setup",
+            Self::Output => "output",
+            Self::RootAgent => "root_agent",
+            Self::Restate => "restate",
+        }
+    }
 }
 
 impl Failure {
@@ -136,7 +166,7 @@ impl Failure {
     pub(crate) fn input(error: impl Into<anyhow::Error>) -> Self {
         Self {
             code: 2,
-            kind: "input".into(),
+            kind: FailureKind::Input,
             error: error.into(),
         }
     }
@@ -151,7 +181,7 @@ impl Failure {
     pub(crate) fn output(error: anyhow::Error) -> Self {
         Self {
             code: 1,
-            kind: "output".into(),
+            kind: FailureKind::Output,
             error,
         }
     }
@@ -160,7 +190,7 @@ impl Failure {
     pub(crate) fn setup(error: flowbox::SetupError) -> Self {
         Self {
             code: 1,
-            kind: "setup".into(),
+            kind: FailureKind::Setup,
             error: error.into(),
         }
     }
@@ -169,7 +199,7 @@ impl Failure {
     pub(crate) fn run(error: flowbox::RunError) -> Self {
         Self {
             code: exit_code(&error),
-            kind: error.kind().as_str().to_owned(),
+            kind: FailureKind::Run(error.kind()),
             error: error.into(),
         }
     }
@@ -179,7 +209,7 @@ impl Failure {
         serde_json::json!({
             "ok": false,
             "result": null,
-            "error": {"kind": self.kind, "message": format!("{:#}", self.error)},
+            "error": {"kind": self.kind.as_str(), "message": format!("{:#}", self.error)},
             "summary": null,
         })
     }
@@ -239,7 +269,7 @@ fn main() -> ExitCode {
             }
             err!(
                 "error: {}",
-                text::terminal_safe(&format!("{:#}", failure.error))
+                flowbox::store::view::terminal_safe(&format!("{:#}", failure.error))
             );
             ExitCode::from(failure.code)
         }

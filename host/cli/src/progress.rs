@@ -10,7 +10,7 @@ use flowbox::events::Progress;
 
 use crate::events::Feed;
 
-use crate::text::terminal_safe;
+use flowbox::store::view::terminal_safe;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

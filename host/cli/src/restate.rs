@@ -18,9 +18,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::Failure;
 use crate::options::RunOptions;
 use crate::run::report;
+use crate::{Failure, FailureKind};
 
 /// Arguments of `flowbox worker`.
 #[derive(Debug, Args)]
@@ -358,7 +358,7 @@ fn report_outcome(
         Ok(outcome) => report(outcome, json),
         Err(EngineError::Restate(ClientError::Status { status, body, .. })) => Err(Failure {
             code: 1,
-            kind: "restate".into(),
+            kind: FailureKind::Restate,
             error: anyhow::anyhow!(
                 "the run of thread {thread_id} failed on Restate ({status}): {}",
                 restate_message(&body)
@@ -382,7 +382,7 @@ fn failed(error: EngineError) -> Failure {
 fn unreachable(error: ClientError) -> Failure {
     Failure {
         code: 1,
-        kind: "restate".into(),
+        kind: FailureKind::Restate,
         error: error.into(),
     }
 }

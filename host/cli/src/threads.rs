@@ -1,11 +1,11 @@
 //! `flowbox threads`: the journaled runs, newest first.
 
 use clap::Args;
-use flowbox::store::{CheckpointStore, Listing, ThreadSummary, UtcTime};
+use flowbox::store::view::{self, terminal_safe};
+use flowbox::store::{CheckpointStore, Listing};
 
 use crate::Failure;
 use crate::options::JournalOptions;
-use crate::text::terminal_safe;
 
 /// Arguments of `flowbox threads`.
 #[derive(Debug, Args)]
@@ -39,28 +39,8 @@ pub(crate) async fn threads(args: ThreadsArgs) -> Result<u8, Failure> {
         );
         return Ok(code);
     }
-    for line in table(&listing) {
+    for line in view::table(&listing) {
         out!("{line}");
     }
     Ok(code)
-}
-
-/// The threads as `flowbox threads` prints them: a header line, then one line per thread.
-pub(crate) fn table(threads: &[ThreadSummary]) -> Vec<String> {
-    let mut lines = vec![format!(
-        "{:<32} {:<24} {:<10} {:>7} {:>9}  started",
-        "thread", "name", "status", "leaves", "tokens"
-    )];
-    for run in threads {
-        lines.push(format!(
-            "{:<32} {:<24} {:<10} {:>7} {:>9}  {}",
-            run.thread_id,
-            terminal_safe(run.name.as_deref().unwrap_or("-")),
-            run.status,
-            run.leaves,
-            run.tokens,
-            UtcTime::from_unix_millis(run.created_unix_ms)
-        ));
-    }
-    lines
 }

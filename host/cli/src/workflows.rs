@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::Failure;
 use crate::options::JournalOptions;
-use crate::text::terminal_safe;
+use flowbox::store::view::terminal_safe;
 
 /// Arguments of `flowbox workflows`.
 #[derive(Debug, Args)]

@@ -90,15 +90,16 @@ pub mod tools {
 /// records (with the parts of a [`Summary`], such as its
 /// [`BranchFailure`](store::BranchFailure)s), the two stores (in memory, in SQLite), the typed
 /// view of a thread every listing renders ([`ThreadStatus`](store::ThreadStatus),
-/// [`ThreadSummary`](store::ThreadSummary)), and the helpers its records are written with (hex
-/// and SHA-256, Unix time, UTC calendar times).
+/// [`ThreadSummary`](store::ThreadSummary)) and how it reads as text ([`view`](store::view)),
+/// and the helpers its records are written with (hex and SHA-256, Unix time, UTC calendar
+/// times).
 pub mod store {
     pub use flowbox_store::{
         AgentRequest, BranchFailure, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim,
         Durability, Entry, EntryOutcome, GroupKind, JournalRecord, Listing, MemoryStore,
         RecordedOutcome, SCHEMA_VERSION, SqliteStore, StoreError, StoredEvent, StoredThread,
         ThreadEnd, ThreadHeader, ThreadStatus, ThreadSummary, ToolRequest, UtcTime, WorkflowRecord,
-        WorkflowTotals, from_hex, hex, now_unix_ms, now_unix_nanos, sha256_hex,
+        WorkflowTotals, from_hex, hex, now_unix_ms, now_unix_nanos, sha256_hex, view,
     };
 }
 

@@ -66,8 +66,9 @@ async fn an_embedders_run_workflow_runs_on_restate_by_configuration() {
     .unwrap();
     let on_restate = WorkflowTool::new(remote.clone())
         .execute(input.clone())
-        .await;
-    let here = WorkflowTool::new(local).execute(input).await;
+        .await
+        .to_value();
+    let here = WorkflowTool::new(local).execute(input).await.to_value();
     assert_eq!(on_restate["ok"], true, "{on_restate}");
     assert_eq!(on_restate["result"], here["result"]);
     assert_eq!(

@@ -28,6 +28,7 @@ mod outcome;
 mod sqlite;
 mod thread;
 mod time;
+pub mod view;
 
 pub use call::{
     AgentRequest, CallErrorKind, CallKind, CallRequest, Entry, EntryOutcome, ToolRequest,

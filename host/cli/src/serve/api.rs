@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use flowbox::events::history::{self, Follower};
+use flowbox::store::view::ThreadList;
 use flowbox::store::{
     CallErrorKind, CallKind, CallRequest, CheckpointStore, EntryOutcome, Listing, RecordedOutcome,
     SqliteStore, StoreError, StoredThread, ThreadStatus, ThreadSummary, now_unix_ms,
@@ -23,12 +24,12 @@ use flowbox::{Event, EventKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Journal;
+use super::ReadOnlyJournal;
 
 /// The most events one `/events` answer holds.
 const MAX_LIMIT: usize = history::PAGE;
 
-pub(super) fn routes() -> Router<Arc<Journal>> {
+pub(super) fn routes() -> Router<Arc<ReadOnlyJournal>> {
     Router::new()
         .route("/threads", get(threads))
         .route("/threads/{thread}", get(thread))
@@ -73,13 +74,6 @@ impl From<StoreError> for ApiError {
 }
 
 type ApiResult = Result<Response, ApiError>;
-
-/// `GET /api/threads`: every thread that reads, newest first, and a message per damaged one.
-#[derive(Debug, Serialize)]
-struct ThreadList {
-    threads: Vec<ThreadSummary>,
-    damaged: Vec<String>,
-}
 
 /// `GET /api/threads/{thread}`: the thread's summary and what it ran.
 #[derive(Debug, Serialize)]
@@ -133,21 +127,17 @@ fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
         .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
 }
 
-async fn threads(State(journal): State<Arc<Journal>>) -> ApiResult {
+async fn threads(State(journal): State<Arc<ReadOnlyJournal>>) -> ApiResult {
     let listing = match journal.store()? {
         Some(store) => store.list().await?,
         None => Listing::default(),
     };
-    Ok(Json(ThreadList {
-        threads: listing.threads,
-        damaged: listing.damaged.iter().map(ToString::to_string).collect(),
-    })
-    .into_response())
+    Ok(Json(ThreadList::from(listing)).into_response())
 }
 
 /// The journal and the thread, or a 404 naming it.
 async fn load(
-    journal: &Journal,
+    journal: &ReadOnlyJournal,
     thread_id: &str,
 ) -> Result<(Arc<SqliteStore>, StoredThread), ApiError> {
     let missing = || ApiError::NotFound(format!("no thread {thread_id} in the journal"));
@@ -156,7 +146,10 @@ async fn load(
     Ok((store, run))
 }
 
-async fn thread(State(journal): State<Arc<Journal>>, Path(thread_id): Path<String>) -> ApiResult {
+async fn thread(
+    State(journal): State<Arc<ReadOnlyJournal>>,
+    Path(thread_id): Path<String>,
+) -> ApiResult {
     let (store, run) = load(&journal, &thread_id).await?;
     let summary = ThreadSummary::of(&run, now_unix_ms());
     let resume_command =
@@ -174,7 +167,7 @@ async fn thread(State(journal): State<Arc<Journal>>, Path(thread_id): Path<Strin
 }
 
 async fn events(
-    State(journal): State<Arc<Journal>>,
+    State(journal): State<Arc<ReadOnlyJournal>>,
     Path(thread_id): Path<String>,
     page: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult {
@@ -201,7 +194,7 @@ async fn events(
 }
 
 async fn stream(
-    State(journal): State<Arc<Journal>>,
+    State(journal): State<Arc<ReadOnlyJournal>>,
     Path(thread_id): Path<String>,
     headers: HeaderMap,
     from: Result<Query<StreamQuery>, QueryRejection>,
@@ -265,7 +258,7 @@ async fn stream(
 }
 
 async fn leaf(
-    State(journal): State<Arc<Journal>>,
+    State(journal): State<Arc<ReadOnlyJournal>>,
     Path((thread_id, call)): Path<(String, String)>,
 ) -> ApiResult {
     let call: u64 = call

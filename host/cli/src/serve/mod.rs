@@ -32,12 +32,12 @@ pub(crate) struct ServeArgs {
 
 /// The journal, opened read-only on first use (it may not exist yet when the server starts).
 #[derive(Debug)]
-pub(crate) struct Journal {
+pub(crate) struct ReadOnlyJournal {
     path: PathBuf,
     store: Mutex<Option<Arc<SqliteStore>>>,
 }
 
-impl Journal {
+impl ReadOnlyJournal {
     /// The journal, or `None` while there is none at the path.
     pub(crate) fn store(&self) -> Result<Option<Arc<SqliteStore>>, StoreError> {
         let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
@@ -54,7 +54,7 @@ impl Journal {
 
 pub(crate) async fn serve(args: ServeArgs) -> Result<u8, Failure> {
     let path = args.journal.path().map_err(Failure::input)?;
-    let journal = Arc::new(Journal {
+    let journal = Arc::new(ReadOnlyJournal {
         path: path.clone(),
         store: Mutex::new(None),
     });
@@ -83,7 +83,7 @@ pub(crate) async fn serve(args: ServeArgs) -> Result<u8, Failure> {
 }
 
 /// The web app and the API.
-fn app(journal: Arc<Journal>) -> Router {
+fn app(journal: Arc<ReadOnlyJournal>) -> Router {
     Router::new()
         .route("/", get(page))
         .route("/runs/{thread}", get(page))

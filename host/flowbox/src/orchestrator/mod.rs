@@ -7,6 +7,7 @@
 //! message, line and a hint), and decides whether more work is needed.
 
 mod guidance;
+mod output;
 mod tool;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use flowbox_store::WorkflowRecord;
 use crate::Runtime;
 
 pub use guidance::{Guidance, PATTERNS};
+pub use output::{WorkflowError, WorkflowErrorKind, WorkflowOutput, WorkflowSummary};
 pub use tool::{
     DEFAULT_MAX_RESULT_BYTES, RUN_WORKFLOW, RUN_WORKFLOW_DESCRIPTION, WorkflowInput, WorkflowTool,
 };

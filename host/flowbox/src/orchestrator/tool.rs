@@ -8,6 +8,7 @@ use flowbox_store::WorkflowRecord;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::output::{WorkflowError, WorkflowOutput, WorkflowSummary};
 use crate::{ErrorInfo, RunErrorKind, RunRequest, Runtime};
 use flowbox_store::now_unix_ms;
 
@@ -90,7 +91,7 @@ impl WorkflowTool {
     /// Runs a workflow and returns what the root model gets back: the result and a compact
     /// summary, or an error it can act on; with `preview`, its plan instead (nothing runs and
     /// nothing is recorded).
-    pub async fn execute(&self, input: WorkflowInput) -> Value {
+    pub async fn execute(&self, input: WorkflowInput) -> WorkflowOutput {
         let preview = input.preview;
         let mut request = RunRequest::new(input.script);
         if let Some(args) = input.args {
@@ -105,9 +106,15 @@ impl WorkflowTool {
             });
         }
         if preview {
-            return match self.runtime.plan(request).await {
-                Ok(plan) => json!({"ok": true, "preview": true, "plan": plan}),
-                Err(error) => json!({"ok": false, "preview": true, "error": error_json(&error)}),
+            return WorkflowOutput {
+                preview: true,
+                ..match self.runtime.plan(request).await {
+                    Ok(plan) => WorkflowOutput {
+                        plan: Some(Box::new(plan)),
+                        ..WorkflowOutput::new(true)
+                    },
+                    Err(error) => WorkflowOutput::failed(workflow_error(&error)),
+                }
             };
         }
         let outcome = self.runtime.run_request(request).await;
@@ -118,13 +125,13 @@ impl WorkflowTool {
     /// [`execute`](Self::execute) returns for a run: the thread's own script, args and limits
     /// run on, and a finished thread answers with its recorded outcome. Thread ids are taken
     /// as they are, without the [`conversation`](Self::conversation) scope.
-    pub async fn resume(&self, thread_id: &str) -> Value {
+    pub async fn resume(&self, thread_id: &str) -> WorkflowOutput {
         let outcome = self.runtime.resume(thread_id, None).await;
         self.answer(outcome).await
     }
 
     /// What the root model gets back for `outcome`, recorded as one of this tool's runs.
-    async fn answer(&self, outcome: crate::RunOutcome) -> Value {
+    async fn answer(&self, outcome: crate::RunOutcome) -> WorkflowOutput {
         let summary = &outcome.summary;
         let record = WorkflowRecord {
             conversation_id: self.conversation_id.clone().unwrap_or_default(),
@@ -136,36 +143,36 @@ impl WorkflowTool {
             recorded_unix_ms: now_unix_ms(),
         };
         let shown = &summary.failed_branches[..summary.failed_branches.len().min(MAX_FAILED_SHOWN)];
-        let mut output = json!({
-            "ok": outcome.result.is_ok(),
-            "summary": {
-                "thread_id": summary.thread_id,
-                "name": summary.name,
-                "leaves": summary.leaves,
-                "tokens": summary.tokens_spent,
-                "phases": summary.phases,
-                "duration_ms": summary.duration_ms,
-                "failed_branches": shown,
-                "warnings": summary.warnings,
-            },
-        });
-        if summary.estimated_tokens > 0 {
-            output["summary"]["estimated_tokens"] = json!(summary.estimated_tokens);
-        }
-        if summary.failed_branch_count as usize > shown.len() {
-            output["summary"]["failed_branch_count"] = json!(summary.failed_branch_count);
-        }
-        match &outcome.result {
-            Ok(result) => output["result"] = self.truncated(result),
-            Err(error) => output["error"] = error_json(error),
-        }
+        let (result, error) = match &outcome.result {
+            Ok(result) => (Some(self.truncated(result)), None),
+            Err(error) => (None, Some(workflow_error(error))),
+        };
+        let mut output = WorkflowOutput {
+            summary: Some(WorkflowSummary {
+                thread_id: summary.thread_id.clone(),
+                name: summary.name.clone(),
+                leaves: summary.leaves,
+                tokens: summary.tokens_spent,
+                phases: summary.phases.clone(),
+                duration_ms: summary.duration_ms,
+                failed_branches: shown.to_vec(),
+                warnings: summary.warnings.clone(),
+                estimated_tokens: summary.estimated_tokens,
+                failed_branch_count: (summary.failed_branch_count as usize > shown.len())
+                    .then_some(summary.failed_branch_count),
+            }),
+            result,
+            error,
+            ..WorkflowOutput::new(outcome.result.is_ok())
+        };
         // A finished thread asked for again, one another run holds, or one that does not
         // exist ran nothing here: it is not a run of its own, so the totals count every run
         // once.
         if outcome.recorded {
-            output["note"] = json!(
+            output.note = Some(
                 "this thread had already finished: this is its recorded outcome and nothing ran \
                  again; leave thread_id out to run the script anew"
+                    .into(),
             );
             return output;
         }
@@ -179,7 +186,7 @@ impl WorkflowTool {
             // The answer matters more than the bookkeeping: a failed record is reported in
             // the output rather than failing the tool.
             if let Err(error) = store.record_workflow(&record).await {
-                output["journal_error"] = json!(error.to_string());
+                output.journal_error = Some(error.to_string());
             }
         }
         self.runs
@@ -211,17 +218,12 @@ impl WorkflowTool {
 
 /// A run error as the root model sees it: kind, message, line, exception and a hint; a gate
 /// refusal carries the plan it measured.
-fn error_json(error: &crate::RunError) -> Value {
+fn workflow_error(error: &crate::RunError) -> WorkflowError {
     let info = ErrorInfo::from(error);
-    let mut output = json!({
-        "kind": info.kind,
-        "message": info.message,
-        "line": info.line,
-        "exception": info.exception,
-        "hint": hint(info.kind, info.exception.as_deref()),
-    });
+    let hint = hint(info.kind, info.exception.as_deref());
+    let mut output = WorkflowError::of_run(info, hint);
     if let crate::RunError::GateRefused(refusal) = error {
-        output["plan"] = serde_json::to_value(&refusal.plan).expect("plans serialise");
+        output.plan = Some(Box::new(refusal.plan.clone()));
     }
     output
 }
@@ -355,7 +357,7 @@ impl Tool for WorkflowTool {
                 tool: RUN_WORKFLOW.into(),
                 message: e.to_string(),
             })?;
-        Ok(self.execute(input).await)
+        Ok(self.execute(input).await.to_value())
     }
 }
 

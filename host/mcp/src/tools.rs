@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use flowbox::orchestrator::WorkflowTool;
+use flowbox::orchestrator::{WorkflowOutput, WorkflowTool};
 use flowbox::tools::Tool as _;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
@@ -22,7 +22,7 @@ pub(crate) fn list(workflow: &WorkflowTool) -> Vec<Tool> {
             RUN_WORKFLOW,
             spec.description,
             spec.parameters,
-            outcome_schema(),
+            WorkflowOutput::schema(),
             false,
         ),
         tool(
@@ -32,13 +32,13 @@ pub(crate) fn list(workflow: &WorkflowTool) -> Vec<Tool> {
              thread returns its recorded outcome. Returns what run_workflow returns."
                 .into(),
             thread_id_input("The thread to resume (summary.thread_id of a run)."),
-            outcome_schema(),
+            WorkflowOutput::schema(),
             false,
         ),
         tool(
             LIST_THREADS,
-            "List the journaled workflow threads, newest first: id, name, status (running, ok, \
-             failed), leaves, tokens, start time."
+            "List the journaled workflow threads, newest first: id, name, status (running, \
+             resumable, succeeded, failed), leaves, tokens, cost, start and duration."
                 .into(),
             json!({"type": "object", "properties": {}, "additionalProperties": false}),
             json!({
@@ -92,50 +92,5 @@ fn thread_id_input(description: &str) -> Value {
         "properties": {"thread_id": {"type": "string", "description": description}},
         "required": ["thread_id"],
         "additionalProperties": false
-    })
-}
-
-/// What `run_workflow` and `resume_workflow` return, as the library's tool shapes it: `ok`,
-/// the compact `summary`, and the `result` or the `error` (kind, message, line, hint).
-fn outcome_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "ok": {"type": "boolean"},
-            "result": {"description": "The script's JSON result (when ok)."},
-            "summary": {
-                "type": "object",
-                "description": "thread_id, name, leaves, tokens, phases, duration_ms, failed_branches, warnings; estimated_tokens when some of the tokens are estimates.",
-                "properties": {
-                    "thread_id": {"type": "string"},
-                    "name": {"type": ["string", "null"]},
-                    "leaves": {"type": "integer", "minimum": 0},
-                    "tokens": {"type": "integer", "minimum": 0},
-                    "estimated_tokens": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "Of tokens, how many are estimates (one per three bytes of text) rather than counts the model reported; absent when none are."
-                    },
-                    "phases": {"type": "array", "items": {"type": "string"}},
-                    "duration_ms": {"type": "integer", "minimum": 0},
-                    "failed_branches": {"type": "array"},
-                    "failed_branch_count": {"type": "integer", "minimum": 0},
-                    "warnings": {"type": "array", "items": {"type": "string"}}
-                }
-            },
-            "error": {
-                "type": "object",
-                "properties": {
-                    "kind": {"type": "string"},
-                    "message": {"type": "string"},
-                    "line": {"type": ["integer", "null"]},
-                    "exception": {"type": ["string", "null"]},
-                    "hint": {"type": "string"}
-                },
-                "required": ["kind", "message", "hint"]
-            },
-            "note": {"type": "string"}
-        },
-        "required": ["ok"]
     })
 }

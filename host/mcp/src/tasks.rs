@@ -13,7 +13,7 @@
 //! and one nothing runs (the server stopped mid-run) a cancelled task, which `resume_workflow`
 //! continues. In memory the server keeps the tasks running and at most
 //! [`KEPT`] finished ones, each for the TTL after it finished. The server side of a call run
-//! as a task is in [`super::server`].
+//! as a task is in [`crate::server`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,8 +28,8 @@ use rmcp::model::{
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
-use super::progress::StatusLine;
-use super::stateless::{Answers, Pending};
+use crate::progress::StatusLine;
+use crate::stateless::{Answers, Pending};
 
 /// How long a finished task is kept by default (`--task-ttl`), in seconds: long enough for a
 /// client that polls now and then, short enough that memory does not fill up.

@@ -4,16 +4,19 @@
 //! with `isError: true` carrying kind, message, line and hint, never a protocol error, so the
 //! host's model can fix the script and call again. A 2026-07-28 client that declares the tasks
 //! extension gets its `run_workflow` and `resume_workflow` calls run as tasks
-//! ([`super::tasks`]), answered from memory or, for a thread no task holds, from the journal.
+//! ([`crate::tasks`]), answered from memory or, for a thread no task holds, from the journal.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use flowbox::orchestrator::{Guidance, WorkflowInput, WorkflowTool};
+use flowbox::orchestrator::{
+    Guidance, WorkflowError, WorkflowErrorKind, WorkflowInput, WorkflowOutput, WorkflowTool,
+};
 use flowbox::store::StoreError;
-use flowbox::{RunRequest, Runtime};
+use flowbox::store::view::{self, ThreadList, ThreadRecord};
+use flowbox::{RunErrorKind, RunRequest, Runtime};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CustomRequest, CustomResult, ErrorCode, GetTaskParams, GetTaskResult, Implementation,
@@ -23,20 +26,30 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::progress::{self, LogLevel, StatusLine};
-use super::sampling::Clients;
-use super::stateless::{Answers, Retry, Rounds};
-use super::stdin::ClientGone;
-use super::tasks::{self, Entry, Journaled, Tasks};
-use super::tools::{self, LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
+use crate::progress::{self, LogLevel, StatusLine};
+use crate::sampling::Clients;
+use crate::stateless::{Answers, Retry, Rounds};
+use crate::stdin::ClientGone;
+use crate::tasks::{self, Entry, Journaled, Tasks};
+use crate::tools::{self, LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
 
-/// The server; clones share one runtime.
+/// The MCP server: its instructions, its tools, and the calls running on its runtime. Built
+/// with [`Server::builder`]; clones share everything.
 #[derive(Clone)]
-pub(crate) struct Server {
+pub struct Server {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("runtime", &self.inner.runtime)
+            .field("sampling", &self.inner.sampling.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 struct Inner {
@@ -45,7 +58,7 @@ struct Inner {
     instructions: String,
     tools: Vec<Tool>,
     level: Arc<LogLevel>,
-    in_flight: InFlight,
+    in_flight: RunningCalls,
     gone: Arc<ClientGone>,
     /// With `--leaves sampling`: where each running thread's leaves go.
     sampling: Option<Arc<Clients>>,
@@ -63,7 +76,6 @@ impl Server {
     pub(crate) fn new(
         runtime: Runtime,
         patterns: bool,
-        gone: Arc<ClientGone>,
         sampling: Option<(Arc<Clients>, Arc<Rounds>)>,
         task_ttl: Duration,
     ) -> Self {
@@ -85,14 +97,19 @@ impl Server {
                 workflow,
                 tools,
                 level: Arc::default(),
-                in_flight: InFlight::default(),
-                gone,
+                in_flight: RunningCalls::default(),
+                gone: Arc::default(),
                 sampling,
                 rounds,
                 tasks: Tasks::new(task_ttl),
                 threads: Threads::default(),
             }),
         }
+    }
+
+    /// What trips when the client of a stdio session has gone.
+    pub(crate) fn gone(&self) -> Arc<ClientGone> {
+        Arc::clone(&self.inner.gone)
     }
 
     /// How many calls were running when the client went away (and so were cancelled).
@@ -179,7 +196,7 @@ impl Server {
                 let workflow = &self.inner.workflow;
                 Ok(
                     match self.run(thread_id, workflow.execute(input), context).await {
-                        Some(output) => outcome_result(output),
+                        Some(output) => outcome_result(&output),
                         None => cancelled(),
                     },
                 )
@@ -192,7 +209,7 @@ impl Server {
                 let workflow = &self.inner.workflow;
                 let work = workflow.resume(&thread_id);
                 Ok(match self.run(thread_id.clone(), work, context).await {
-                    Some(output) => outcome_result(output),
+                    Some(output) => outcome_result(&output),
                     None => cancelled(),
                 })
             }
@@ -222,7 +239,7 @@ impl Server {
     /// A call of a 2026-07-28 client under `--leaves sampling`: `run_workflow` or
     /// `resume_workflow` runs its thread until it ends or its leaves wait for the client's
     /// model, which the input-required result asks for; the client's retry brings the answers
-    /// (see [`super::stateless`]).
+    /// (see [`crate::stateless`]).
     async fn round_trip(
         &self,
         rounds: &Arc<Rounds>,
@@ -236,43 +253,45 @@ impl Server {
         let name = request.name.as_ref();
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let workflow = &self.inner.workflow;
-        let (thread_id, work): (String, futures_util::future::BoxFuture<'_, Value>) = match name {
-            RUN_WORKFLOW => {
-                let mut input: WorkflowInput = match parse(name, arguments) {
-                    Ok(input) => input,
-                    Err(message) => return Ok(invalid_arguments(&message).into()),
-                };
-                if let Some(retry) = &retry {
-                    if let Some(named) = input.thread_id.as_ref().filter(|t| **t != retry.thread_id)
-                    {
-                        return Err(other_thread(&retry.thread_id, named));
+        let (thread_id, work): (String, futures_util::future::BoxFuture<'_, WorkflowOutput>) =
+            match name {
+                RUN_WORKFLOW => {
+                    let mut input: WorkflowInput = match parse(name, arguments) {
+                        Ok(input) => input,
+                        Err(message) => return Ok(invalid_arguments(&message).into()),
+                    };
+                    if let Some(retry) = &retry {
+                        if let Some(named) =
+                            input.thread_id.as_ref().filter(|t| **t != retry.thread_id)
+                        {
+                            return Err(other_thread(&retry.thread_id, named));
+                        }
+                        self.journaled(&retry.thread_id).await?;
+                        input.thread_id = Some(retry.thread_id.clone());
                     }
-                    self.journaled(&retry.thread_id).await?;
-                    input.thread_id = Some(retry.thread_id.clone());
+                    let thread_id = input
+                        .thread_id
+                        .get_or_insert_with(RunRequest::new_thread_id)
+                        .clone();
+                    (thread_id, Box::pin(workflow.execute(input)))
                 }
-                let thread_id = input
-                    .thread_id
-                    .get_or_insert_with(RunRequest::new_thread_id)
-                    .clone();
-                (thread_id, Box::pin(workflow.execute(input)))
-            }
-            RESUME_WORKFLOW => {
-                let ThreadInput { thread_id } = match parse(name, arguments) {
-                    Ok(input) => input,
-                    Err(message) => return Ok(invalid_arguments(&message).into()),
-                };
-                if let Some(retry) = retry.as_ref().filter(|r| r.thread_id != thread_id) {
-                    return Err(other_thread(&retry.thread_id, &thread_id));
+                RESUME_WORKFLOW => {
+                    let ThreadInput { thread_id } = match parse(name, arguments) {
+                        Ok(input) => input,
+                        Err(message) => return Ok(invalid_arguments(&message).into()),
+                    };
+                    if let Some(retry) = retry.as_ref().filter(|r| r.thread_id != thread_id) {
+                        return Err(other_thread(&retry.thread_id, &thread_id));
+                    }
+                    let resumed = thread_id.clone();
+                    (
+                        thread_id,
+                        Box::pin(async move { workflow.resume(&resumed).await }),
+                    )
                 }
-                let resumed = thread_id.clone();
-                (
-                    thread_id,
-                    Box::pin(async move { workflow.resume(&resumed).await }),
-                )
-            }
-            _ if retry.is_some() => return Err(no_input_asked(name)),
-            _ => return self.call(name, arguments, context).await.map(Into::into),
-        };
+                _ if retry.is_some() => return Err(no_input_asked(name)),
+                _ => return self.call(name, arguments, context).await.map(Into::into),
+            };
         let sampling = context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.sampling.is_some());
@@ -287,7 +306,7 @@ impl Server {
             }
         };
         Ok(match self.run(thread_id.clone(), work, context).await {
-            Some(Ok(output)) => CallToolResponse::Complete(outcome_result(output)),
+            Some(Ok(output)) => CallToolResponse::Complete(outcome_result(&output)),
             Some(Err(batch)) => CallToolResponse::InputRequired(batch.input_required(&thread_id)),
             None => CallToolResponse::Complete(cancelled()),
         })
@@ -313,7 +332,7 @@ impl Server {
 
     /// A `run_workflow` or `resume_workflow` call of a 2026-07-28 client that declared the
     /// tasks extension: it answers at once with a task handle (its id the thread's), the run
-    /// going on in the background (see [`super::tasks`]).
+    /// going on in the background (see [`crate::tasks`]).
     fn start_task(
         &self,
         request: CallToolRequestParams,
@@ -347,7 +366,7 @@ impl Server {
         let thread_id = work.thread_id().to_owned();
         let Some(entry) = self.inner.tasks.create(&thread_id) else {
             return Ok(failure(
-                "thread_in_use",
+                WorkflowErrorKind::Run(RunErrorKind::ThreadInUse),
                 &format!("thread {thread_id} is running as a task already"),
                 "poll that task with tasks/get, or cancel it with tasks/cancel",
             )
@@ -393,7 +412,7 @@ impl Server {
             let output = self
                 .run_as(thread_id, work.start(workflow), call, never())
                 .await?;
-            return Some(Ok(outcome_result(output)));
+            return Some(Ok(outcome_result(&output)));
         };
         let mut answers = Answers::default();
         loop {
@@ -412,7 +431,7 @@ impl Server {
                 .await?;
             drop(round);
             let batch = match ran {
-                Ok(output) => return Some(Ok(outcome_result(output))),
+                Ok(output) => return Some(Ok(outcome_result(&output))),
                 Err(batch) => batch,
             };
             let (requests, pending) = batch.for_task();
@@ -467,32 +486,30 @@ impl Server {
         }
         // A finished thread answers with its recorded outcome; nothing runs.
         let mut output = self.inner.workflow.resume(id).await;
-        if let Some(output) = output.as_object_mut() {
-            output.remove("note");
-        }
+        output.note = None;
         Ok(Journaled::Finished {
             created_ms,
             finished_ms,
-            result: Box::new(outcome_result(output)),
+            result: Box::new(outcome_result(&output)),
         })
     }
 
     async fn list_threads(&self) -> CallToolResult {
         let Some(store) = self.inner.runtime.store() else {
             return failure(
-                "journal_failure",
+                WorkflowErrorKind::Run(RunErrorKind::JournalFailure),
                 "this server keeps no journal",
                 JOURNAL_HINT,
             );
         };
         match store.list().await {
             Ok(listing) => {
-                let damaged: Vec<String> = listing.damaged.iter().map(|d| d.to_string()).collect();
-                let mut text = crate::threads::table(&listing.threads).join("\n");
-                for damaged in &damaged {
+                let list = ThreadList::from(listing);
+                let mut text = view::table(&list.threads).join("\n");
+                for damaged in &list.damaged {
                     text.push_str(&format!("\nerror: {damaged}"));
                 }
-                let value = json!({"threads": listing.threads, "damaged": damaged});
+                let value = serde_json::to_value(&list).expect("listings serialise");
                 with_text(CallToolResult::structured(value), text)
             }
             Err(error) => journal_failure(&error),
@@ -502,18 +519,20 @@ impl Server {
     async fn show_thread(&self, thread_id: &str) -> CallToolResult {
         let Some(store) = self.inner.runtime.store() else {
             return failure(
-                "journal_failure",
+                WorkflowErrorKind::Run(RunErrorKind::JournalFailure),
                 "this server keeps no journal",
                 JOURNAL_HINT,
             );
         };
         match store.load(thread_id).await {
             Ok(Some(run)) => with_text(
-                CallToolResult::structured(crate::show::to_json(&run)),
-                crate::show::lines(&run).join("\n"),
+                CallToolResult::structured(
+                    serde_json::to_value(ThreadRecord::from(&run)).expect("threads serialise"),
+                ),
+                view::lines(&run).join("\n"),
             ),
             Ok(None) => failure(
-                "unknown_thread",
+                WorkflowErrorKind::Run(RunErrorKind::UnknownThread),
                 &format!("no thread {thread_id} in the journal"),
                 "list_threads lists the threads there are",
             ),
@@ -549,7 +568,7 @@ impl TaskWork {
     fn start<'a>(
         &'a self,
         workflow: &'a WorkflowTool,
-    ) -> futures_util::future::BoxFuture<'a, Value> {
+    ) -> futures_util::future::BoxFuture<'a, WorkflowOutput> {
         match self {
             Self::Run(input) => Box::pin(workflow.execute(input.clone())),
             Self::Resume(thread_id) => Box::pin(workflow.resume(thread_id)),
@@ -617,20 +636,20 @@ fn parse<T: serde::de::DeserializeOwned>(tool: &str, arguments: Value) -> Result
 /// The `isError` result of arguments that do not fit the tool's input schema.
 fn invalid_arguments(message: &str) -> CallToolResult {
     failure(
-        "invalid_arguments",
+        WorkflowErrorKind::InvalidArguments,
         message,
         "call the tool with the arguments its input schema lists, with their types",
     )
 }
 
 /// A run's output as a tool result: an error when the run did not succeed.
-fn outcome_result(output: Value) -> CallToolResult {
-    let ok = output["ok"].as_bool().unwrap_or(false);
-    let text = serde_json::to_string_pretty(&output).expect("JSON values serialise");
-    let result = if ok {
-        CallToolResult::structured(output)
+fn outcome_result(output: &WorkflowOutput) -> CallToolResult {
+    let value = output.to_value();
+    let text = serde_json::to_string_pretty(&value).expect("JSON values serialise");
+    let result = if output.ok {
+        CallToolResult::structured(value)
     } else {
-        CallToolResult::structured_error(output)
+        CallToolResult::structured_error(value)
     };
     with_text(result, text)
 }
@@ -638,7 +657,7 @@ fn outcome_result(output: Value) -> CallToolResult {
 /// The answer to a call the client cancelled (which the client ignores, by the protocol).
 fn cancelled() -> CallToolResult {
     failure(
-        "cancelled",
+        WorkflowErrorKind::Cancelled,
         "the client cancelled the call; its thread stays in the journal",
         "resume_workflow with the thread id continues it without paying again for the leaves \
          that finished",
@@ -646,15 +665,18 @@ fn cancelled() -> CallToolResult {
 }
 
 fn journal_failure(error: &StoreError) -> CallToolResult {
-    failure("journal_failure", &error.to_string(), JOURNAL_HINT)
+    failure(
+        WorkflowErrorKind::Run(RunErrorKind::JournalFailure),
+        &error.to_string(),
+        JOURNAL_HINT,
+    )
 }
 
 /// An `isError` result shaped like a run's error.
-fn failure(kind: &str, message: &str, hint: &str) -> CallToolResult {
-    outcome_result(json!({
-        "ok": false,
-        "error": {"kind": kind, "message": message, "line": null, "exception": null, "hint": hint},
-    }))
+fn failure(kind: WorkflowErrorKind, message: &str, hint: &str) -> CallToolResult {
+    outcome_result(&WorkflowOutput::failed(WorkflowError::new(
+        kind, message, hint,
+    )))
 }
 
 fn with_text(mut result: CallToolResult, text: String) -> CallToolResult {
@@ -837,14 +859,14 @@ impl Drop for OnThread<'_> {
 
 /// The calls running now, so the server can wait for them to end before it exits.
 #[derive(Debug, Default)]
-struct InFlight {
+struct RunningCalls {
     count: AtomicUsize,
     /// Calls cancelled because the client went away.
     cancelled: AtomicUsize,
     idle: Notify,
 }
 
-impl InFlight {
+impl RunningCalls {
     fn enter(&self) -> Running<'_> {
         self.count.fetch_add(1, Ordering::SeqCst);
         Running(self)
@@ -861,7 +883,7 @@ impl InFlight {
     }
 }
 
-struct Running<'a>(&'a InFlight);
+struct Running<'a>(&'a RunningCalls);
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {

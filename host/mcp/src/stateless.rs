@@ -12,9 +12,9 @@
 //! "Waiting at that moment" is decided by the runtime, not a timer: [`Leaves`] hears from
 //! [`LeafBackend::run_waiting`] that the guest is blocked and which leaves are in flight, and
 //! the batch is ready once each of those leaves waits for an answer or for a concurrency slot
-//! that a waiting leaf holds. The neighbours: [`super::sampling`] (the 2025-11-25 way, one
+//! that a waiting leaf holds. The neighbours: [`crate::sampling`] (the 2025-11-25 way, one
 //! `sampling/createMessage` request to the client per turn, and the request and reply mapping
-//! both revisions share) and [`super::server`] (the round trip of a call).
+//! both revisions share) and [`crate::server`] (the round trip of a call).
 #![expect(
     deprecated,
     reason = "sampling (deprecated by SEP-2577) is how 2026-07-28 clients lend their model"
@@ -37,7 +37,7 @@ use rmcp::model::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use super::sampling::{NO_SAMPLING, chat_response, sampling_request};
+use crate::sampling::{NO_SAMPLING, chat_response, sampling_request};
 
 /// The rounds under way, by thread id: the answers each call brought and the leaves waiting
 /// for more.

@@ -1,0 +1,190 @@
+//! The server's handler without a process: a `flowbox_mcp::Server` on one end of an in-memory
+//! pipe, JSON-RPC lines written and read on the other, as a client would over stdio. The
+//! official client SDK drives the real binary in the CLI's tests; these pin the handler's own
+//! answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flowbox::Runtime;
+use flowbox::backends::FakeBackend;
+use flowbox::store::MemoryStore;
+use flowbox_mcp::Server;
+use rmcp::ServiceExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, WriteHalf};
+
+/// The client's end of the pipe.
+struct Client {
+    writer: WriteHalf<DuplexStream>,
+    lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
+    next_id: u64,
+}
+
+impl Client {
+    /// A server over `runtime` on the other end, initialised as a 2025-11-25 client.
+    async fn connect(runtime: Runtime) -> Self {
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let server = Server::builder(runtime).build();
+        tokio::spawn(async move {
+            let (read, write) = tokio::io::split(theirs);
+            if let Ok(service) = server.serve((read, write)).await {
+                let _ = service.waiting().await;
+            }
+        });
+        let (read, writer) = tokio::io::split(ours);
+        let mut client = Self {
+            writer,
+            lines: BufReader::new(read).lines(),
+            next_id: 1,
+        };
+        let info = client
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "test", "version": "1"}}),
+            )
+            .await;
+        assert_eq!(info["result"]["serverInfo"]["name"], "flowbox", "{info}");
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    async fn send(&mut self, message: Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.writer.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    /// Sends a request and returns its response (notifications on the way are skipped).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+                .await
+                .expect("the server answers")
+                .unwrap()
+                .expect("the server is still there");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let response = self
+            .request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await;
+        response["result"].clone()
+    }
+}
+
+fn runtime(journal: bool) -> Runtime {
+    let mut builder = Runtime::builder()
+        .backend(FakeBackend::new())
+        .cache_dir(flowbox_testkit::restate::workspace_root().join("target/flowbox-cache"));
+    if journal {
+        builder = builder.shared_store(Arc::new(MemoryStore::new()));
+    }
+    builder.build().expect("the guest loads")
+}
+
+#[tokio::test]
+async fn the_tools_are_listed_with_their_schemas() {
+    let mut client = Client::connect(runtime(false)).await;
+    let listed = client.request("tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "run_workflow",
+            "resume_workflow",
+            "list_threads",
+            "show_thread"
+        ]
+    );
+    for tool in tools {
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+        assert_eq!(tool["outputSchema"]["type"], "object", "{tool}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_answers_with_its_structured_outcome_and_a_listing_shows_it() {
+    let mut client = Client::connect(runtime(true)).await;
+    let result = client
+        .call(
+            "run_workflow",
+            json!({"script": "return {'n': 10000000000000000000001, 'x': await agent('hi')}",
+                   "thread_id": "t1"}),
+        )
+        .await;
+    assert_eq!(result["isError"], false, "{result}");
+    let output = &result["structuredContent"];
+    assert_eq!(output["ok"], true);
+    assert_eq!(output["result"]["n"].to_string(), "10000000000000000000001");
+    assert_eq!(output["summary"]["leaves"], 1);
+    assert_eq!(result["content"][0]["type"], "text");
+
+    let listed = client.call("list_threads", json!({})).await;
+    let threads = listed["structuredContent"]["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 1);
+    assert_eq!(threads[0]["thread_id"], "t1");
+    assert_eq!(threads[0]["status"], "succeeded");
+    let shown = client.call("show_thread", json!({"thread_id": "t1"})).await;
+    assert_eq!(shown["structuredContent"]["status"], "succeeded", "{shown}");
+    assert_eq!(
+        shown["structuredContent"]["entries"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // Asked again, a finished thread answers with its recorded outcome.
+    let again = client
+        .call("resume_workflow", json!({"thread_id": "t1"}))
+        .await;
+    assert_eq!(again["structuredContent"]["result"], output["result"]);
+}
+
+#[tokio::test]
+async fn bad_calls_are_errors_the_model_can_act_on() {
+    let mut client = Client::connect(runtime(false)).await;
+    // A script that fails is a tool result with isError, kind, line and hint.
+    let failed = client
+        .call("run_workflow", json!({"script": "x = 1\nreturn 1 / 0"}))
+        .await;
+    assert_eq!(failed["isError"], true, "{failed}");
+    let error = &failed["structuredContent"]["error"];
+    assert_eq!(error["kind"], "uncaught");
+    assert_eq!(error["line"], 2);
+    assert!(error["hint"].as_str().is_some());
+    // Arguments that do not fit the schema.
+    let invalid = client
+        .call("run_workflow", json!({"scrip": "return 1"}))
+        .await;
+    assert_eq!(
+        invalid["structuredContent"]["error"]["kind"], "invalid_arguments",
+        "{invalid}"
+    );
+    // A server without a journal says so for the thread tools.
+    let listed = client.call("list_threads", json!({})).await;
+    assert_eq!(
+        listed["structuredContent"]["error"]["kind"],
+        "journal_failure"
+    );
+    // An unknown tool and an unknown method are protocol errors.
+    let unknown = client
+        .request("tools/call", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let method = client.request("tools/nothing", json!({})).await;
+    assert_eq!(method["error"]["code"], -32601, "{method}");
+}
