@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::tool::ToolSpec;
 use crate::{BackendError, Usage};
 
 /// A message of the conversation, after the system prompt.
@@ -92,17 +93,6 @@ pub struct ToolCall {
     pub name: String,
     /// The arguments the model chose.
     pub arguments: Value,
-}
-
-/// A tool offered to the model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    /// The name the model calls it by.
-    pub name: String,
-    /// What it does, for the model.
-    pub description: String,
-    /// A JSON Schema of its arguments (an object schema).
-    pub parameters: Value,
 }
 
 /// Ask for a reply that is one JSON value matching `schema`.

@@ -13,7 +13,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use serde_json::{Value, json};
 
-use crate::chat::ToolSpec;
+use crate::tool::ToolSpec;
 use crate::tool::{Tool, ToolError, ToolSet};
 
 /// Largest slice of a file `read_file` returns by default.

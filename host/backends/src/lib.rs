@@ -9,7 +9,6 @@
 #![warn(missing_docs)]
 
 mod agent;
-mod catalog;
 mod chat;
 mod delay;
 mod error;
@@ -30,18 +29,15 @@ use serde_json::Value;
 
 pub use agent::{
     AgentBackend, AgentConfig, AgentTemplate, CheckedBackend, Conversation, DEFAULT_BASE_PROMPT,
-    LEAF_ADDENDUM, ModelProfile, render_prompt,
+    LEAF_ADDENDUM, LeafCatalog, ModelProfile, render_prompt,
 };
-pub use catalog::LeafCatalog;
-pub use chat::{
-    ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall, ToolSpec,
-};
+pub use chat::{ChatModel, ChatRequest, ChatResponse, Message, StructuredOutput, ToolCall};
 pub use error::{BackendError, BackendErrorKind, TransportCause};
 pub use estimate::{APPROXIMATE_BYTES_PER_TOKEN, DEFAULT_OUTPUT_LIMIT, LeafEstimate, Tokenizer};
 pub use fake::{FakeBackend, FakeChat};
 pub use fs_tools::{DEFAULT_MAX_FILE_BYTES, MAX_DIR_ENTRIES, ReadRoots};
 pub use scripted::{ScriptedBackend, ScriptedChat, ScriptedConfigError};
-pub use tool::{Tool, ToolError, ToolSet};
+pub use tool::{Tool, ToolError, ToolSet, ToolSpec};
 
 /// One leaf agent call, as the runtime hands it to a backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::chat::ToolSpec;
 use crate::schema::schema_errors;
 
 /// Why a tool call failed; the message is shown to the model or the script.
@@ -73,6 +73,17 @@ pub enum ToolError {
     /// The tool ran and failed.
     #[error("{0}")]
     Failed(String),
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// A JSON Schema of its arguments (an object schema).
+    pub parameters: Value,
 }
 
 /// Something the host can do on a model's or a script's behalf.

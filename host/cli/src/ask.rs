@@ -8,8 +8,9 @@ use flowbox::orchestrator::Orchestrator;
 use flowbox::store::WorkflowTotals;
 use serde_json::json;
 
+use crate::options::{Journal, runtime_for};
 use crate::options::{JournalOptions, RunOptions};
-use crate::run::{Journal, runtime_for, with_progress};
+use crate::progress::with_progress;
 use crate::{Failure, FailureKind, events};
 use flowbox::store::view::terminal_safe;
 

@@ -7,7 +7,7 @@ use flowbox::orchestrator::Guidance;
 
 use crate::Failure;
 use crate::options::RunOptions;
-use crate::run::runtime_for;
+use crate::options::runtime_for;
 
 /// Arguments of `flowbox guidance`.
 #[derive(Debug, Args)]

@@ -26,6 +26,7 @@ mod mcp;
 mod options;
 mod plan;
 mod progress;
+mod report;
 mod restate;
 mod resume;
 mod run;

@@ -10,8 +10,8 @@ use clap::Args;
 use flowbox_mcp::{Sampling, ServeError, Server};
 
 use crate::Failure;
+use crate::options::{Journal, build_runtime_with};
 use crate::options::{JournalOptions, RunOptions};
-use crate::run::{Journal, build_runtime_with};
 
 /// Arguments of `flowbox mcp`.
 #[derive(Debug, Args)]

@@ -10,7 +10,7 @@ use flowbox::plan::{Plan, PlanGroup};
 
 use crate::Failure;
 use crate::options::RunOptions;
-use crate::run::{build_runtime, read_args};
+use crate::options::{build_runtime, read_args};
 
 /// What the estimates are, for the reader of a plan.
 const ESTIMATES: &str = "\

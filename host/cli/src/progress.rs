@@ -3,16 +3,29 @@
 //! It shows the current phase, leaves running and done, and tokens, and prints the script's
 //! log lines above it as they arrive.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
-use flowbox::EventKind;
 use flowbox::events::Progress;
+use flowbox::{EventKind, Runtime};
 
 use crate::events::Feed;
 
 use flowbox::store::view::terminal_safe;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// Awaits `work` (runs, or a root agent's turns) with the live progress display of the
+/// runtime's runs on stderr when it is a terminal.
+pub(crate) async fn with_progress<T>(runtime: &Runtime, work: impl Future<Output = T>) -> T {
+    let display = std::io::stderr()
+        .is_terminal()
+        .then(|| spawn(runtime.subscribe()));
+    let outcome = work.await;
+    if let Some(display) = display {
+        display.finish().await;
+    }
+    outcome
+}
 
 /// A running progress display.
 pub(crate) struct Display {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use flowbox::events::history;
-use flowbox::{Event, EventKind, RunError, RunOutcome, RunRequest, Runtime};
+use flowbox::{Event, EventKind, RunError, RunOutcome, RunRequest};
 use flowbox_restate::{
     Client, ClientError, EngineError, RestateEngine, Services, Worker, restate_message,
 };
@@ -18,8 +18,8 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::options::RunOptions;
-use crate::run::report;
+use crate::options::{RunOptions, runtime_builder};
+use crate::report::report;
 use crate::{Failure, FailureKind};
 
 /// Arguments of `flowbox worker`.
@@ -79,22 +79,15 @@ pub(crate) struct AttachArgs {
 pub(crate) async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
     let limits = args.options.limits().map_err(Failure::input)?;
     let backends = args.options.backends().map_err(Failure::input)?;
-    let mut builder = Runtime::builder()
-        .shared_backend(Arc::clone(&backends.leaf))
-        .code_tools(backends.tools.clone())
-        .limits(limits)
-        .warm_pool(if matches!(args.services, ServiceChoice::Leaf) {
-            0
-        } else {
-            args.warm_pool
-        });
-    if let Some(prices) = &backends.prices {
-        builder = builder.prices(prices.clone());
-    }
-    if let Some(fanout) = &backends.fanout {
-        builder = builder.fanout_profile(fanout.clone());
-    }
-    let runtime = builder.build().map_err(Failure::setup)?;
+    // A leaf worker runs no guest: it keeps no pool.
+    let warm_pool = match args.services {
+        ServiceChoice::Leaf => 0,
+        ServiceChoice::All | ServiceChoice::Workflow => args.warm_pool,
+    };
+    let runtime = runtime_builder(limits, &backends, None)?
+        .warm_pool(warm_pool)
+        .build()
+        .map_err(Failure::setup)?;
     let worker = Worker {
         runtime,
         backend: Arc::clone(&backends.leaf),

@@ -4,8 +4,10 @@
 use clap::Args;
 
 use crate::Failure;
+use crate::options::{Journal, build_runtime};
 use crate::options::{JournalOptions, RunOptions, load_thread};
-use crate::run::{Journal, build_runtime, report, with_progress};
+use crate::progress::with_progress;
+use crate::report::report;
 
 /// Arguments of `flowbox resume`.
 #[derive(Debug, Args)]

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::config::{AgentConfig, AgentTemplate, Resolved, estimate, resolve, system_prompt};
+use super::config::{
+    AgentConfig, AgentTemplate, Resolved, estimate, render_prompt, resolve, system_prompt,
+};
 use super::conversation::Conversation;
 use crate::chat::{ChatModel, ChatRequest, Message};
 use crate::tool::ToolSet;
@@ -114,14 +116,6 @@ impl AgentBackend {
 
     fn system_prompt(&self, template: Option<&AgentTemplate>, instruction: Option<&str>) -> String {
         system_prompt(&self.config, template, instruction)
-    }
-}
-
-/// The prompt as the user message: text as is, JSON values pretty-printed.
-pub fn render_prompt(prompt: &Value) -> String {
-    match prompt {
-        Value::String(text) => text.clone(),
-        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
     }
 }
 

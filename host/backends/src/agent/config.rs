@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::de::{self, MapAccess, value::MapAccessDeserializer};
 use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 
 use crate::tool::ToolSet;
 use crate::{BackendError, BackendErrorKind, LeafEstimate, LeafRequest};
@@ -237,7 +238,7 @@ pub(super) fn estimate(
         .clone()
         .or_else(|| resolved.template.and_then(|t| t.model.clone()));
     let system = system_prompt(config, resolved.template, request.instruction.as_deref());
-    let prompt = super::render_prompt(&request.prompt);
+    let prompt = render_prompt(&request.prompt);
     let specs = resolved.tools.specs();
     let tool_text = if specs.is_empty() {
         String::new()
@@ -263,4 +264,12 @@ pub(super) fn estimate(
         request.schema.as_ref(),
         names,
     )
+}
+
+/// The prompt as the user message: text as is, JSON values pretty-printed.
+pub fn render_prompt(prompt: &Value) -> String {
+    match prompt {
+        Value::String(text) => text.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
+    }
 }

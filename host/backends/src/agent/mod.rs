@@ -7,19 +7,22 @@
 //! that cannot combine tools and structured output get the tool phase first and then a
 //! tool-free structured turn over its evidence. Calls that share an `instance_id` within a run
 //! share one conversation, one at a time.
-
 //!
-//! `config` holds the configuration and what a request resolves to, `backend` the leaf
-//! backends, `conversation` the turns and their accounting, `tool_loop` the tool and
-//! structured turns.
+//! `config` holds the configuration, what a request resolves to and the prompts it is sent
+//! with, `catalog` what that configuration offers scripts, `backend` the leaf backends,
+//! `conversation` the turns and their accounting, `tool_loop` the tool and structured turns.
 
 mod backend;
+mod catalog;
 mod config;
 mod conversation;
 mod tool_loop;
 
-pub use backend::{AgentBackend, CheckedBackend, render_prompt};
-pub use config::{AgentConfig, AgentTemplate, DEFAULT_BASE_PROMPT, LEAF_ADDENDUM, ModelProfile};
+pub use backend::{AgentBackend, CheckedBackend};
+pub use catalog::LeafCatalog;
+pub use config::{
+    AgentConfig, AgentTemplate, DEFAULT_BASE_PROMPT, LEAF_ADDENDUM, ModelProfile, render_prompt,
+};
 pub use conversation::Conversation;
 
 #[cfg(test)]

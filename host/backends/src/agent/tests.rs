@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message, ToolCall, ToolSpec};
+use crate::chat::{ChatModel, ChatRequest, ChatResponse, Message, ToolCall};
+use crate::tool::ToolSpec;
 use crate::tool::{Tool, ToolError, ToolSet};
 use crate::{
     BackendError, BackendErrorKind, LeafBackend, LeafObserver, LeafReply, LeafRequest, Usage,

@@ -5,14 +5,19 @@ mod backend;
 mod cost;
 mod journal;
 mod limits;
+mod runtime;
 
 use anyhow::Context;
 use clap::Args;
 use flowbox::Limits;
+use serde_json::Value;
 
 pub(crate) use backend::{BackendOptions, Backends};
 pub(crate) use journal::{JournalOptions, load_thread, no_thread};
 pub(crate) use limits::LimitOptions;
+pub(crate) use runtime::{
+    Journal, build_runtime, build_runtime_with, runtime_builder, runtime_for,
+};
 
 /// The flags of a subcommand that runs scripts: the backend flags, the cost flags, then the
 /// limit flags.
@@ -68,4 +73,18 @@ impl RunOptions {
         backends.fanout = fanout;
         Ok(backends)
     }
+}
+
+/// The script's `args`: `text` (`--args`), else the JSON file (`--args-file`), else `{}`.
+pub(crate) fn read_args(
+    text: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Value> {
+    let text = match (text, file) {
+        (Some(text), _) => text.to_owned(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read args file {}", path.display()))?,
+        (None, None) => return Ok(Value::Object(serde_json::Map::new())),
+    };
+    serde_json::from_str(&text).context("--args is not valid JSON")
 }

@@ -46,7 +46,7 @@ pub(crate) struct RunCtx {
     /// The journal, when the runtime keeps one.
     pub(crate) store: Option<Arc<dyn CheckpointStore>>,
     /// Where its linear memory is, when it was found, for the warm pool (a pooled run) or the
-    /// runtime's tally (a fresh one) to learn which pages a run writes and reads once the run
+    /// runtime's profile of fresh instances (a fresh one) to learn which pages a run writes and reads once the run
     /// is over.
     pub(crate) touched: Option<crate::instance::prefault::TouchedPages>,
     /// The streams its WASI context draws random numbers from.

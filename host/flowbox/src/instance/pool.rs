@@ -25,7 +25,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
 use flowbox_backends::{LeafBackend, ToolSet};
@@ -37,7 +37,8 @@ use crate::events::{EventHub, RunEvents};
 use crate::instance::busy::{self, MAX_DEFER, POLL, STAY_AWAKE};
 use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store, set_deadline};
 use crate::instance::fault_around;
-use crate::instance::prefault::{self, Access, Learner, Mappings, Touch, TouchedPages};
+use crate::instance::prefault::{self, Access, Mappings, TouchedPages};
+use crate::instance::profile::{PageProfile, Targets, Threshold};
 use crate::{Limits, RunError};
 
 /// The fuel a pooled instance instantiates with: far more than instantiation takes, so what
@@ -90,78 +91,30 @@ pub(crate) struct Warm {
     teaches: bool,
     /// Where its linear memory is (empty when it could not be found).
     memories: Vec<Range<usize>>,
-    profile: Arc<Profile>,
+    profile: Arc<PageProfile>,
 }
 
-/// What runs from the pool have done to each page of an instance's linear memory (`None`
-/// until a run has ended); the same for every instance of the guest.
-#[derive(Default)]
-struct Profile {
-    pages: Mutex<Option<Vec<Touch>>>,
-    /// Wakes the refill thread when the first run's pages arrive, for the instances waiting.
-    first_learnt: OnceLock<Box<dyn Fn() + Send + Sync>>,
-}
-
-/// The parts of an instance's memory to pre-fault, for writing and for reading.
-struct Targets {
-    write: Vec<Range<usize>>,
-    read: Vec<Range<usize>>,
-    /// Chosen by the profile, so a run from the instance can teach it (one pre-faulted whole
-    /// would show it every page as written).
-    by_profile: bool,
-}
-
-impl Profile {
-    fn pages(&self) -> MutexGuard<'_, Option<Vec<Touch>>> {
-        self.pages.lock().unwrap_or_else(|p| p.into_inner())
+/// The parts of an instance's `memories` to pre-fault, and whether they are the profile's (a
+/// run from an instance pre-faulted by the profile can teach it; one pre-faulted whole would
+/// show it every page as written): the pages runs have written and those they have read, once
+/// a run has ended (`None` before). All of it for writing when the profile cannot speak for
+/// it: more than one memory was found (another thread's too), or its pages are not the
+/// profile's.
+fn targets(profile: &PageProfile, memories: &[Range<usize>]) -> Option<(Targets, bool)> {
+    let whole = || Targets {
+        write: memories.to_vec(),
+        read: Vec::new(),
+    };
+    let [memory] = memories else {
+        return Some((whole(), false));
+    };
+    if !profile.has_learnt() {
+        return None;
     }
-
-    /// The parts of `memories` to pre-fault: the pages runs have written and those they have
-    /// read, once a run has ended (`None` before: a memory pre-faulted whole would show its
-    /// run writing every page). All of it for writing when the profile cannot speak for it:
-    /// more than one memory was found (another thread's too), or its pages are not the
-    /// profile's.
-    fn targets(&self, memories: &[Range<usize>]) -> Option<Targets> {
-        let whole = || Targets {
-            write: memories.to_vec(),
-            read: Vec::new(),
-            by_profile: false,
-        };
-        if memories.len() != 1 {
-            return Some(whole());
-        }
-        let pages = self.pages();
-        let pages = pages.as_deref()?;
-        let part = |touch| prefault::flagged(memories, pages, touch);
-        Some(match (part(Touch::Written), part(Touch::Read)) {
-            (Some(write), Some(read)) => Targets {
-                write,
-                read,
-                by_profile: true,
-            },
-            _ => whole(),
-        })
-    }
-}
-
-impl Learner for Profile {
-    fn add(&self, touched: Vec<Touch>) {
-        let mut pages = self.pages();
-        let first = pages.is_none();
-        match pages.as_mut() {
-            Some(pages) if pages.len() == touched.len() => {
-                pages
-                    .iter_mut()
-                    .zip(touched)
-                    .for_each(|(page, t)| *page = (*page).max(t));
-            }
-            _ => *pages = Some(touched),
-        }
-        drop(pages);
-        if first && let Some(wake) = self.first_learnt.get() {
-            wake();
-        }
-    }
+    Some(match profile.targets(memory) {
+        Some(targets) => (targets, true),
+        None => (whole(), false),
+    })
 }
 
 /// Pre-faults `targets`, holding off for runs in flight between chunks; returns the bytes
@@ -175,7 +128,7 @@ fn prefault_targets(pool: &Inner, targets: &Targets) -> u64 {
 /// The pool, shared between the runtime and its refill thread.
 struct Inner {
     capacity: usize,
-    profile: Arc<Profile>,
+    profile: Arc<PageProfile>,
     ready: Mutex<Ready>,
     /// Wakes the refill thread, when it sleeps, as an instance is taken; and when the runtime
     /// is dropped.
@@ -217,7 +170,7 @@ impl WarmPool {
     ) -> std::io::Result<Self> {
         let inner = Arc::new(Inner {
             capacity,
-            profile: Arc::default(),
+            profile: Arc::new(PageProfile::new(Threshold::Any)),
             ready: Mutex::new(Ready {
                 instances: VecDeque::with_capacity(capacity),
                 sleeping: false,
@@ -236,7 +189,7 @@ impl WarmPool {
                 pool.wanted.notify_one();
             }
         };
-        let _ = inner.profile.first_learnt.set(Box::new(wake));
+        inner.profile.on_first_learnt(Box::new(wake));
         let pool = Arc::clone(&inner);
         // Instantiation never waits on a host call, so a current-thread runtime polls it.
         let executor = tokio::runtime::Builder::new_current_thread().build()?;
@@ -355,10 +308,10 @@ fn refill(
         };
         // The ranges may include another thread's instance, instantiated at the same moment
         // (see `prefault`): what this one holds pre-faulted is at most its own memory.
-        match pool.profile.targets(&warm.memories) {
-            Some(targets) => {
+        match targets(&pool.profile, &warm.memories) {
+            Some((targets, by_profile)) => {
                 warm.prefaulted_bytes = prefault_targets(pool, &targets).min(warm.memory_bytes);
-                warm.teaches = targets.by_profile;
+                warm.teaches = by_profile;
             }
             None => {
                 warm.awaits_profile = true;
@@ -390,7 +343,7 @@ fn catch_up(pool: &Inner) -> bool {
         let Some(memories) = waiting else {
             return true;
         };
-        let Some(targets) = pool.profile.targets(&memories) else {
+        let Some((targets, by_profile)) = targets(&pool.profile, &memories) else {
             return true;
         };
         let done = prefault_targets(pool, &targets);
@@ -400,7 +353,7 @@ fn catch_up(pool: &Inner) -> bool {
         }
         if let Some(warm) = ready.instances.iter_mut().find(|w| w.memories == memories) {
             warm.awaits_profile = false;
-            warm.teaches = targets.by_profile;
+            warm.teaches = by_profile;
             warm.prefaulted_bytes = done.min(warm.memory_bytes);
         }
     }
@@ -414,8 +367,7 @@ fn wait_for_room(pool: &Inner) -> bool {
     let full_since = Instant::now();
     let mut ready = pool.ready();
     while !ready.stopped && ready.instances.len() >= pool.capacity {
-        if ready.instances.iter().any(|warm| warm.awaits_profile) && pool.profile.pages().is_some()
-        {
+        if ready.instances.iter().any(|warm| warm.awaits_profile) && pool.profile.has_learnt() {
             drop(ready);
             if !catch_up(pool) {
                 return false;
@@ -459,7 +411,7 @@ async fn instantiate(
     engine: &Engine,
     pre: &WorkflowPre<RunCtx>,
     backend: &Arc<dyn LeafBackend>,
-    profile: &Arc<Profile>,
+    profile: &Arc<PageProfile>,
 ) -> Option<Warm> {
     let limits = Limits {
         fuel: INSTANTIATION_FUEL,

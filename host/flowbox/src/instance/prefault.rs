@@ -21,7 +21,8 @@
 //! only read (`touched_pages`), and, once one has, pre-faults those: the written ones for
 //! writing, the read ones for reading (mapping the file's page, which copies nothing).
 //! The same reading of the page map, after each run a fresh instance serves, teaches the
-//! runtime's tally, by which fresh instances are pre-faulted on the request path (`tally`).
+//! runtime's profile of its fresh instances, by which they are pre-faulted on the request path
+//! (`fresh`); both are a `profile::PageProfile`.
 //! Linux only (5.14 or later); elsewhere nothing is pre-faulted.
 
 use std::ops::Range;
@@ -149,7 +150,7 @@ pub(crate) enum Touch {
     Written,
 }
 
-/// What learns from the pages runs touched: the warm pool's profile, a runtime's tally of its
+/// What learns from the pages runs touched: the warm pool's profile, a runtime's profile of its
 /// fresh runs.
 pub(crate) trait Learner: Send + Sync {
     /// Adds what one run did to each page of its linear memory.

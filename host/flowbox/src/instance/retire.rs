@@ -2,7 +2,7 @@
 //!
 //! A finished run's calls are cancelled and its hold on the journal let go of at once; the
 //! store itself, whose guest memory takes ~0.15 ms or more to unmap (and whose pages the warm
-//! pool and the tally first read), goes to one background thread. That thread waits, for up
+//! pool and the fresh instances' profile first read), goes to one background thread. That thread waits, for up
 //! to [`MAX_DEFER`], until no run of the process is in flight (see `quiet`): dropping a store
 //! next to a run costs the run more than the drop (a pooled trivial run took ~0.53 ms instead
 //! of ~0.37 ms here while the thread dropped stores as they came). Once half of [`RETIRING`]
@@ -29,7 +29,7 @@ static WAITING: AtomicUsize = AtomicUsize::new(0);
 /// Ends a finished run's store: its calls are cancelled and its journal let go of here and
 /// now (a leaf still running stops as it would if the store were dropped, and a process that
 /// exits next closes its journal cleanly); the rest is dropped by the retiring thread, after
-/// the warm pool or the tally has learnt which pages of its memory the run wrote and read.
+/// the warm pool or the fresh instances' profile has learnt which pages of its memory the run wrote and read.
 pub(crate) fn retire(mut store: Store<RunCtx>) {
     let ctx = store.data_mut();
     ctx.calls.end();

@@ -405,7 +405,7 @@ fn start(shared: &Shared, setup: RunSetup) -> Result<(Store<RunCtx>, Option<Work
 
 /// Instantiates the guest in `store`, its linear memory without the kernel's fault-around
 /// (see `fault_around`) and pre-faulted with what most recent fresh runs did to it (see
-/// `tally`), or left as it is for the tally to learn from this run. The memory is found as
+/// `fresh`), or left as it is for its profile to learn from this run. The memory is found as
 /// the warm pool finds it (see `prefault`) but without its lock, which a future that may move
 /// between threads cannot hold: a memory that took over the range of a store dropped
 /// meanwhile looks old, and keeps fault-around and its page faults, nothing else. Then the
@@ -417,11 +417,11 @@ async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Re
     let memories = Mappings::now().linear_memories_since(&before, store.data().memory.total);
     fault_around::turn_off(&memories);
     if let [memory] = memories.as_slice()
-        && shared.tally.prefault(memory).is_none()
+        && shared.fresh.prefault(memory).is_none()
     {
         store.data_mut().touched = Some(TouchedPages {
             memories,
-            learner: Arc::clone(&shared.tally) as Arc<dyn Learner>,
+            learner: Arc::clone(&shared.fresh) as Arc<dyn Learner>,
         });
     }
     instance.call_warm_up(&mut *store).await?;

@@ -14,8 +14,8 @@ use crate::Limits;
 use crate::bindings::WorkflowPre;
 use crate::events::EventHub;
 use crate::instance::context::RunCtx;
+use crate::instance::fresh::FreshPrefault;
 use crate::instance::pool::WarmPool;
-use crate::instance::tally::Tally;
 use crate::plan::{FanoutProfile, PriceTable};
 
 /// How often the engine's epoch advances: the granularity of deadlines and of yielding
@@ -38,7 +38,7 @@ pub(crate) struct Shared {
     /// Guests instantiated ahead of demand, when the runtime keeps a warm pool.
     pub(crate) pool: Option<WarmPool>,
     /// What recent fresh instances did to their memory's pages, to pre-fault the next with.
-    pub(crate) tally: Arc<Tally>,
+    pub(crate) fresh: Arc<FreshPrefault>,
     /// Another engine that runs requests instead, when the runtime sends them there.
     pub(crate) remote: Option<Arc<dyn crate::external::Remote>>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.

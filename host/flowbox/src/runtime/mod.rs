@@ -272,7 +272,7 @@ impl RuntimeBuilder {
                 prices: self.prices.map(Arc::new),
                 fanout: self.fanout,
                 pool,
-                tally: Arc::default(),
+                fresh: Arc::default(),
                 remote: self.remote,
             }),
         })
@@ -442,29 +442,29 @@ mod tests {
             .expect("the guest loads")
     }
 
-    /// On Linux, the first fresh run teaches the runtime's tally, and the next is pre-faulted
+    /// On Linux, the first fresh run teaches the runtime's profile, and the next is pre-faulted
     /// by it: with the same result and, to the unit, the same fuel.
     #[tokio::test]
     #[cfg(target_os = "linux")]
-    async fn a_fresh_run_pre_faulted_by_the_tally_uses_exactly_the_fuel_of_the_first() {
+    async fn a_fresh_run_pre_faulted_by_the_profile_uses_exactly_the_fuel_of_the_first() {
         let runtime = test_runtime();
         let script = "import random\nreturn [random.random(), sum(range(1000))]";
         let run = async || {
             runtime
-                .run_request(crate::RunRequest::new(script).thread_id("tally"))
+                .run_request(crate::RunRequest::new(script).thread_id("fresh"))
                 .await
         };
         let first = run().await;
-        let tally = &runtime.shared.tally;
+        let fresh = &runtime.shared.fresh;
         for _ in 0..500 {
-            if tally.runs() > 0 {
+            if fresh.runs() > 0 {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
-        assert_eq!(tally.runs(), 1, "the first run did not teach the tally");
+        assert_eq!(fresh.runs(), 1, "the first run did not teach the profile");
         let second = run().await;
-        assert_eq!(tally.instances(), 1, "the second run was not pre-faulted");
+        assert_eq!(fresh.instances(), 1, "the second run was not pre-faulted");
         assert_eq!(second.result.unwrap(), first.result.unwrap());
         assert_eq!(second.summary.fuel_used, first.summary.fuel_used);
     }

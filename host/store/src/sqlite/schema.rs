@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::error::classify;
+use super::error::{beside, classify, writable};
 use crate::{SCHEMA_VERSION, StoreError};
 
 /// The schema, one migration per version; `migrations[i]` takes a journal from version `i` to
@@ -125,63 +125,6 @@ pub(super) fn check_file(path: &Path, writing: bool) -> Result<bool, StoreError>
         }
     }
     Ok(true)
-}
-
-/// `path` with `suffix` appended to its file name, as SQLite names its side files.
-fn beside(path: &Path, suffix: &str) -> std::path::PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(suffix);
-    name.into()
-}
-
-/// Fails with the operating system's reason unless this process can write `file` (opened
-/// for writing, not changed).
-fn writable(file: &Path) -> Result<(), StoreError> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(file)
-        .map(drop)
-        .map_err(|error| StoreError::Unusable {
-            path: file.to_owned(),
-            reason: format!("it cannot be written: {error}"),
-        })
-}
-
-/// The error for a database SQLite could not open or write (its own message is only
-/// "unable to open database file" or "attempt to write a readonly database"): the file or
-/// directory at fault, with the operating system's reason, found by trying to write them.
-pub(super) fn unwritable(path: &Path, error: rusqlite::Error) -> StoreError {
-    let existing = [path.to_owned(), beside(path, "-wal"), beside(path, "-shm")];
-    for file in existing.iter().filter(|file| file.exists()) {
-        if let Err(unusable) = writable(file) {
-            return unusable;
-        }
-    }
-    let dir = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
-        _ => Path::new(".").to_owned(),
-    };
-    let probe = dir.join(format!(".flowbox-probe-{}", std::process::id()));
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-    {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-            StoreError::Unusable {
-                path: path.to_owned(),
-                reason: error.to_string(),
-            }
-        }
-        Err(reason) => StoreError::Unusable {
-            path: dir,
-            reason: format!(
-                "the directory cannot be written (SQLite keeps files beside the journal): \
-                 {reason}"
-            ),
-        },
-    }
 }
 
 /// Tells a flowbox journal from a new database and from another application's, by reading

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::agent::{AgentConfig, AgentTemplate, ModelProfile};
-use crate::chat::ToolSpec;
+use super::config::{AgentConfig, AgentTemplate, ModelProfile};
 use crate::tool::ToolSet;
+use crate::tool::ToolSpec;
 
 /// The choices a backend offers an `agent(...)` call, as [`LeafBackend::catalog`] reports
 /// them. Build one with `..LeafCatalog::default()` for the parts a backend does not have.

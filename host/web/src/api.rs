@@ -24,7 +24,7 @@ use flowbox::{Event, EventKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ReadOnlyJournal;
+use crate::ReadOnlyJournal;
 
 /// The most events one `/events` answer holds.
 const MAX_LIMIT: usize = history::PAGE;
