@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 
-pub fn header(thread_id: &str) -> ThreadHeader {
+pub(crate) fn header(thread_id: &str) -> ThreadHeader {
     ThreadHeader {
         thread_id: thread_id.into(),
         script: "return 1".into(),
@@ -18,7 +18,7 @@ pub fn header(thread_id: &str) -> ThreadHeader {
     }
 }
 
-pub fn entry(seq: u64, batch: u64) -> Entry {
+pub(crate) fn entry(seq: u64, batch: u64) -> Entry {
     Entry {
         seq,
         batch,
@@ -54,7 +54,7 @@ pub fn entry(seq: u64, batch: u64) -> Entry {
     }
 }
 
-pub fn outcome(result: Result<Value, ErrorInfo>) -> RecordedOutcome {
+pub(crate) fn outcome(result: Result<Value, ErrorInfo>) -> RecordedOutcome {
     let mut summary = Summary::new("t");
     summary.leaves = 3;
     summary.duration_ms = 250;
@@ -63,7 +63,7 @@ pub fn outcome(result: Result<Value, ErrorInfo>) -> RecordedOutcome {
     RecordedOutcome { result, summary }
 }
 
-pub async fn round_trip(store: &dyn CheckpointStore) {
+pub(crate) async fn round_trip(store: &dyn CheckpointStore) {
     store.begin(&header("t1")).await.unwrap();
     assert!(matches!(
         store.begin(&header("t1")).await,
@@ -198,7 +198,7 @@ pub async fn round_trip(store: &dyn CheckpointStore) {
     assert_eq!(listing[0].finished_unix_ms, None);
 }
 
-pub fn event(seq: u64) -> StoredEvent {
+pub(crate) fn event(seq: u64) -> StoredEvent {
     StoredEvent {
         seq,
         kind: "log".into(),
@@ -206,7 +206,7 @@ pub fn event(seq: u64) -> StoredEvent {
     }
 }
 
-pub async fn events_round_trip(store: &dyn CheckpointStore) {
+pub(crate) async fn events_round_trip(store: &dyn CheckpointStore) {
     assert!(matches!(
         store.append_events("e1", &[event(1)]).await,
         Err(StoreError::UnknownThread(_))
@@ -260,7 +260,7 @@ pub async fn events_round_trip(store: &dyn CheckpointStore) {
     assert_eq!(store.last_event_seq("e1").await.unwrap(), 4);
 }
 
-pub async fn claims_are_exclusive(store: &dyn CheckpointStore) {
+pub(crate) async fn claims_are_exclusive(store: &dyn CheckpointStore) {
     let first = store.claim("c1").await.unwrap();
     let err = store.claim("c1").await.unwrap_err();
     assert!(matches!(&err, StoreError::InUse { thread_id, .. } if thread_id == "c1"));

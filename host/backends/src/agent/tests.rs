@@ -419,7 +419,7 @@ async fn structured_replies_are_validated_and_repaired_once() {
     let repair = &model.requests()[1];
     match repair.messages.last().unwrap() {
         Message::User { text } => {
-            assert!(text.contains("/score") && text.contains('9'), "{text}")
+            assert!(text.contains("/score") && text.contains('9'), "{text}");
         }
         other => panic!("{other:?}"),
     }

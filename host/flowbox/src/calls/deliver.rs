@@ -105,15 +105,12 @@ impl Calls {
         let mut next = Some(first);
         while let Some(done) = next.take() {
             let offset = completions.len();
-            let call = match self.in_flight.remove(&done.handle) {
-                Some(call) => call,
-                // Only a source can name a call that was never started (or twice).
-                None => {
-                    return Err(RunError::Host(format!(
-                        "the completion source delivered call {}, which is not pending",
-                        done.handle
-                    )));
-                }
+            // Only a source can name a call that was never started (or twice).
+            let Some(call) = self.in_flight.remove(&done.handle) else {
+                return Err(RunError::Host(format!(
+                    "the completion source delivered call {}, which is not pending",
+                    done.handle
+                )));
             };
             if external.is_some() {
                 self.events.emit(|| external_finished(call.kind, &done));

@@ -16,17 +16,19 @@
 //! run ends or its process dies.
 //!
 //! The files: this one opens a journal and runs each operation on its connection;
-//! `schema.rs` migrates the file, `queries.rs` holds the SQL (rows to records and back),
-//! `leases.rs` the claims, `checkpoints.rs` the log's checkpoints, `error.rs` the mapping of
-//! SQLite's errors.
+//! `schema.rs` migrates the file, `reads.rs` and `writes.rs` hold the SQL (rows to records and
+//! back with `records.rs`), `leases.rs` the claims, `checkpoints.rs` the log's checkpoints,
+//! `error.rs` the mapping of SQLite's errors.
 
 mod checkpoints;
 mod error;
 mod leases;
-mod queries;
+mod reads;
+mod records;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -246,25 +248,25 @@ impl CheckpointStore for SqliteStore {
 
     async fn begin(&self, header: &ThreadHeader) -> Result<(), StoreError> {
         let header = header.clone();
-        self.write(move |connection, path| queries::begin(connection, path, &header))
+        self.write(move |connection, path| writes::begin(connection, path, &header))
             .await
     }
 
     async fn set_name(&self, thread_id: &str, name: &str) -> Result<(), StoreError> {
         let (thread_id, name) = (thread_id.to_owned(), name.to_owned());
-        self.write(move |connection, path| queries::set_name(connection, path, &thread_id, &name))
+        self.write(move |connection, path| writes::set_name(connection, path, &thread_id, &name))
             .await
     }
 
     async fn append(&self, thread_id: &str, entries: &[Entry]) -> Result<(), StoreError> {
         let (thread_id, entries) = (thread_id.to_owned(), entries.to_vec());
-        self.write(move |connection, path| queries::append(connection, path, &thread_id, &entries))
+        self.write(move |connection, path| writes::append(connection, path, &thread_id, &entries))
             .await
     }
 
     async fn finish(&self, thread_id: &str, end: &ThreadEnd) -> Result<(), StoreError> {
         let (id, end) = (thread_id.to_owned(), end.clone());
-        self.write(move |connection, path| queries::finish(connection, path, &id, &end))
+        self.write(move |connection, path| writes::finish(connection, path, &id, &end))
             .await?;
         self.leases.remove(thread_id);
         Ok(())
@@ -274,7 +276,7 @@ impl CheckpointStore for SqliteStore {
         let thread_id = thread_id.to_owned();
         let leases = self.leases.clone();
         self.with(move |connection, path| {
-            queries::load(connection, path, &thread_id, || leases.held(&thread_id))
+            reads::load(connection, path, &thread_id, || leases.held(&thread_id))
         })
         .await
     }
@@ -283,14 +285,14 @@ impl CheckpointStore for SqliteStore {
         let leases = self.leases.clone();
         self.with(move |connection, path| {
             let claimed = |thread_id: &str| leases.held(thread_id);
-            queries::list(connection, path, claimed, crate::now_unix_ms())
+            reads::list(connection, path, claimed, crate::now_unix_ms())
         })
         .await
     }
 
     async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {
         let record = record.clone();
-        self.write(move |connection, path| queries::record_workflow(connection, path, &record))
+        self.write(move |connection, path| writes::record_workflow(connection, path, &record))
             .await
     }
 
@@ -300,7 +302,7 @@ impl CheckpointStore for SqliteStore {
     ) -> Result<Vec<WorkflowRecord>, StoreError> {
         let conversation_id = conversation_id.map(str::to_owned);
         self.with(move |connection, path| {
-            queries::workflows(connection, path, conversation_id.as_deref())
+            reads::workflows(connection, path, conversation_id.as_deref())
         })
         .await
     }
@@ -319,7 +321,7 @@ impl CheckpointStore for SqliteStore {
         }
         let (thread_id, events) = (thread_id.to_owned(), events.to_vec());
         self.write(move |connection, path| {
-            queries::append_events(connection, path, &thread_id, &events)
+            writes::append_events(connection, path, &thread_id, &events)
         })
         .await
     }
@@ -331,17 +333,15 @@ impl CheckpointStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let thread_id = thread_id.to_owned();
-        self.with(move |connection, path| {
-            queries::events(connection, path, &thread_id, after, limit)
-        })
-        .await
+        self.with(move |connection, path| reads::events(connection, path, &thread_id, after, limit))
+            .await
     }
 
     async fn status(&self, thread_id: &str) -> Result<Option<crate::ThreadStatus>, StoreError> {
         let thread_id = thread_id.to_owned();
         let leases = self.leases.clone();
         self.with(move |connection, path| {
-            let stored = queries::thread_status(connection, path, &thread_id)?;
+            let stored = records::thread_status(connection, path, &thread_id)?;
             Ok(stored.map(|stored| stored.status(|| leases.held(&thread_id))))
         })
         .await
@@ -349,7 +349,7 @@ impl CheckpointStore for SqliteStore {
 
     async fn last_event_seq(&self, thread_id: &str) -> Result<u64, StoreError> {
         let thread_id = thread_id.to_owned();
-        self.with(move |connection, path| queries::last_event_seq(connection, path, &thread_id))
+        self.with(move |connection, path| records::last_event_seq(connection, path, &thread_id))
             .await
     }
 }
