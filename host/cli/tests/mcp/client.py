@@ -1,6 +1,6 @@
 """End-to-end scenarios of `flowbox mcp`, driven by the official Python MCP SDK.
 
-Run by host/cli/tests/mcp.rs as `python client.py SCENARIO`, with the flowbox binary in
+Run by host/cli/tests/all/mcp.rs as `python client.py SCENARIO`, with the flowbox binary in
 FLOWBOX_BIN, a scratch directory in FLOWBOX_SCRATCH and the journal in FLOWBOX_DB. Each scenario
 asserts what the client sees and exits non-zero (with a traceback) when something is off.
 """

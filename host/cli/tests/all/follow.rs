@@ -1,22 +1,9 @@
 //! `flowbox show THREAD --follow` from another process while a `flowbox run` writes the thread.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn command(db: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
-    command
-        .args(args)
-        .current_dir(root())
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
-        .env("FLOWBOX_DB", db);
-    command
-}
+use crate::support::{command_with_db, json_lines, scripted_backend, wait_until, write_file};
 
 const SCRIPT: &str = r#"
 meta = {"name": "slow-fan", "description": "d", "phases": [{"title": "review"}]}
@@ -31,16 +18,13 @@ const SLOW: &str = r#"{"latency_ms": 700, "fallback": "fake"}"#;
 fn follow_prints_a_runs_events_as_another_process_writes_them_and_exits_with_it() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("journal.db");
-    let script = dir.path().join("fan.py");
-    std::fs::write(&script, SCRIPT).unwrap();
-    let backend = dir.path().join("slow.json");
-    std::fs::write(&backend, SLOW).unwrap();
-    let backend = format!("scripted:{}", backend.display());
-    let mut run = command(
+    let script = write_file(&dir, "fan.py", SCRIPT);
+    let backend = scripted_backend(&dir, "slow.json", SLOW);
+    let mut run = command_with_db(
         &db,
         &[
             "run",
-            script.to_str().unwrap(),
+            &script,
             "--thread",
             "followed",
             "--backend",
@@ -52,18 +36,15 @@ fn follow_prints_a_runs_events_as_another_process_writes_them_and_exits_with_it(
     .spawn()
     .unwrap();
     // Wait for the thread to exist, then follow it while it runs.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !command(&db, &["show", "followed"])
-        .output()
-        .unwrap()
-        .status
-        .success()
-    {
-        assert!(Instant::now() < deadline, "the thread never appeared");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(60), "the thread never appeared", || {
+        command_with_db(&db, &["show", "followed"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    });
     assert!(run.try_wait().unwrap().is_none(), "the run is still going");
-    let followed = command(&db, &["show", "followed", "--follow"])
+    let followed = command_with_db(&db, &["show", "followed", "--follow"])
         .output()
         .unwrap();
     let stdout = String::from_utf8(followed.stdout).unwrap();
@@ -94,15 +75,11 @@ fn follow_prints_a_runs_events_as_another_process_writes_them_and_exits_with_it(
     );
 
     // Afterwards, the same history as JSON Lines, numbered without holes.
-    let json = command(&db, &["show", "followed", "--follow", "--json"])
+    let json = command_with_db(&db, &["show", "followed", "--follow", "--json"])
         .output()
         .unwrap();
     assert!(json.status.success());
-    let events: Vec<serde_json::Value> = String::from_utf8(json.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
+    let events = json_lines(&String::from_utf8(json.stdout).unwrap());
     assert_eq!(events.len(), lines.len());
     for (n, event) in events.iter().enumerate() {
         assert_eq!(event["seq"], n as u64 + 1);
@@ -111,7 +88,7 @@ fn follow_prints_a_runs_events_as_another_process_writes_them_and_exits_with_it(
     assert_eq!(events.last().unwrap()["type"], "run_finished");
 
     // A thread that does not exist is an input error, not a wait.
-    let missing = command(&db, &["show", "nope", "--follow"])
+    let missing = command_with_db(&db, &["show", "nope", "--follow"])
         .output()
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
@@ -122,18 +99,14 @@ fn follow_prints_a_runs_events_as_another_process_writes_them_and_exits_with_it(
 fn follow_of_a_failed_run_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("journal.db");
-    let script = dir.path().join("fail.py");
-    std::fs::write(
-        &script,
+    let script = write_file(
+        &dir,
+        "fail.py",
         "x = await agent('a')\nraise ValueError('no')\nreturn x\n",
-    )
-    .unwrap();
-    let run = command(
-        &db,
-        &["run", script.to_str().unwrap(), "--thread", "failing"],
-    )
-    .output()
-    .unwrap();
+    );
+    let run = command_with_db(&db, &["run", &script, "--thread", "failing"])
+        .output()
+        .unwrap();
     assert_eq!(run.status.code(), Some(1));
     // The run says how to follow it.
     assert!(
@@ -141,7 +114,7 @@ fn follow_of_a_failed_run_exits_1() {
             "follow it with `flowbox show failing --follow`, or see it in `flowbox serve`"
         )
     );
-    let followed = command(&db, &["show", "failing", "--follow"])
+    let followed = command_with_db(&db, &["show", "failing", "--follow"])
         .output()
         .unwrap();
     assert_eq!(followed.status.code(), Some(1));

@@ -3,14 +3,13 @@
 //! raw JSON-RPC lines for what no SDK would send.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
+use flowbox_testkit::restate::workspace_root;
 use serde_json::{Value, json};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::support::{cache_dir, call_log, command_with_db, scripted_backend};
 
 /// Runs one scenario of tests/mcp/client.py against a fresh journal, failing with the
 /// client's and the server's output.
@@ -21,7 +20,7 @@ fn scenario(name: &str) {
 
 /// Runs a scenario with its scratch directory `scratch`, against `url` when it is given.
 fn scenario_in(name: &str, scratch: &Path, url: Option<&str>) {
-    let python = root().join("target/mcp-venv/bin/python");
+    let python = workspace_root().join("target/mcp-venv/bin/python");
     assert!(
         python.exists(),
         "the Python MCP client is not installed at {}: run `make mcp-client` (`make test` does)",
@@ -37,7 +36,7 @@ fn scenario_in(name: &str, scratch: &Path, url: Option<&str>) {
         .env("FLOWBOX_BIN", env!("CARGO_BIN_EXE_flowbox"))
         .env("FLOWBOX_SCRATCH", scratch)
         .env("FLOWBOX_DB", scratch.join("journal.db"))
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
+        .env("FLOWBOX_CACHE_DIR", cache_dir())
         .stdin(Stdio::null())
         .output()
         .expect("the Python client runs");
@@ -135,16 +134,13 @@ fn a_memory_bomb_and_output_floods_end_in_their_own_errors_while_other_calls_com
 #[test]
 fn streamable_http_serves_several_clients() {
     let scratch = tempfile::tempdir().expect("a temporary directory");
-    let backend = scratch.path().join("backend.json");
-    std::fs::write(
-        &backend,
+    let backend_flag = scripted_backend(
+        scratch.path(),
+        "backend.json",
         json!({"seed": 1, "fallback": "fake", "call_log": scratch.path().join("calls.jsonl"),
                "rules": [{"label": "^first$", "text": "first done", "latency_ms": 0},
-                         {"label": "^slow ", "text": "slow done", "latency_ms": 1500}]})
-        .to_string(),
-    )
-    .unwrap();
-    let backend_flag = format!("scripted:{}", backend.display());
+                         {"label": "^slow ", "text": "slow done", "latency_ms": 1500}]}),
+    );
     serve_http(scratch.path(), &["--backend", &backend_flag], "http");
 }
 
@@ -159,16 +155,16 @@ fn sampling_leaves_over_streamable_http() {
 /// Starts `flowbox mcp --listen` on a free loopback port with `flags`, runs `scenario`
 /// against it, and stops it by its pid.
 fn serve_http(scratch: &Path, flags: &[&str], scenario: &str) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
-        .args(["mcp", "--listen", "127.0.0.1:0"])
-        .args(flags)
-        .env("FLOWBOX_DB", scratch.join("journal.db"))
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flowbox mcp --listen starts");
+    let mut child = command_with_db(
+        &scratch.join("journal.db"),
+        &["mcp", "--listen", "127.0.0.1:0"],
+    )
+    .args(flags)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("flowbox mcp --listen starts");
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let url = loop {
         let mut line = String::new();
@@ -215,17 +211,14 @@ fn stateless_clients_over_http_answer_their_own_batches() {
 #[test]
 fn a_client_that_disconnects_mid_run_leaves_the_thread_resumable() {
     let scratch = tempfile::tempdir().expect("a temporary directory");
-    let backend = scratch.path().join("backend.json");
     let calls = scratch.path().join("calls.jsonl");
-    std::fs::write(
-        &backend,
+    let backend_flag = scripted_backend(
+        scratch.path(),
+        "backend.json",
         json!({"seed": 1, "fallback": "fake", "call_log": calls, "rules": [
             {"label": "^first$", "text": "first done", "latency_ms": 0},
-            {"label": "^slow ", "text": "slow done", "latency_ms": 3000}]})
-        .to_string(),
-    )
-    .unwrap();
-    let backend_flag = format!("scripted:{}", backend.display());
+            {"label": "^slow ", "text": "slow done", "latency_ms": 3000}]}),
+    );
     let mut server = Server::start(scratch.path(), &["--backend", &backend_flag]);
     server.initialize();
     let script = "first = await agent('first', label='first')\n\
@@ -253,24 +246,21 @@ fn a_client_that_disconnects_mid_run_leaves_the_thread_resumable() {
         stderr.contains("the client left; 1 running call(s) cancelled"),
         "{stderr}"
     );
-    let resumed = Command::new(env!("CARGO_BIN_EXE_flowbox"))
-        .args(["resume", "gone-1", "--json", "--backend", &backend_flag])
-        .env("FLOWBOX_DB", scratch.path().join("journal.db"))
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
-        .output()
-        .unwrap();
+    let resumed = command_with_db(
+        &scratch.path().join("journal.db"),
+        &["resume", "gone-1", "--json", "--backend", &backend_flag],
+    )
+    .output()
+    .unwrap();
     let outcome: Value = serde_json::from_slice(&resumed.stdout).expect("one JSON object");
     assert_eq!(
         outcome["result"],
         json!(["first done", ["slow done", "slow done"]]),
         "{outcome}"
     );
-    let log = std::fs::read_to_string(&calls).unwrap();
-    let firsts = log
-        .lines()
-        .filter(|l| l.contains("\"label\":\"first\""))
-        .count();
-    assert_eq!(firsts, 1, "{log}");
+    let log = call_log(&calls);
+    let firsts = log.iter().filter(|call| call["label"] == "first").count();
+    assert_eq!(firsts, 1, "{log:?}");
 }
 
 /// `flowbox mcp` as a child process spoken to in raw JSON-RPC lines.
@@ -282,11 +272,8 @@ struct Server {
 
 impl Server {
     fn start(scratch: &Path, flags: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
-            .arg("mcp")
+        let mut child = command_with_db(&scratch.join("journal.db"), &["mcp"])
             .args(flags)
-            .env("FLOWBOX_DB", scratch.join("journal.db"))
-            .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -454,9 +441,7 @@ fn a_client_that_does_not_read_never_stalls_the_run() {
     // run is over. The bound only keeps a broken server from hanging the test.
     let mut status = Value::Null;
     for _ in 0..2400 {
-        let threads = Command::new(env!("CARGO_BIN_EXE_flowbox"))
-            .args(["threads", "--json"])
-            .env("FLOWBOX_DB", scratch.path().join("journal.db"))
+        let threads = command_with_db(&scratch.path().join("journal.db"), &["threads", "--json"])
             .output()
             .unwrap();
         let listed: Value = serde_json::from_slice(&threads.stdout).unwrap_or(Value::Null);

@@ -6,14 +6,19 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use flowbox_testkit::events::assert_one_run;
-use flowbox_testkit::restate::{RestateServer, free_port, workspace_root};
+use flowbox_testkit::restate::{RestateServer, free_port};
 use serde_json::Value;
+
+use crate::support::{
+    RunToEnd, assert_exit, call_log, command, events_of, finish, flowbox, http, scripted_backend,
+    stdout_json, wait_until, write_file,
+};
 
 /// One cluster at a time: each test starts its own, and two at once would only compete for
 /// the same two cores.
@@ -88,61 +93,17 @@ impl Drop for Process {
     }
 }
 
-/// POSTs `body` to `url` (plain HTTP/1.1) and returns the JSON answer.
-fn post_json(url: &str, body: &Value) -> Value {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").expect("http URL");
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let mut stream = std::net::TcpStream::connect(host).expect("the server listens");
-    let body = body.to_string();
-    let request = format!(
-        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nAccept: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
-    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    serde_json::from_str(&body).unwrap_or_else(|error| panic!("{error}: {body}"))
-}
-
-/// The body of a chunked HTTP/1.1 answer.
-fn dechunk(mut rest: &str) -> String {
-    let mut body = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if size == 0 {
-            break;
-        }
-        body.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    body
-}
-
 /// Rows of the admin API's SQL introspection (what `docs/restate.md` tells to read threads with).
 fn query(server: &RestateServer, sql: &str) -> Vec<Value> {
-    let answer = post_json(
+    let answer = http::post_json(
         &format!("{}/query", server.admin),
         &serde_json::json!({ "query": sql }),
     );
     answer["rows"].as_array().cloned().unwrap_or_default()
 }
 
-/// The backend file of one worker: the same canned rules, its own call log.
-fn backend_file(dir: &Path, name: &str, latency_ms: u64) -> PathBuf {
-    let path = dir.join(format!("{name}.backend.json"));
+/// The `--backend` of one worker: the same canned rules, its own call log.
+fn backend(dir: &Path, name: &str, latency_ms: u64) -> String {
     let config = serde_json::json!({
         "seed": 3,
         "latency_ms": latency_ms,
@@ -156,26 +117,15 @@ fn backend_file(dir: &Path, name: &str, latency_ms: u64) -> PathBuf {
             {"label": "^flaky$", "error": "the provider is overloaded", "retryable": true}
         ]
     });
-    std::fs::write(&path, config.to_string()).unwrap();
-    path
+    scripted_backend(dir, &format!("{name}.backend.json"), config)
 }
 
 /// The calls a worker's backend logged (by label).
 fn logged(dir: &Path, name: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(dir.join(format!("{name}.calls.jsonl"))).unwrap_or_default();
-    text.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+    call_log(&dir.join(format!("{name}.calls.jsonl")))
+        .iter()
         .map(|call| call["label"].as_str().unwrap_or("").to_owned())
         .collect()
-}
-
-fn flowbox() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
-    command.current_dir(workspace_root()).env(
-        "FLOWBOX_CACHE_DIR",
-        workspace_root().join("target/flowbox-cache"),
-    );
-    command
 }
 
 /// Starts a worker serving `services`, registered at `advertise` (its own address by
@@ -189,13 +139,18 @@ fn worker(
     advertise: Option<&str>,
     latency_ms: u64,
 ) -> Process {
-    let backend = backend_file(dir, name, latency_ms);
-    let mut command = flowbox();
-    command
-        .args(["worker", "--listen", listen, "--services", services])
-        .arg("--backend")
-        .arg(format!("scripted:{}", backend.display()))
-        .args(["--register", &server.admin]);
+    let backend = backend(dir, name, latency_ms);
+    let mut command = command(&[
+        "worker",
+        "--listen",
+        listen,
+        "--services",
+        services,
+        "--backend",
+        &backend,
+        "--register",
+        &server.admin,
+    ]);
     if let Some(url) = advertise {
         command.args(["--advertise", url]);
     }
@@ -225,11 +180,9 @@ fn haproxy(dir: &Path, port: u16, servers: &[u16]) -> Process {
         "haproxy",
         Command::new("haproxy").args(["-db", "-f"]).arg(&config),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "HAProxy never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(10), "HAProxy never listened", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
     process
 }
 
@@ -295,16 +248,13 @@ impl Cluster {
     }
 
     fn script(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path
+        write_file(&self.dir, name, text).into()
     }
 
     /// `flowbox run SCRIPT --restate INGRESS --json` with `extra` arguments.
     fn run(&self, script: &Path, extra: &[&str]) -> Command {
-        let mut command = flowbox();
+        let mut command = command(&["run"]);
         command
-            .arg("run")
             .arg(script)
             .args(["--restate", &self.server.ingress, "--json"])
             .args(extra);
@@ -323,26 +273,6 @@ impl Cluster {
     }
 }
 
-fn output(command: &mut Command) -> Output {
-    let output = command.output().expect("flowbox runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !stderr.contains("panicked at"),
-        "flowbox panicked:\n{stderr}"
-    );
-    output
-}
-
-fn json_of(output: &Output) -> Value {
-    let text = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(text.trim()).unwrap_or_else(|error| {
-        panic!(
-            "not one JSON object ({error}): {text}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
-}
-
 /// The summary's fields that must match between engines (not durations).
 fn comparable(outcome: &Value) -> Value {
     let mut outcome = outcome.clone();
@@ -350,15 +280,6 @@ fn comparable(outcome: &Value) -> Value {
     summary.remove("duration_ms");
     summary.remove("thread_id");
     outcome
-}
-
-/// The events of a JSON Lines file `--events` wrote.
-fn events_of(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
-        .collect()
 }
 
 fn kinds(events: &[Value]) -> Vec<&str> {
@@ -391,40 +312,34 @@ return {"notes": notes, "random": random.random(), "now": int(time.time()) > 0}
 fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
     let _one = one_at_a_time();
     let cluster = Cluster::start(5);
-    let backend = backend_file(cluster.dir.path(), "local", 5);
+    let backend = backend(cluster.dir.path(), "local", 5);
     for (name, text) in [("fanout.py", FANOUT), ("sequential.py", SEQUENTIAL)] {
         let script = cluster.script(name, text);
         let thread = format!("t-{}", name.replace('.', "-"));
         let remote_events = cluster.dir.path().join(format!("{name}.remote.jsonl"));
         let local_events = cluster.dir.path().join(format!("{name}.local.jsonl"));
-        let remote = output(&mut cluster.run(
-            &script,
-            &[
-                "--thread",
-                &thread,
-                "--events",
-                remote_events.to_str().unwrap(),
-            ],
-        ));
-        assert!(
-            remote.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&remote.stdout),
-            String::from_utf8_lossy(&remote.stderr)
-        );
+        let remote = cluster
+            .run(
+                &script,
+                &[
+                    "--thread",
+                    &thread,
+                    "--events",
+                    remote_events.to_str().unwrap(),
+                ],
+            )
+            .run_to_end();
+        assert_exit(&remote, 0);
         // Under the same thread id, which seeds the guest's randomness.
-        let local = output(
-            flowbox()
-                .arg("run")
-                .arg(&script)
-                .args(["--json", "--thread", &thread, "--events"])
-                .arg(&local_events)
-                .arg("--backend")
-                .arg(format!("scripted:{}", backend.display()))
-                .env("FLOWBOX_DB", cluster.dir.path().join("local.db")),
-        );
+        let local = command(&["run"])
+            .arg(&script)
+            .args(["--json", "--thread", &thread, "--events"])
+            .arg(&local_events)
+            .args(["--backend", &backend])
+            .env("FLOWBOX_DB", cluster.dir.path().join("local.db"))
+            .run_to_end();
         assert!(local.status.success());
-        let (mut remote, mut local) = (json_of(&remote), json_of(&local));
+        let (mut remote, mut local) = (stdout_json(&remote), stdout_json(&local));
         if name == "fanout.py" {
             // Completions of a fan-out arrive in batches that depend on timing, locally as on
             // Restate, and the guest's fuel depends on the batches.
@@ -460,17 +375,6 @@ fn scripts_give_the_local_result_and_both_leaf_workers_serve() {
     }
 }
 
-/// Waits for a running `flowbox` child and returns its output.
-fn finish(child: Child) -> Output {
-    let output = child.wait_with_output().expect("flowbox runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !stderr.contains("panicked at"),
-        "flowbox panicked:\n{stderr}"
-    );
-    output
-}
-
 fn spawn(command: &mut Command) -> Child {
     command
         .stdin(Stdio::null())
@@ -482,11 +386,9 @@ fn spawn(command: &mut Command) -> Child {
 
 /// Waits until the leaf workers logged at least `n` calls.
 fn wait_for_calls(cluster: &Cluster, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cluster.leaf_calls().len() < n {
-        assert!(Instant::now() < deadline, "the leaves never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(60), "the leaves never started", || {
+        cluster.leaf_calls().len() >= n
+    });
 }
 
 const LEAF_FAILURES: &str = r#"
@@ -518,36 +420,18 @@ fn hostile_scripts_end_in_their_limit_errors_and_good_runs_beside_them_complete(
         spawn(&mut cluster.run(&failing, &["--thread", "failing-leaves"])),
     ];
     let [fuel, memory, good1, good2, failing] = children.map(finish);
-    assert_eq!(
-        fuel.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&fuel.stdout)
-    );
-    assert_eq!(json_of(&fuel)["error"]["kind"], "out_of_fuel");
-    assert_eq!(
-        memory.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&memory.stdout)
-    );
-    assert_eq!(json_of(&memory)["error"]["kind"], "out_of_memory");
+    assert_exit(&fuel, 3);
+    assert_eq!(stdout_json(&fuel)["error"]["kind"], "out_of_fuel");
+    assert_exit(&memory, 3);
+    assert_eq!(stdout_json(&memory)["error"]["kind"], "out_of_memory");
     for good in [good1, good2] {
-        assert!(
-            good.status.success(),
-            "{}",
-            String::from_utf8_lossy(&good.stderr)
-        );
-        assert_eq!(json_of(&good)["summary"]["leaves"], 6);
+        assert_exit(&good, 0);
+        assert_eq!(stdout_json(&good)["summary"]["leaves"], 6);
     }
     // Failing leaves reach the script as `AgentError`: a refusal at once, a retryable failure
     // after the leaf's bounded attempts.
-    assert!(
-        failing.status.success(),
-        "{}",
-        String::from_utf8_lossy(&failing.stdout)
-    );
-    let caught = &json_of(&failing)["result"];
+    assert_exit(&failing, 0);
+    let caught = &stdout_json(&failing)["result"];
     assert_eq!(caught["broken"][0], "AgentError");
     assert!(
         caught["broken"][1]
@@ -570,15 +454,15 @@ fn hostile_scripts_end_in_their_limit_errors_and_good_runs_beside_them_complete(
     assert_eq!((tries("broken"), tries("flaky")), (1, 3), "{calls:?}");
     // A breached limit is the thread's outcome, not a failure to retry: attaching again gets
     // the same error at once.
-    let again = output(flowbox().args([
+    let again = flowbox(&[
         "attach",
         "fuel-bomb",
         "--json",
         "--restate",
         &cluster.server.ingress,
-    ]));
+    ]);
     assert_eq!(again.status.code(), Some(3));
-    assert_eq!(json_of(&again)["error"]["kind"], "out_of_fuel");
+    assert_eq!(stdout_json(&again)["error"]["kind"], "out_of_fuel");
 }
 
 #[test]
@@ -591,54 +475,54 @@ fn a_changed_script_diverges_and_attach_gets_the_outcome_of_a_killed_submitter()
     wait_for_calls(&cluster, 2);
     submitter.kill().unwrap();
     submitter.wait().unwrap();
-    let attached = output(flowbox().args([
+    let attached = flowbox(&[
         "attach",
         "orphan",
         "--json",
         "--restate",
         &cluster.server.ingress,
-    ]));
-    assert!(
-        attached.status.success(),
-        "{}",
-        String::from_utf8_lossy(&attached.stderr)
-    );
-    let outcome = json_of(&attached);
+    ]);
+    assert_exit(&attached, 0);
+    let outcome = stdout_json(&attached);
     assert_eq!(outcome["summary"]["leaves"], 6);
     assert_eq!(outcome["result"]["notes"][5], "step 5 done");
     // Text output too, as a local run prints it.
-    let text = output(flowbox().args(["attach", "orphan", "--restate", &cluster.server.ingress]));
+    let text = flowbox(&["attach", "orphan", "--restate", &cluster.server.ingress]);
     assert!(text.status.success());
     let printed: Value = serde_json::from_slice(&text.stdout).unwrap();
     assert_eq!(printed, outcome["result"]);
     // The same script on the thread gets the recorded outcome; another one is a divergence.
-    let same = output(&mut cluster.run(&script, &["--thread", "orphan"]));
-    assert_eq!(json_of(&same), outcome);
+    let same = cluster.run(&script, &["--thread", "orphan"]).run_to_end();
+    assert_eq!(stdout_json(&same), outcome);
     let changed = cluster.script("changed.py", &SEQUENTIAL.replace("range(6)", "range(7)"));
-    let diverged = output(&mut cluster.run(&changed, &["--thread", "orphan"]));
+    let diverged = cluster.run(&changed, &["--thread", "orphan"]).run_to_end();
     assert_eq!(diverged.status.code(), Some(1));
-    assert_eq!(json_of(&diverged)["error"]["kind"], "divergence");
+    assert_eq!(stdout_json(&diverged)["error"]["kind"], "divergence");
     // A thread Restate never saw, and a bad URL, are clear errors.
-    let unknown = output(flowbox().args([
+    let unknown = flowbox(&[
         "attach",
         "never-ran",
         "--json",
         "--restate",
         &cluster.server.ingress,
-    ]));
+    ]);
     assert_eq!(unknown.status.code(), Some(2));
-    assert_eq!(json_of(&unknown)["error"]["kind"], "unknown_thread");
-    let bad = output(flowbox().args(["attach", "orphan", "--restate", "ftp://x"]));
+    assert_eq!(stdout_json(&unknown)["error"]["kind"], "unknown_thread");
+    let bad = flowbox(&["attach", "orphan", "--restate", "ftp://x"]);
     assert_eq!(bad.status.code(), Some(2));
     // `--events -` cannot share stdout with `--json`; a file it cannot create is named.
-    let clash = output(&mut cluster.run(&script, &["--thread", "clash", "--events", "-"]));
+    let clash = cluster
+        .run(&script, &["--thread", "clash", "--events", "-"])
+        .run_to_end();
     assert_eq!(clash.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&clash.stdout).contains("--events"));
     let missing = cluster.dir.path().join("missing").join("events.jsonl");
-    let nowhere = output(&mut cluster.run(
-        &script,
-        &["--thread", "nowhere", "--events", missing.to_str().unwrap()],
-    ));
+    let nowhere = cluster
+        .run(
+            &script,
+            &["--thread", "nowhere", "--events", missing.to_str().unwrap()],
+        )
+        .run_to_end();
     assert_eq!(nowhere.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&nowhere.stdout).contains("cannot write events"));
 }
@@ -677,12 +561,8 @@ fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
     cluster.workflow.as_mut().expect("running").kill9();
     cluster.start_workflow();
     let done = finish(submitter);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    assert_eq!(json_of(&done)["summary"]["leaves"], 6);
+    assert_exit(&done, 0);
+    assert_eq!(stdout_json(&done)["summary"]["leaves"], 6);
     // At most the leaf in flight at the kill ran again.
     assert_paid_once(&cluster, 6, 1);
     // The replayed attempt published none of the events the first one had: the sequence is
@@ -695,7 +575,7 @@ fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
     assert_eq!(kinds(&events), expected);
     // `attach` writes the same events, from the workflow's state.
     let again = cluster.dir.path().join("attach.jsonl");
-    let attached = output(flowbox().args([
+    let attached = flowbox(&[
         "attach",
         "kill-workflow",
         "--json",
@@ -703,7 +583,7 @@ fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
         &cluster.server.ingress,
         "--events",
         again.to_str().unwrap(),
-    ]));
+    ]);
     assert!(attached.status.success());
     assert_eq!(events_of(&again), events);
 }
@@ -735,12 +615,8 @@ fn a_workflow_worker_killed_after_a_fan_out_replays_its_batches_from_the_journal
     cluster.workflow.as_mut().expect("running").kill9();
     cluster.start_workflow();
     let done = finish(submitter);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stdout)
-    );
-    let outcome = json_of(&done);
+    assert_exit(&done, 0);
+    let outcome = stdout_json(&done);
     assert_eq!(outcome["summary"]["leaves"], 12);
     assert_eq!(outcome["result"]["reviews"][7], "review 7: fine");
     assert_eq!(outcome["result"]["notes"][3], "step 3 done");
@@ -789,12 +665,8 @@ fn a_killed_server_restarts_on_its_data_and_only_the_leaf_in_flight_repeats() {
     cluster.server.kill9();
     cluster.server.restart();
     let done = finish(submitter);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    assert_eq!(json_of(&done)["result"]["notes"][5], "step 5 done");
+    assert_exit(&done, 0);
+    assert_eq!(stdout_json(&done)["result"]["notes"][5], "step 5 done");
     // Every journaled leaf came from the journal. The one in flight at the kill had called its
     // provider without its answer reaching the journal, so its retry calls again (with the same
     // idempotency key, which the HTTP providers send as `Idempotency-Key`).
@@ -811,12 +683,8 @@ fn a_killed_leaf_worker_s_leaves_run_elsewhere_and_the_run_completes() {
     let in_flight_at_kill = logged(cluster.dir.path(), "leaf0").len();
     cluster.leaves[0].as_mut().expect("running").kill9();
     let done = finish(submitter);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    let outcome = json_of(&done);
+    assert_exit(&done, 0);
+    let outcome = stdout_json(&done);
     assert_eq!(outcome["summary"]["leaves"], 12);
     assert_eq!(outcome["result"]["reviews"][11], "review 11: fine");
     assert!(in_flight_at_kill > 0);
@@ -835,7 +703,7 @@ fn a_workflow_that_keeps_failing_ends_with_a_machinery_error_after_bounded_attem
     cluster.workflow.as_mut().expect("running").kill9();
     let started = Instant::now();
     let done = finish(submitter);
-    let outcome = json_of(&done);
+    let outcome = stdout_json(&done);
     assert_eq!(done.status.code(), Some(1), "{outcome}");
     assert_eq!(outcome["error"]["kind"], "restate", "{outcome}");
     let message = outcome["error"]["message"].as_str().unwrap();

@@ -2,27 +2,16 @@
 //! JSON API (shapes, 404s, 400s, events from a sequence number, the live stream) and the
 //! embedded web app's files.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn command(db: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
-    command
-        .args(args)
-        .current_dir(root())
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
-        .env("FLOWBOX_DB", db);
-    command
-}
+use crate::support::{
+    assert_exit, command_with_db, http, scripted_backend, wait_until, write_file,
+};
 
 /// A `flowbox serve` on a free loopback port, stopped (by its pid) when dropped.
 struct Server {
@@ -32,7 +21,7 @@ struct Server {
 
 impl Server {
     fn start(db: &Path) -> Self {
-        let mut child = command(db, &["serve", "--listen", "127.0.0.1:0"])
+        let mut child = command_with_db(db, &["serve", "--listen", "127.0.0.1:0"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -51,19 +40,10 @@ impl Server {
         Self { child, port }
     }
 
-    /// A GET: the status, the headers (lowercased names) and the body.
+    /// A GET: the status, the headers (lowercased) and the body.
     fn get(&self, path: &str) -> (u16, String, String) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-        (status, head.to_lowercase(), body.to_owned())
+        let answer = http::get(&format!("127.0.0.1:{}", self.port), path);
+        (answer.status, answer.head, answer.body)
     }
 
     fn json(&self, path: &str) -> (u16, Value) {
@@ -81,12 +61,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_owned()
 }
 
 const FAN: &str = r#"
@@ -142,25 +116,21 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
     );
     assert_eq!(server.json("/api/threads/fan").0, 404);
 
-    let fan = write(dir.path(), "fan.py", FAN);
-    let backend = format!("scripted:{}", write(dir.path(), "backend.json", BACKEND));
-    let run = command(
+    let fan = write_file(dir.path(), "fan.py", FAN);
+    let backend = scripted_backend(dir.path(), "backend.json", BACKEND);
+    let run = command_with_db(
         &db,
         &["run", &fan, "--thread", "fan", "--backend", &backend],
     )
     .output()
     .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let failing = write(
+    assert_exit(&run, 0);
+    let failing = write_file(
         dir.path(),
         "failing.py",
         "x = await agent('a')\nif x:\n    raise ValueError('no <i>way</i>')\nreturn x\n",
     );
-    let run = command(&db, &["run", &failing, "--thread", "failing"])
+    let run = command_with_db(&db, &["run", &failing, "--thread", "failing"])
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(1));
@@ -287,18 +257,14 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
 
     // A pipeline's leaves say which item and which stage they are in, a parallel's inside a
     // stage nest under it.
-    let staged = write(dir.path(), "staged.py", STAGED);
-    let run = command(
+    let staged = write_file(dir.path(), "staged.py", STAGED);
+    let run = command_with_db(
         &db,
         &["run", &staged, "--thread", "staged", "--backend", "fake"],
     )
     .output()
     .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    assert_exit(&run, 0);
     let (_, staged) = server.json("/api/threads/staged/events");
     let mut places: Vec<(String, Value)> = staged["events"]
         .as_array()
@@ -350,19 +316,17 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
 fn a_running_thread_streams_live_and_a_killed_one_is_resumable() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("journal.db");
-    let fan = write(dir.path(), "fan.py", FAN);
-    let slow = format!("scripted:{}", write(dir.path(), "slow.json", SLOW));
-    let mut run = command(&db, &["run", &fan, "--thread", "live", "--backend", &slow])
+    let fan = write_file(dir.path(), "fan.py", FAN);
+    let slow = scripted_backend(dir.path(), "slow.json", SLOW);
+    let mut run = command_with_db(&db, &["run", &fan, "--thread", "live", "--backend", &slow])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let server = Server::start(&db);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while server.json("/api/threads/live").0 != 200 {
-        assert!(Instant::now() < deadline, "the thread never appeared");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(60), "the thread never appeared", || {
+        server.json("/api/threads/live").0 == 200
+    });
     let (_, thread) = server.json("/api/threads/live");
     assert_eq!(thread["status"], "running", "{thread}");
     // Followed from the start while it runs, to its end.
@@ -382,7 +346,7 @@ fn a_running_thread_streams_live_and_a_killed_one_is_resumable() {
     assert_eq!(&kinds[kinds.len() - 2..], ["run_finished", "end"]);
 
     // A run killed midway: its thread is resumable, with the command that resumes it.
-    let mut killed = command(
+    let mut killed = command_with_db(
         &db,
         &["run", &fan, "--thread", "killed", "--backend", &slow],
     )
@@ -409,7 +373,7 @@ fn serve_refuses_an_address_it_cannot_listen_on() {
     let db = dir.path().join("journal.db");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();
-    let output = command(&db, &["serve", "--listen", &address])
+    let output = command_with_db(&db, &["serve", "--listen", &address])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
@@ -418,7 +382,7 @@ fn serve_refuses_an_address_it_cannot_listen_on() {
         stderr.contains(&format!("cannot listen on {address}")),
         "{stderr}"
     );
-    let output = command(&db, &["serve", "--listen", "nonsense"])
+    let output = command_with_db(&db, &["serve", "--listen", "nonsense"])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));

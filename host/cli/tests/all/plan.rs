@@ -1,0 +1,169 @@
+//! `flowbox plan`: leaves, waves, tokens and dollars per phase and profile without running; the
+//! gates that refuse a run by its plan; price tables and dollar flags that cannot work.
+
+use crate::support::{assert_exit, flowbox, scripted_backend, stdout_json, write_file};
+
+/// The plan command of the README and `docs/plans.md`, on the example with the example price
+/// table.
+const PLAN: &[&str] = &[
+    "plan",
+    "examples/review.py",
+    "--model",
+    "claude-sonnet-4-5",
+    "--profile",
+    "fast=claude-haiku-4-5",
+    "--prices",
+    "examples/prices.json",
+];
+
+#[test]
+fn plan_shows_leaves_waves_tokens_and_dollars_per_phase_and_profile_without_running() {
+    let output = flowbox(PLAN);
+    assert_exit(&output, 0);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.starts_with("plan of code-review: 5 leaves, 0 tool calls; widest fan-out 4"),
+        "{text}"
+    );
+    assert!(text.contains("(prices written 2025-11-30)"), "{text}");
+    assert!(
+        text.contains("default (claude-sonnet-4-5, approximate)"),
+        "{text}"
+    );
+    assert!(text.contains("Estimates: input tokens"), "{text}");
+
+    let mut args = PLAN.to_vec();
+    args.extend([
+        "--args",
+        r#"{"files": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]}"#,
+    ]);
+    args.extend(["--fanout-profile", "fast", "--fanout-width", "8", "--json"]);
+    let plan = stdout_json(&flowbox(&args));
+    assert_eq!(plan["ok"], true, "{plan}");
+    let plan = &plan["plan"];
+    assert_eq!(plan["leaves"], 11);
+    assert_eq!(plan["phases"][0]["name"], "review");
+    assert_eq!(plan["phases"][0]["leaves"], 10);
+    // The ten reviewers form a group wider than 8: they move to the fast profile.
+    let profiles: Vec<(String, u64)> = plan["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["leaves"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        profiles,
+        [("default".to_owned(), 1), ("fast".to_owned(), 10)]
+    );
+    assert_eq!(plan["profiles"][1]["model"], "claude-haiku-4-5");
+    assert!(plan["usd"].as_f64().unwrap() > 0.0, "{plan}");
+}
+
+#[test]
+fn a_gate_below_the_plan_refuses_the_run_before_any_leaf_with_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    // The scripted backend's call log would show any call that was made.
+    let log = dir.path().join("calls.jsonl");
+    let backend = scripted_backend(
+        &dir,
+        "backend.json",
+        format!(
+            r#"{{"fallback": "fake", "call_log": {:?}}}"#,
+            log.to_str().unwrap()
+        ),
+    );
+    let output = flowbox(&[
+        "run",
+        "examples/review.py",
+        "--backend",
+        &backend,
+        "--gate-leaves",
+        "4",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let refused = stdout_json(&output);
+    assert_eq!(refused["error"]["kind"], "gate_refused", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the plan starts 5 leaves and the gate admits at most 4"),
+        "{message}"
+    );
+    assert_eq!(refused["error"]["plan"]["leaves"], 5);
+    assert!(
+        std::fs::read_to_string(&log).unwrap_or_default().is_empty(),
+        "a leaf was called"
+    );
+
+    // The same run under a gate it passes.
+    let output = flowbox(&[
+        "run",
+        "examples/review.py",
+        "--gate-leaves",
+        "5",
+        "--model",
+        "gpt-4o",
+        "--prices",
+        "examples/prices.json",
+        "--gate-usd",
+        "1",
+        "--budget-usd",
+        "1",
+        "--no-journal",
+        "--json",
+    ]);
+    assert_eq!(stdout_json(&output)["ok"], true);
+}
+
+#[test]
+fn bad_price_tables_and_dollar_flags_without_one_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = write_file(&dir, "ok.py", "return 1\n");
+    let bad_json = write_file(&dir, "bad.json", "{\"written\": ");
+    let negative = write_file(
+        &dir,
+        "negative.json",
+        r#"{"written": "2025-11-30", "models": {"gpt-4o": {"input": -2.5, "output": 10}}}"#,
+    );
+    let cases: [(&[&str], &str); 5] = [
+        (&["--prices", &bad_json], "is invalid: not JSON"),
+        (
+            &["--prices", &negative, "--model", "gpt-4o"],
+            "is invalid: gpt-4o: input must not be negative; it is -2.5",
+        ),
+        (
+            &[
+                "--prices",
+                "examples/prices.json",
+                "--model",
+                "gpt-4o",
+                "--profile",
+                "fast=llama-3",
+            ],
+            "--profile fast runs on \"llama-3\": the price table examples/prices.json (written \
+             2025-11-30) has no price for model \"llama-3\"",
+        ),
+        (&["--budget-usd", "1"], "--budget-usd needs --prices FILE"),
+        (
+            &["--fanout-profile", "fast"],
+            "--fanout-profile fast is not a profile",
+        ),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["plan", ok.as_str(), "--json"];
+        args.extend_from_slice(flags);
+        let output = flowbox(&args);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}");
+        let refused = stdout_json(&output);
+        let text = refused["error"]["message"].as_str().unwrap();
+        assert!(text.contains(message), "{flags:?}: {text}");
+    }
+}
