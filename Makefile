@@ -66,7 +66,7 @@ bench-view: build
 	tests/browser/setup.sh
 	node tests/browser/view.mjs target/release/flowbox target/browser/out --bench
 
-# flowbox on Restate (host/cli/tests/restate.rs): the pinned server from the npm registry and
+# flowbox on Restate (host/cli/tests/all/restate.rs): the pinned server from the npm registry and
 # HAProxy from the system packages (the load balancer in front of two leaf workers), both
 # installed once into places the tests look in; nothing is downloaded at test time.
 RESTATE_DIR := target/restate
@@ -89,7 +89,7 @@ bench-restate: guest restate-setup
 	$(CARGO) bench --locked -p flowbox-restate --bench restate
 
 # The official Python MCP SDK, pinned, in its own virtualenv: the client of the `flowbox mcp`
-# tests (host/cli/tests/mcp.rs).
+# tests (host/cli/tests/all/mcp.rs).
 MCP_VENV := target/mcp-venv
 MCP_REQUIREMENTS := host/cli/tests/mcp/requirements.txt
 

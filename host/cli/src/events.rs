@@ -1,5 +1,6 @@
-//! `--events FILE|-`: every event of the runtime as JSON Lines — a record, so it reads a
-//! lossless stream ([`flowbox::Runtime::subscribe_lossless`]), unlike the progress display.
+//! `--events FILE|-`: every event of the runtime (or of a relay of a run on Restate) as JSON
+//! Lines — a record, so it reads a lossless stream ([`flowbox::Runtime::subscribe_lossless`]),
+//! unlike the progress display.
 //!
 //! A reader slower than the run (a slow disk, a pipe its reader paused) makes the scripts' `log`
 //! calls wait, never a leaf, and memory stays bounded by the runtime's event capacity (4096
@@ -20,33 +21,6 @@ const BUFFER_BYTES: usize = 64 << 10;
 /// How long the writer waits for more events before it flushes what it holds.
 const FLUSH_AFTER: Duration = Duration::from_millis(50);
 
-/// A stream of events to consume: the runtime's own, or one a follower of a run elsewhere
-/// (Restate) feeds.
-pub(crate) trait Feed: Send + 'static {
-    /// The next event; `None` at the end.
-    fn recv(&mut self) -> impl Future<Output = Option<Event>> + Send;
-    /// The next event if one is waiting.
-    fn try_recv(&mut self) -> Option<Event>;
-}
-
-impl Feed for EventStream {
-    fn recv(&mut self) -> impl Future<Output = Option<Event>> + Send {
-        EventStream::recv(self)
-    }
-    fn try_recv(&mut self) -> Option<Event> {
-        EventStream::try_recv(self)
-    }
-}
-
-impl Feed for tokio::sync::mpsc::Receiver<Event> {
-    fn recv(&mut self) -> impl Future<Output = Option<Event>> + Send {
-        tokio::sync::mpsc::Receiver::recv(self)
-    }
-    fn try_recv(&mut self) -> Option<Event> {
-        tokio::sync::mpsc::Receiver::try_recv(self).ok()
-    }
-}
-
 /// A running JSON Lines writer.
 pub(crate) struct EventLog {
     stop: oneshot::Sender<()>,
@@ -55,7 +29,7 @@ pub(crate) struct EventLog {
 
 /// Starts writing `events` (a lossless stream) to `target`: a file path, or `-` for stdout
 /// unless `json` (one object) already owns stdout.
-pub(crate) fn spawn(target: &PathBuf, events: impl Feed, json: bool) -> anyhow::Result<EventLog> {
+pub(crate) fn spawn(target: &PathBuf, events: EventStream, json: bool) -> anyhow::Result<EventLog> {
     let out: Box<dyn Write + Send> = if target.as_os_str() == "-" {
         if json {
             anyhow::bail!("--json prints one object on stdout; write --events to a file with it");
@@ -79,7 +53,7 @@ pub(crate) fn spawn(target: &PathBuf, events: impl Feed, json: bool) -> anyhow::
 /// Writes every event until `stopped`, then what is still queued. Returning (an error) drops
 /// the stream, which releases the scripts waiting on it.
 async fn write_all(
-    mut events: impl Feed,
+    mut events: EventStream,
     mut out: impl Write,
     mut stopped: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
@@ -112,7 +86,7 @@ async fn write_all(
 }
 
 /// The next event, or `None` once told to stop (or the runtime is gone).
-async fn next(events: &mut impl Feed, stopped: &mut oneshot::Receiver<()>) -> Option<Event> {
+async fn next(events: &mut EventStream, stopped: &mut oneshot::Receiver<()>) -> Option<Event> {
     tokio::select! {
         event = events.recv() => event,
         _ = stopped => None,

@@ -6,9 +6,7 @@
 use std::io::{IsTerminal, Write};
 
 use flowbox::events::Progress;
-use flowbox::{EventKind, Runtime};
-
-use crate::events::Feed;
+use flowbox::{EventKind, EventStream, Runtime};
 
 use flowbox::store::view::terminal_safe;
 use tokio::sync::oneshot;
@@ -34,7 +32,7 @@ pub(crate) struct Display {
 }
 
 /// Starts drawing progress from `events` on stderr, one run after another.
-pub(crate) fn spawn(mut events: impl Feed) -> Display {
+pub(crate) fn spawn(mut events: EventStream) -> Display {
     let (stop, mut stopped) = oneshot::channel();
     let task = tokio::spawn(async move {
         let mut state = State::default();

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use flowbox::events::history;
-use flowbox::{Event, EventKind, RunError, RunOutcome, RunRequest};
+use flowbox::events::{EventRelay, history};
+use flowbox::{RunError, RunOutcome, RunRequest};
 use flowbox_restate::{
     Client, ClientError, EngineError, RestateEngine, Services, Worker, restate_message,
 };
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::options::{RunOptions, runtime_builder};
@@ -189,9 +189,15 @@ const POLL: Duration = Duration::from_millis(50);
 /// How long the last read of a run's events may take once its outcome is in.
 const LAST_READ: Duration = Duration::from_secs(10);
 
+/// How many events the display may fall behind, and the writer hold, before the follower
+/// waits for them (as a local runtime's event capacity).
+const EVENT_CAPACITY: usize = 4096;
+
 /// Follows a thread's events as its workflow publishes them (its shared `events` handler)
-/// into the progress display, when stderr is a terminal, and `--events`, as for a local run.
-/// A follower that falls behind slows nothing but itself: the workflow never waits for it.
+/// into the progress display, when stderr is a terminal, and `--events`, as for a local run:
+/// through a relay, the writer gets every event (the follower waits for it) and the display
+/// what it keeps up with (the rest as a gap). A follower that falls behind slows nothing but
+/// itself: the workflow never waits for it.
 struct Follower {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
@@ -206,47 +212,31 @@ impl Follower {
         events: Option<&PathBuf>,
         json: bool,
     ) -> Result<Self, Failure> {
-        let (log, log_feed) = match events {
-            Some(target) => {
-                let (feed, receiver) = mpsc::channel(4096);
-                let log = crate::events::spawn(target, receiver, json).map_err(Failure::input)?;
-                (Some(log), Some(feed))
-            }
-            None => (None, None),
+        let relay = EventRelay::new(EVENT_CAPACITY);
+        let log = match events {
+            Some(target) => Some(
+                crate::events::spawn(target, relay.subscribe_lossless(), json)
+                    .map_err(Failure::input)?,
+            ),
+            None => None,
         };
-        let (display, display_feed) = match std::io::stderr().is_terminal() {
-            true => {
-                let (feed, receiver) = mpsc::channel(4096);
-                (Some(crate::progress::spawn(receiver)), Some(feed))
-            }
-            false => (None, None),
-        };
-        if log_feed.is_none() && display_feed.is_none() {
-            return Ok(Self {
-                stop: None,
-                task: None,
-                display,
-                log,
-            });
-        }
-        let (stop, stopped) = oneshot::channel();
-        let history =
-            history::Follower::new(Arc::new(client.clone()), thread_id, 0).with_poll(POLL);
-        let task = tokio::spawn(follow(
-            history,
-            Feeds {
-                log: log_feed,
-                display: display_feed,
-                display_missed: 0,
-            },
-            stopped,
-        ));
-        Ok(Self {
-            stop: Some(stop),
-            task: Some(task),
+        let display = std::io::stderr()
+            .is_terminal()
+            .then(|| crate::progress::spawn(relay.subscribe()));
+        let mut follower = Self {
+            stop: None,
+            task: None,
             display,
             log,
-        })
+        };
+        if follower.log.is_some() || follower.display.is_some() {
+            let (stop, stopped) = oneshot::channel();
+            let history =
+                history::Follower::new(Arc::new(client.clone()), thread_id, 0).with_poll(POLL);
+            follower.stop = Some(stop);
+            follower.task = Some(tokio::spawn(follow(history, relay, stopped)));
+        }
+        Ok(follower)
     }
 
     /// Reads what was published up to the outcome, then stops the display and the writer.
@@ -270,52 +260,14 @@ impl Follower {
     }
 }
 
-/// Where a follower delivers: the writer gets every event (the follower waits for it), the
-/// display what it keeps up with (the rest as a gap).
-struct Feeds {
-    log: Option<mpsc::Sender<Event>>,
-    display: Option<mpsc::Sender<Event>>,
-    display_missed: u64,
-}
-
-impl Feeds {
-    async fn deliver(&mut self, event: Event) {
-        if let Some(display) = &self.display {
-            if self.display_missed > 0
-                && display
-                    .try_send(gap(&event.thread_id, self.display_missed))
-                    .is_ok()
-            {
-                self.display_missed = 0;
-            }
-            if self.display_missed > 0 || display.try_send(event.clone()).is_err() {
-                self.display_missed += 1;
-            }
-        }
-        if let Some(log) = &self.log
-            && log.send(event).await.is_err()
-        {
-            // The writer stopped (its reader went away): it reports why at the end.
-            self.log = None;
-        }
-    }
-}
-
-fn gap(thread_id: &str, missed: u64) -> Event {
-    Event {
-        thread_id: thread_id.to_owned(),
-        seq: 0,
-        kind: EventKind::Gap { missed },
-    }
-}
-
-/// Delivers the thread's events until its run ends or the follower is told to stop, then
-/// reads once more (the workflow published its last events before its outcome) and ends.
-/// Events Restate no longer keeps, or that a full buffer of the worker dropped, arrive as one
-/// gap each. Restate restarting, or the thread not there yet, is asked again.
+/// Relays the thread's events until its run ends or the follower is told to stop, then
+/// reads once more (the workflow published its last events before its outcome) and ends,
+/// which ends the relay's streams. Events Restate no longer keeps, or that a full buffer of
+/// the worker dropped, arrive as a gap each. Restate restarting, or the thread not there
+/// yet, is asked again.
 async fn follow(
     mut history: history::Follower<Client>,
-    mut feeds: Feeds,
+    relay: EventRelay,
     mut stopped: oneshot::Receiver<()>,
 ) {
     loop {
@@ -323,7 +275,7 @@ async fn follow(
             next = history.next() => match next {
                 Ok(Some(events)) => {
                     for event in events {
-                        feeds.deliver(event).await;
+                        relay.publish(event).await;
                     }
                 }
                 Ok(None) => return,
@@ -332,7 +284,7 @@ async fn follow(
             _ = &mut stopped => {
                 if let Ok(events) = history.read_now().await {
                     for event in events {
-                        feeds.deliver(event).await;
+                        relay.publish(event).await;
                     }
                 }
                 return;

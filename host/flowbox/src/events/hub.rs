@@ -1,5 +1,6 @@
 //! Where every run of a runtime publishes ([`EventHub`]) and what its subscribers read
-//! ([`EventStream`]): a live broadcast that never waits, and lossless queues of their own.
+//! ([`EventStream`]): a live broadcast that never waits, and lossless queues of their own; and
+//! the same for events that come from elsewhere ([`EventRelay`]).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -149,11 +150,91 @@ impl EventHub {
     }
 }
 
+/// Publishes events that come from elsewhere — a run on another engine, followed through its
+/// history — to live and lossless subscribers, as a runtime publishes its own runs' events: a
+/// live subscriber that falls behind gets a gap, a lossless one every event, and the publisher
+/// waits for it. Dropping the relay ends its lossless streams once they are drained.
+#[derive(Debug)]
+pub struct EventRelay {
+    hub: EventHub,
+}
+
+impl EventRelay {
+    /// A relay whose live subscribers may fall `capacity` events behind before a gap, and
+    /// whose lossless ones hold that many before [`Self::publish`] waits.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            hub: EventHub::new(capacity),
+        }
+    }
+
+    /// A live stream of the events published from now on.
+    pub fn subscribe(&self) -> EventStream {
+        self.hub.subscribe()
+    }
+
+    /// A lossless stream of the events published from now on.
+    pub fn subscribe_lossless(&self) -> EventStream {
+        self.hub.subscribe_lossless()
+    }
+
+    /// Publishes `event` to every subscriber, once every lossless one has room.
+    pub async fn publish(&self, event: Event) {
+        self.hub.room().await;
+        self.hub.publish(|| event);
+    }
+}
+
 impl Drop for EventHub {
     fn drop(&mut self) {
         // The runtime and its last run are gone: lossless readers drain what is left and end.
         for queue in self.lossless().iter() {
             queue.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(seq: u64) -> Event {
+        Event {
+            thread_id: "t".into(),
+            seq,
+            kind: EventKind::Log {
+                message: seq.to_string(),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn a_relay_paces_its_publisher_to_its_lossless_reader_and_ends_when_dropped() {
+        let relay = Arc::new(EventRelay::new(2));
+        let mut lossless = relay.subscribe_lossless();
+        let mut live = relay.subscribe();
+        relay.publish(log(1)).await;
+        relay.publish(log(2)).await;
+        let third = tokio::spawn({
+            let relay = Arc::clone(&relay);
+            async move { relay.publish(log(3)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(
+            !third.is_finished(),
+            "a full lossless queue makes the publisher wait"
+        );
+        assert_eq!(lossless.recv().await.unwrap().seq, 1);
+        third.await.unwrap();
+        assert_eq!(lossless.recv().await.unwrap().seq, 2);
+        assert_eq!(lossless.recv().await.unwrap().seq, 3);
+        // The live reader lost the oldest, and is told so.
+        assert_eq!(
+            live.recv().await.unwrap().kind,
+            EventKind::Gap { missed: 1 }
+        );
+        assert_eq!(live.recv().await.unwrap().seq, 2);
+        drop(relay);
+        assert!(lossless.recv().await.is_none());
     }
 }

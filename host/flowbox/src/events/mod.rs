@@ -14,6 +14,7 @@
 
 pub mod history;
 mod hub;
+mod line;
 mod progress;
 mod publisher;
 pub(crate) mod queue;
@@ -22,7 +23,7 @@ use flowbox_store::{ErrorInfo, GroupKind, Summary};
 use serde::{Deserialize, Serialize};
 
 pub(crate) use hub::EventHub;
-pub use hub::EventStream;
+pub use hub::{EventRelay, EventStream};
 pub use progress::Progress;
 pub use publisher::EventSink;
 pub(crate) use publisher::RunEvents;

@@ -6,14 +6,14 @@ use serde_json::{Value, json};
 
 /// A Chat Completions server answering from the request's content and recording each request,
 /// serving until dropped.
-pub struct ChatServer {
+pub(crate) struct ChatServer {
     /// The base URL to pass as `--base-url`.
     pub url: String,
     server: TestServer,
 }
 
 impl ChatServer {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let server = TestServer::answering(|request| {
             let (status, reply) = ChatServer::answer(&request.json());
             let reply = Reply::json(status, reply);
@@ -28,7 +28,7 @@ impl ChatServer {
     }
 
     /// Each request's path, authorization header and JSON body, oldest first.
-    pub fn requests(&self) -> Vec<(String, String, Value)> {
+    pub(crate) fn requests(&self) -> Vec<(String, String, Value)> {
         self.server
             .requests()
             .iter()

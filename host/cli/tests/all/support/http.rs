@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use serde_json::Value;
 
 /// An HTTP answer.
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: u16,
     /// The status line and the headers, lowercased.
     pub head: String,
@@ -15,7 +15,7 @@ pub struct Answer {
 }
 
 /// Sends `request` (its head and body, as written on the wire) to `host` (`ADDR:PORT`).
-pub fn exchange(host: &str, request: &str) -> Answer {
+pub(crate) fn exchange(host: &str, request: &str) -> Answer {
     let mut stream = TcpStream::connect(host).expect("the server listens");
     stream.write_all(request.as_bytes()).unwrap();
     let mut raw = Vec::new();
@@ -35,7 +35,7 @@ pub fn exchange(host: &str, request: &str) -> Answer {
 }
 
 /// `GET path` from `host`.
-pub fn get(host: &str, path: &str) -> Answer {
+pub(crate) fn get(host: &str, path: &str) -> Answer {
     exchange(
         host,
         &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
@@ -43,7 +43,7 @@ pub fn get(host: &str, path: &str) -> Answer {
 }
 
 /// POSTs `body` to `url` and returns the JSON answer, which must be a 200.
-pub fn post_json(url: &str, body: &Value) -> Value {
+pub(crate) fn post_json(url: &str, body: &Value) -> Value {
     let rest = url.strip_prefix("http://").expect("http URL");
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     let body = body.to_string();

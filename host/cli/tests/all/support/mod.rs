@@ -2,8 +2,8 @@
 //! checked for panics and read as JSON, files written for it, JSON Lines read back, and waiting
 //! for something another process does. Helpers one module alone uses stay in that module.
 
-pub mod chat_server;
-pub mod http;
+pub(crate) mod chat_server;
+pub(crate) mod http;
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use flowbox_testkit::restate::workspace_root;
 use serde_json::Value;
 
 /// The compiled guest's cache the whole workspace's tests share, so the guest compiles once.
-pub fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     workspace_root().join("target/flowbox-cache")
 }
 
@@ -29,12 +29,12 @@ fn journal() -> &'static Path {
 
 /// `flowbox ARGS` from the workspace root (where the examples' relative paths resolve), with
 /// the shared cache, journaling to this process's journal unless the arguments name one.
-pub fn command(args: &[&str]) -> Command {
+pub(crate) fn command(args: &[&str]) -> Command {
     command_with_db(&journal().join("journal.db"), args)
 }
 
 /// [`command`] with its journal at `db`.
-pub fn command_with_db(db: &Path, args: &[&str]) -> Command {
+pub(crate) fn command_with_db(db: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_flowbox"));
     command
         .args(args)
@@ -45,13 +45,13 @@ pub fn command_with_db(db: &Path, args: &[&str]) -> Command {
 }
 
 /// `flowbox ARGS` run to its end (see [`RunToEnd`]).
-pub fn flowbox(args: &[&str]) -> Output {
+pub(crate) fn flowbox(args: &[&str]) -> Output {
     command(args).run_to_end()
 }
 
 /// Running a `flowbox` command to its end, failing the test if the process panicked: whatever
 /// it printed or exited with, a panic is a bug (every test's stderr is checked here).
-pub trait RunToEnd {
+pub(crate) trait RunToEnd {
     fn run_to_end(&mut self) -> Output;
 }
 
@@ -62,12 +62,12 @@ impl RunToEnd for Command {
 }
 
 /// The output of a spawned `flowbox`, once it has ended without a panic.
-pub fn finish(child: Child) -> Output {
+pub(crate) fn finish(child: Child) -> Output {
     no_panic(child.wait_with_output().expect("flowbox runs"))
 }
 
 /// `output`, after checking its process did not panic.
-pub fn no_panic(output: Output) -> Output {
+pub(crate) fn no_panic(output: Output) -> Output {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         !stderr.contains("panicked at"),
@@ -79,7 +79,7 @@ pub fn no_panic(output: Output) -> Output {
 
 /// Asserts that `output`'s process exited with `code`, showing what it printed when it did not.
 #[track_caller]
-pub fn assert_exit(output: &Output, code: i32) {
+pub(crate) fn assert_exit(output: &Output, code: i32) {
     assert_eq!(
         output.status.code(),
         Some(code),
@@ -90,7 +90,7 @@ pub fn assert_exit(output: &Output, code: i32) {
 }
 
 /// The one JSON line a `--json` command printed.
-pub fn stdout_json(output: &Output) -> Value {
+pub(crate) fn stdout_json(output: &Output) -> Value {
     let text = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         text.lines().count(),
@@ -102,7 +102,7 @@ pub fn stdout_json(output: &Output) -> Value {
 }
 
 /// Writes `text` to `dir/name`; returns the file's path.
-pub fn write_file(dir: impl AsRef<Path>, name: &str, text: &str) -> String {
+pub(crate) fn write_file(dir: impl AsRef<Path>, name: &str, text: &str) -> String {
     let path = dir.as_ref().join(name);
     std::fs::write(&path, text).unwrap();
     path.to_string_lossy().into_owned()
@@ -110,12 +110,12 @@ pub fn write_file(dir: impl AsRef<Path>, name: &str, text: &str) -> String {
 
 /// Writes a scripted backend's configuration to `dir/name`; returns the `--backend` value
 /// that loads it.
-pub fn scripted_backend(dir: impl AsRef<Path>, name: &str, config: impl Display) -> String {
+pub(crate) fn scripted_backend(dir: impl AsRef<Path>, name: &str, config: impl Display) -> String {
     format!("scripted:{}", write_file(dir, name, &config.to_string()))
 }
 
 /// A directory `notes` holding `todo.txt` ("ship it"), to grant with `--allow-read`.
-pub fn notes_dir(dir: impl AsRef<Path>) -> PathBuf {
+pub(crate) fn notes_dir(dir: impl AsRef<Path>) -> PathBuf {
     let notes = dir.as_ref().join("notes");
     std::fs::create_dir(&notes).unwrap();
     std::fs::write(notes.join("todo.txt"), "ship it").unwrap();
@@ -123,14 +123,14 @@ pub fn notes_dir(dir: impl AsRef<Path>) -> PathBuf {
 }
 
 /// The values of JSON Lines text, one a line.
-pub fn json_lines(text: &str) -> Vec<Value> {
+pub(crate) fn json_lines(text: &str) -> Vec<Value> {
     text.lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line:?}")))
         .collect()
 }
 
 /// The events of a JSON Lines file `--events` wrote.
-pub fn events_of(path: &Path) -> Vec<Value> {
+pub(crate) fn events_of(path: &Path) -> Vec<Value> {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
     json_lines(&text)
@@ -138,14 +138,14 @@ pub fn events_of(path: &Path) -> Vec<Value> {
 
 /// The scripted backend's call log: one JSON object per call, in the order calls started
 /// (none before the first). A line still being written when it is read is not a call yet.
-pub fn call_log(log: &Path) -> Vec<Value> {
+pub(crate) fn call_log(log: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let whole = text.rfind('\n').map_or("", |end| &text[..end]);
     json_lines(whole)
 }
 
 /// How many times each prompt was sent to the scripted backend, from its call log.
-pub fn calls_by_prompt(log: &Path) -> std::collections::BTreeMap<String, usize> {
+pub(crate) fn calls_by_prompt(log: &Path) -> std::collections::BTreeMap<String, usize> {
     let mut counts = std::collections::BTreeMap::new();
     for call in call_log(log) {
         *counts
@@ -156,7 +156,7 @@ pub fn calls_by_prompt(log: &Path) -> std::collections::BTreeMap<String, usize> 
 }
 
 /// Checks `done` every 20 ms until it holds, failing with `never` once `limit` has passed.
-pub fn wait_until(limit: Duration, never: &str, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(limit: Duration, never: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !done() {
         assert!(Instant::now() < deadline, "{never}");

@@ -1,0 +1,139 @@
+//! An event as a person reads it: one line, terminal-safe, with where a leaf sits in the
+//! script's groups.
+
+use flowbox_store::GroupKind;
+use flowbox_store::view::{preview, terminal_safe};
+
+use super::{Event, EventKind, Position};
+
+/// Where a leaf sits, for a person: " in pipeline 1 item 0 stage 2 › parallel 2 branch 1", or
+/// nothing outside any group.
+fn place(path: &[Position]) -> String {
+    let steps: Vec<String> = path
+        .iter()
+        .map(|p| match (p.kind, p.stage) {
+            (Some(GroupKind::Pipeline), stage) => {
+                let stage = stage.map(|s| format!(" stage {s}")).unwrap_or_default();
+                format!("pipeline {} item {}{stage}", p.group, p.index)
+            }
+            (Some(GroupKind::Parallel), _) => format!("parallel {} branch {}", p.group, p.index),
+            // Recorded before kinds were.
+            (None, _) => format!("group {} item {}", p.group, p.index),
+        })
+        .collect();
+    if steps.is_empty() {
+        String::new()
+    } else {
+        format!(" in {}", steps.join(" › "))
+    }
+}
+
+impl Event {
+    /// The event as one line for a person, terminal-safe: its number and what happened, such
+    /// as `#7     leaf 3 done 120 tok 45 ms` (what `flowbox show --follow` prints).
+    pub fn line(&self) -> String {
+        line(self)
+    }
+}
+
+fn line(event: &Event) -> String {
+    let what = match &event.kind {
+        EventKind::RunStarted { name, phases } => format!(
+            "run started{}{}",
+            name.as_ref().map(|n| format!(" {n}")).unwrap_or_default(),
+            if phases.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (phases: {})",
+                    phases
+                        .iter()
+                        .map(|p| p.title.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ),
+        EventKind::Phase { title } => format!("phase {title}"),
+        EventKind::Log { message } => format!("log {message}"),
+        EventKind::LeafStarted {
+            call_id,
+            label,
+            prompt_preview,
+            path,
+            ..
+        } => format!(
+            "leaf {call_id} started {}{}",
+            label.clone().unwrap_or_else(|| preview(prompt_preview, 60)),
+            place(path)
+        ),
+        EventKind::LeafFinished {
+            call_id,
+            ok,
+            tokens,
+            duration_ms,
+            replayed,
+            error,
+        } => format!(
+            "leaf {call_id} {} {tokens} tok {duration_ms} ms{}{}",
+            if *ok { "done" } else { "failed" },
+            if *replayed { " (replayed)" } else { "" },
+            error
+                .as_ref()
+                .map(|e| format!(": {}", preview(e, 80)))
+                .unwrap_or_default()
+        ),
+        EventKind::LeafToolCalled { call_id, name } => format!("leaf {call_id} calls {name}"),
+        EventKind::LeafToolFinished {
+            call_id, name, ok, ..
+        } => format!(
+            "leaf {call_id} {name} {}",
+            if *ok { "returned" } else { "failed" }
+        ),
+        EventKind::ToolCalled { call_id, name, .. } => format!("tool {call_id} {name} called"),
+        EventKind::ToolFinished { call_id, ok, .. } => {
+            format!("tool {call_id} {}", if *ok { "returned" } else { "failed" })
+        }
+        EventKind::BudgetWarning { spent, total } => {
+            format!("budget {spent} of {total} tokens spent")
+        }
+        EventKind::RunFinished { ok, summary, error } => format!(
+            "run {} ({} leaves, {} tokens, {} ms){}",
+            if *ok { "succeeded" } else { "failed" },
+            summary.leaves,
+            summary.tokens_spent,
+            summary.duration_ms,
+            error
+                .as_ref()
+                .map(|e| format!(": {}", e.message))
+                .unwrap_or_default()
+        ),
+        EventKind::Gap { missed } => format!("{missed} events missed"),
+    };
+    terminal_safe(&format!("#{:<5} {what}", event.seq)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_names_each_group_its_item_and_stage() {
+        let position = |kind, stage| Position {
+            group: 2,
+            kind,
+            index: 1,
+            size: 3,
+            stage,
+        };
+        assert_eq!(place(&[]), "");
+        assert_eq!(
+            place(&[
+                position(Some(GroupKind::Pipeline), Some(2)),
+                position(Some(GroupKind::Parallel), None)
+            ]),
+            " in pipeline 2 item 1 stage 2 › parallel 2 branch 1"
+        );
+        assert_eq!(place(&[position(None, None)]), " in group 2 item 1");
+    }
+}
