@@ -11,6 +11,7 @@ use flowbox::{
     BackendError, Event, EventKind, EventStream, LeafBackend, LeafObserver, LeafReply, LeafRequest,
     Position, RunRequest, Runtime,
 };
+use flowbox_testkit::events::assert_one_run;
 use flowbox_tests::{CountingBackend, root, runtime};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -53,8 +54,11 @@ async def main():
 "#,
     )
     .await;
-    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    let as_json: Vec<serde_json::Value> = events
+        .iter()
+        .map(|event| serde_json::to_value(event).unwrap())
+        .collect();
+    assert_one_run(&as_json, "events-order", Some(100));
     assert_eq!(
         events[0].kind,
         EventKind::RunStarted {

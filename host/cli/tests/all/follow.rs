@@ -4,6 +4,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::{command_with_db, json_lines, scripted_backend, wait_until, write_file};
+use flowbox_testkit::events::assert_one_run;
 
 const SCRIPT: &str = r#"
 meta = {"name": "slow-fan", "description": "d", "phases": [{"title": "review"}]}
@@ -81,11 +82,7 @@ fn follow_prints_a_runs_events_as_another_process_writes_them_and_exits_with_it(
     assert!(json.status.success());
     let events = json_lines(&String::from_utf8(json.stdout).unwrap());
     assert_eq!(events.len(), lines.len());
-    for (n, event) in events.iter().enumerate() {
-        assert_eq!(event["seq"], n as u64 + 1);
-        assert_eq!(event["thread_id"], "followed");
-    }
-    assert_eq!(events.last().unwrap()["type"], "run_finished");
+    assert_one_run(&events, "followed", Some(3));
 
     // A thread that does not exist is an input error, not a wait.
     let missing = command_with_db(&db, &["show", "nope", "--follow"])
