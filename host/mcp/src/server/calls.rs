@@ -18,6 +18,7 @@ use crate::stateless::{Retry, Rounds};
 use crate::tools::{LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
 
 use super::Server;
+
 impl Server {
     pub(super) async fn call(
         &self,

@@ -17,6 +17,7 @@ use crate::tools::{RESUME_WORKFLOW, RUN_WORKFLOW};
 
 use super::Server;
 use super::calls::no_input_asked;
+
 impl ServerHandler for Server {
     #[expect(deprecated, reason = "MCP logging is what 2025-11-25 clients show")]
     fn get_info(&self) -> ServerConfig {

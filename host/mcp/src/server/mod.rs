@@ -26,7 +26,7 @@ use crate::sampling::Clients;
 use crate::stateless::Rounds;
 use crate::stdin::ClientGone;
 use crate::tasks::Tasks;
-use crate::tools::{self};
+use crate::tools;
 
 /// The MCP server: its instructions, its tools, and the calls running on its runtime. Built
 /// with [`Server::builder`]; clones share everything.

@@ -19,6 +19,7 @@ use crate::tools::RUN_WORKFLOW;
 
 use super::calls::{ThreadInput, failure, invalid_arguments, outcome_result, parse};
 use super::{Call, Server};
+
 impl Server {
     /// A `run_workflow` or `resume_workflow` call of a 2026-07-28 client that declared the
     /// tasks extension: it answers at once with a task handle (its id the thread's), the run
