@@ -418,6 +418,55 @@ async fn args_larger_than_a_message_are_refused_before_running() {
     assert_eq!(big.summary.fuel_used, 0, "nothing ran");
 }
 
+/// A number that could not reach the script with its meaning is refused up front as
+/// `invalid_args`, naming where it is: one past the largest float (it would be `inf`) and an
+/// integer longer than Python converts. Numbers at the edges cross exactly.
+#[tokio::test]
+async fn args_numbers_no_script_could_hold_are_refused_before_running() {
+    let rt = runtime();
+    let args = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+    let long = "7".repeat(4301);
+    for (text, path, says) in [
+        (
+            r#"{"a": {"a": 1e400}}"#,
+            r#"args["a"]["a"]"#,
+            "past the largest float",
+        ),
+        (r#"[1, -1.5E+309]"#, "args[1]", "past the largest float"),
+        (
+            &format!(r#"{{"n": -{long}}}"#),
+            r#"args["n"]"#,
+            "4301 digits",
+        ),
+    ] {
+        let outcome = rt
+            .run_request(RunRequest::new("return args").args(args(text)))
+            .await;
+        let error = outcome.result.unwrap_err();
+        assert!(
+            matches!(error, RunError::InvalidArgs(_)),
+            "{text}: {error:?}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains(path) && message.contains(says),
+            "{message}"
+        );
+        assert_eq!(outcome.summary.fuel_used, 0, "nothing ran");
+    }
+    let edges = format!(
+        r#"[1.7976931348623157e308, 1e-400, 5e-324, {}]"#,
+        "9".repeat(4300)
+    );
+    let crossed = rt
+        .run_request(RunRequest::new("return [repr(v)[:12] for v in args]").args(args(&edges)))
+        .await;
+    assert_eq!(
+        crossed.result.unwrap(),
+        json!(["1.7976931348", "0.0", "5e-324", "999999999999"])
+    );
+}
+
 #[tokio::test]
 async fn a_reply_larger_than_a_message_is_an_agent_error_the_script_catches() {
     let rt = flowbox_tests::scripted(

@@ -172,6 +172,16 @@ impl Failure {
         }
     }
 
+    /// There is no such thread (exit code 2): `unknown_thread`, whether the journal lacks it
+    /// or there is no journal at all.
+    pub(crate) fn unknown_thread(error: anyhow::Error) -> Self {
+        Self {
+            code: 2,
+            kind: FailureKind::Run(RunErrorKind::UnknownThread),
+            error,
+        }
+    }
+
     /// The journal cannot be opened: missing, damaged, another application's, not writable
     /// (exit code 2, with the other unusable input).
     pub(crate) fn journal(error: flowbox::store::StoreError) -> Self {

@@ -72,6 +72,8 @@ impl FromStr for Profile {
                  fast=gpt-4o-mini:\"cheap, for sweeps\", not {value:?}"
             ));
         }
+        check_name("a profile", name)?;
+        check_name("a model id", model)?;
         let mut profile = ModelProfile::new(model);
         if let Some(description) = description.filter(|d| !d.is_empty()) {
             profile = profile.with_description(description);
@@ -80,6 +82,20 @@ impl FromStr for Profile {
             name: name.to_owned(),
             profile,
         })
+    }
+}
+
+/// Refuses a profile, agent type or model name that is empty or has a control character in
+/// it: the same rules for the flags and the files.
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        Err(format!("{what} cannot be empty"))
+    } else if name.chars().any(char::is_control) {
+        Err(format!(
+            "{what} cannot contain control characters, as {name:?} does"
+        ))
+    } else {
+        Ok(())
     }
 }
 
@@ -273,8 +289,20 @@ impl BackendOptions {
         };
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read --agent-types {}", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("--agent-types {} is not valid", path.display()))
+        let templates: BTreeMap<String, AgentTemplate> = serde_json::from_str(&text)
+            .with_context(|| format!("--agent-types {} is not valid", path.display()))?;
+        for (name, template) in &templates {
+            check_name("an agent type", name)
+                .and_then(|()| {
+                    template
+                        .model
+                        .as_deref()
+                        .map_or(Ok(()), |model| check_name("a model", model))
+                })
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("--agent-types {} is not valid", path.display()))?;
+        }
+        Ok(templates)
     }
 
     /// The `--profiles` file's profiles, then the `--profile` flags', by name.
@@ -284,8 +312,15 @@ impl BackendOptions {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("cannot read --profiles {}", path.display()))?;
-                serde_json::from_str(&text)
-                    .with_context(|| format!("--profiles {} is not valid", path.display()))?
+                let profiles: BTreeMap<String, ModelProfile> = serde_json::from_str(&text)
+                    .with_context(|| format!("--profiles {} is not valid", path.display()))?;
+                for (name, profile) in &profiles {
+                    check_name("a profile", name)
+                        .and_then(|()| check_name("a model id", &profile.model))
+                        .map_err(anyhow::Error::msg)
+                        .with_context(|| format!("--profiles {} is not valid", path.display()))?;
+                }
+                profiles
             }
         };
         for profile in &self.profiles {

@@ -69,13 +69,13 @@ impl JournalOptions {
 pub(crate) fn no_thread(thread: &str, error: StoreError) -> Failure {
     match error {
         StoreError::Missing { .. } => {
-            Failure::input(anyhow::anyhow!("no thread {thread}: {error}"))
+            Failure::unknown_thread(anyhow::anyhow!("no thread {thread}: {error}"))
         }
         error => Failure::journal(error),
     }
 }
 
-/// A journaled thread, or an input error saying there is none.
+/// A journaled thread, or an `unknown_thread` failure saying there is none.
 pub(crate) async fn load_thread(
     store: &dyn CheckpointStore,
     thread: &str,
@@ -84,7 +84,9 @@ pub(crate) async fn load_thread(
         .load(thread)
         .await
         .map_err(|e| Failure::input(anyhow::Error::new(e)))?
-        .ok_or_else(|| Failure::input(anyhow::anyhow!("no thread {thread} in the journal")))
+        .ok_or_else(|| {
+            Failure::unknown_thread(anyhow::anyhow!("no thread {thread} in the journal"))
+        })
 }
 
 /// `$XDG_DATA_HOME/flowbox/journal.db`, else `~/.local/share/flowbox/journal.db`

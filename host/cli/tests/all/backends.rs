@@ -267,3 +267,50 @@ fn real_backends_explain_what_they_need() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a directory"));
 }
+
+/// A `--profiles` or `--agent-types` file is held to the `--profile` flag's rules: no empty
+/// name or model, no control characters in either; each refused before anything runs.
+#[test]
+fn profile_and_agent_type_files_follow_the_flag_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_file(&dir, "one.py", "return 1\n");
+    let cases = [
+        ("--profiles", r#"{"": "m"}"#, "a profile cannot be empty"),
+        (
+            "--profiles",
+            r#"{"fast": ""}"#,
+            "a model id cannot be empty",
+        ),
+        ("--profiles", r#"{"fa\u0000st": "m"}"#, "control characters"),
+        (
+            "--profiles",
+            r#"{"fast": {"model": "m\u001b[2J"}}"#,
+            "control characters",
+        ),
+        (
+            "--agent-types",
+            r#"{"": {"base_prompt": "p"}}"#,
+            "an agent type cannot be empty",
+        ),
+        (
+            "--agent-types",
+            r#"{"critic": {"base_prompt": "p", "model": ""}}"#,
+            "a model cannot be empty",
+        ),
+        (
+            "--agent-types",
+            r#"{"cri\ntic": {"base_prompt": "p"}}"#,
+            "control characters",
+        ),
+    ];
+    for (flag, text, says) in cases {
+        let file = write_file(&dir, "config.json", text);
+        let output = flowbox(&["run", &script, flag, &file, "--no-journal"]);
+        assert_exit(&output, 2);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{flag} {text}: {stderr}");
+    }
+    let output = flowbox(&["run", &script, "--profile", "fa\u{1}st=m", "--no-journal"]);
+    assert_exit(&output, 2);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("control characters"));
+}

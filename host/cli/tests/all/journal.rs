@@ -40,6 +40,35 @@ fn journal_commands_explain_their_errors() {
     assert_eq!(stdout_json(&output)["error"]["kind"], "divergence");
 }
 
+/// A thread that is not there is one condition, `unknown_thread` (exit 2), whether the journal
+/// lacks it or there is no journal at all; `show` exits 2 naming it in both cases too.
+#[test]
+fn a_missing_thread_is_unknown_thread_with_or_without_a_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let db = db.to_str().unwrap();
+    let missing = dir.path().join("none.db");
+    let missing = missing.to_str().unwrap();
+    let script = write_file(&dir, "one.py", "return 1\n");
+    assert_exit(&flowbox(&["run", &script, "--db", db]), 0);
+    for journal in [db, missing] {
+        let output = flowbox(&["resume", "ghost", "--db", journal, "--json"]);
+        assert_exit(&output, 2);
+        let error = &stdout_json(&output)["error"];
+        assert_eq!(error["kind"], "unknown_thread", "{journal}: {error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("no thread ghost"),
+            "{error}"
+        );
+        let output = flowbox(&["show", "ghost", "--db", journal]);
+        assert_exit(&output, 2);
+        assert!(String::from_utf8_lossy(&output.stderr).contains("no thread ghost"));
+    }
+}
+
 /// Only a run creates a journal, and says where. Reading a journal that is not there creates
 /// no file or directory: `threads` and `workflows` list nothing, `show` and `resume` name the
 /// missing journal; and what is not a regular file is no journal.

@@ -98,3 +98,22 @@ fn json_mode_prints_one_object_even_when_nothing_ran() {
         assert!(object["error"]["kind"].is_string(), "{args:?}: {object}");
     }
 }
+
+/// `--args` with a number no float holds is refused up front as `invalid_args` (exit 2),
+/// naming where it is, rather than reaching the script as `inf`.
+#[test]
+fn args_past_the_largest_float_are_invalid_args() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_file(&dir, "echo.py", "return args\n");
+    let output = flowbox(&["run", &script, "--json", "--args", r#"{"a": {"a": 1e400}}"#]);
+    assert_exit(&output, 2);
+    let error = &stdout_json(&output)["error"];
+    assert_eq!(error["kind"], "invalid_args", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"args["a"]["a"] is 1e"#),
+        "{error}"
+    );
+}

@@ -306,7 +306,9 @@ fn hint(kind: RunErrorKind, exception: Option<&str>) -> &'static str {
             "another run is using that thread_id; wait for it, or leave thread_id out to start \
              a new thread"
         }
-        K::InvalidArgs => "pass args as one JSON value within the host's message limit",
+        K::InvalidArgs => {
+            "pass args as one JSON value within the host's message limit; a number past a float or an integer of more than 4300 digits goes as a string"
+        }
         K::InvalidLimits => "the host's limits are misconfigured; report this to its operator",
         K::GateRefused => {
             "the host's pre-launch gate refused this run before any leaf started; `plan` says \

@@ -220,6 +220,7 @@ pub(crate) fn check_input(
             limit: limits.max_script_bytes,
         });
     }
+    check_numbers(args)?;
     let args_text = args.to_string();
     if args_text.len() > limits.max_message_bytes {
         return Err(RunError::InvalidArgs(format!(
@@ -229,4 +230,74 @@ pub(crate) fn check_input(
         )));
     }
     Ok(args_text)
+}
+
+/// The most digits Python converts to an `int` (its `sys.get_int_max_str_digits()`): a longer
+/// integer in the args could not reach the script.
+const MAX_INT_DIGITS: usize = 4300;
+
+/// Refuses the numbers in `args` that could not cross into the script with their meaning: an
+/// integer longer than Python converts, or a number past the largest float, which would arrive
+/// as `inf`. Every other number crosses: integers exactly, the rest as the nearest float.
+fn check_numbers(args: &Value) -> Result<(), RunError> {
+    let mut stack = vec![args];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Number(number) => {
+                if let Some(problem) = uncrossable(number.as_str()) {
+                    let path = path_to(args, number).unwrap_or_else(|| "args".into());
+                    return Err(RunError::InvalidArgs(format!("{path} {problem}")));
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            Value::Object(entries) => stack.extend(entries.values()),
+            Value::Null | Value::Bool(_) | Value::String(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Why the number written `text` cannot cross into a script, if it cannot.
+fn uncrossable(text: &str) -> Option<String> {
+    let digits = text.trim_start_matches('-');
+    if digits.bytes().all(|b| b.is_ascii_digit()) {
+        (digits.len() > MAX_INT_DIGITS).then(|| {
+            format!(
+                "is an integer of {} digits; Python converts at most {MAX_INT_DIGITS}: pass it \
+                 as a string",
+                digits.len()
+            )
+        })
+    } else {
+        text.parse::<f64>().is_ok_and(f64::is_infinite).then(|| {
+            format!(
+                "is {text}, past the largest float (about 1.8e308), and would reach the script \
+                 as infinity: pass it as a string"
+            )
+        })
+    }
+}
+
+/// Where `target` (by address) is in `args`, written as the script reads it:
+/// `args["a"][2]`.
+fn path_to(args: &Value, target: &serde_json::Number) -> Option<String> {
+    let mut stack = vec![(args, String::from("args"))];
+    while let Some((value, path)) = stack.pop() {
+        match value {
+            Value::Number(number) if std::ptr::eq(number, target) => return Some(path),
+            Value::Array(items) => stack.extend(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(index, item)| (item, format!("{path}[{index}]"))),
+            ),
+            Value::Object(entries) => stack.extend(
+                entries
+                    .iter()
+                    .map(|(key, item)| (item, format!("{path}[{}]", Value::from(key.as_str())))),
+            ),
+            _ => {}
+        }
+    }
+    None
 }
