@@ -1,66 +1,52 @@
 //! The server over Streamable HTTP at `/mcp` (`flowbox mcp --listen ADDR`), for several clients
-//! at once, each in its own session. rmcp's service checks the `Host` header against
-//! the loopback names (and the address listened on), against DNS rebinding.
+//! at once, each in its own session, behind a [`Door`]: rmcp's service checks the `Host`
+//! header (when the door admits anyone) and the `Origin` (loopback and the door's allowed
+//! ones), the door's token guards every request, and its limits bound the connections and
+//! cut off slow clients.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use flowbox_door::Door;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::{ServeError, Server};
 
-/// Serves `server` at `http://ADDR/mcp` until interrupted (Ctrl-C or SIGTERM).
+/// Serves `server` at `http://ADDR/mcp` through `door` until interrupted (Ctrl-C or SIGTERM).
 pub(crate) async fn serve(
     server: Server,
     addr: SocketAddr,
+    door: &Door,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
+    door.admits(addr)?;
     let listen_error = |source| ServeError::Listen { addr, source };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(listen_error)?;
     let local = listener.local_addr().map_err(listen_error)?;
-    let mut hosts = vec![
-        "localhost".to_owned(),
-        "127.0.0.1".to_owned(),
-        "::1".to_owned(),
-    ];
-    hosts.push(local.ip().to_string());
-    let config = StreamableHttpServerConfig::default().with_allowed_hosts(hosts);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_origins(door.allowed_origins())
+        .enforce_origin_validation();
+    config = if door.checks_host() {
+        config.with_allowed_hosts([
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+            local.ip().to_string(),
+        ])
+    } else {
+        config.disable_allowed_hosts()
+    };
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let router = door.guarded(axum::Router::new().nest_service("/mcp", service));
     on_listening(local);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(interrupted())
+    flowbox_door::serve(listener, router, door, flowbox_door::interrupted())
         .await
-        .map_err(ServeError::Http)
-}
-
-async fn interrupted() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let terminated = async {
-            match term.as_mut() {
-                Some(term) => {
-                    term.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            () = terminated => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+        .map_err(ServeError::from)
 }
