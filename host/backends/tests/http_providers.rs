@@ -705,6 +705,8 @@ for_both_providers!(
     retry_after_with_a_huge_http_date_is_ignored,
     bad_request_fails_at_once_with_the_provider_message,
     unauthorized_fails_fast_and_never_shows_the_key,
+    echoed_headers_and_url_credentials_never_show,
+    a_key_across_the_quoted_part_of_a_body_leaves_no_part_behind,
     refused_connection_is_retryable,
     leaf_structured_reply_valid_at_once,
     leaf_structured_reply_invalid_then_repaired,
@@ -1352,6 +1354,92 @@ async fn unauthorized_fails_fast_and_never_shows_the_key(provider: Provider) {
         assert!(!shown.contains(KEY), "{shown}");
     }
     assert_eq!(server.requests().len(), 1);
+}
+
+/// A base URL with credentials (`http://user:password@host`), and a server (a proxy, say) that
+/// echoes every authentication header it got, in its JSON error and in a body that is not
+/// JSON: neither the key, nor the password, nor the `Basic` value reqwest made of them shows in
+/// the error, its source or the client's debug output; the URL shows as `[redacted]@host`.
+async fn echoed_headers_and_url_credentials_never_show(provider: Provider) {
+    const PASSWORD: &str = "pr0xy-PASSWORD-5b1d";
+    let server = TestServer::answering(move |request| {
+        let echo = ["authorization", "x-api-key"]
+            .map(|name| format!("{name}: {}", request.header(name).unwrap_or("-")))
+            .join("; ");
+        if request.path.starts_with("/elsewhere") {
+            Reply::raw(502, &format!("bad gateway; request had {echo}"))
+        } else {
+            Reply::json(401, provider.error("invalid_auth", &format!("got {echo}")))
+        }
+    });
+    let origin = server
+        .url()
+        .replace("http://", &format!("http://proxy-user:{PASSWORD}@"));
+    // OpenAI's client without a key sends the URL's credentials (with a key, its bearer token
+    // replaces them); Anthropic's sends both.
+    let client = |path: &str| -> Box<dyn ChatModel> {
+        let base = format!("{origin}{path}");
+        let policy = policy().with_max_retries(0);
+        match provider {
+            Provider::OpenAi => Box::new(OpenAiChat::new(base, None, policy).unwrap()),
+            Provider::Anthropic => Box::new(AnthropicChat::new(base, KEY.into(), policy).unwrap()),
+        }
+    };
+    let model = client("");
+    let unauthorized = model.complete(&hello()).await.unwrap_err();
+    let basic = server.requests()[0]
+        .header("authorization")
+        .and_then(|value| value.strip_prefix("Basic "))
+        .expect("the URL's credentials are sent")
+        .to_owned();
+    let elsewhere = client("/elsewhere");
+    let bad_gateway = elsewhere.complete(&hello()).await.unwrap_err();
+    let message = message_of(&unauthorized);
+    assert!(
+        message.contains("got authorization: Basic [redacted]")
+            && message.contains("at http://[redacted]@127.0.0.1:"),
+        "{message}"
+    );
+    if matches!(provider, Provider::Anthropic) {
+        assert!(message.contains("x-api-key: [redacted]"), "{message}");
+    }
+    let message = message_of(&bad_gateway);
+    assert!(
+        message.contains("HTTP 502")
+            && message.contains("request had authorization: Basic [redacted]"),
+        "{message}"
+    );
+    for shown in [
+        message_of(&unauthorized),
+        format!("{unauthorized:?}"),
+        message_of(&bad_gateway),
+        format!("{bad_gateway:?}"),
+        format!("{model:?}"),
+        format!("{elsewhere:?}"),
+    ] {
+        for secret in [KEY, PASSWORD, basic.as_str()] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
+}
+
+/// A key echoed where the quote of a body that is not JSON is cut (500 characters in) leaves
+/// not even its beginning behind: the body is redacted before it is cut.
+async fn a_key_across_the_quoted_part_of_a_body_leaves_no_part_behind(provider: Provider) {
+    let server = TestServer::start();
+    let body = format!("{} {KEY} {}", "x".repeat(490), "y".repeat(100));
+    server.push(Reply::raw(500, &body));
+    let model = provider.model(&server, policy().with_max_retries(0));
+    let error = model.complete(&hello()).await.unwrap_err();
+    let message = message_of(&error);
+    assert!(
+        message.contains("HTTP 500") && message.contains(" [redacted…"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("sk-") && !message.contains("SECRET"),
+        "{message}"
+    );
 }
 
 async fn refused_connection_is_retryable(provider: Provider) {

@@ -37,8 +37,8 @@ pub struct AnthropicChat {
 
 impl fmt::Debug for AnthropicChat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry credentials; the client's label shows it without them.
         f.debug_struct("AnthropicChat")
-            .field("url", &self.url)
             .field("version", &self.version)
             .field("http", &self.http)
             .finish_non_exhaustive()
@@ -61,7 +61,8 @@ impl AnthropicChat {
         let base_url = base_url.into();
         let base_url = base_url.trim_end_matches('/');
         let http = HttpClient::new(
-            format!("Anthropic API at {base_url}"),
+            "Anthropic API",
+            base_url,
             Some(api_key.clone()),
             retry,
             error_message,

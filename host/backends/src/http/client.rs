@@ -1,18 +1,20 @@
 //! One JSON POST to a provider, retried by a [`RetryPolicy`], with errors that name the
-//! provider and the HTTP status, say whether they are retryable, and never carry the API key.
+//! provider and the HTTP status, say whether they are retryable, and never carry a secret.
 //!
 //! The provider modules build the URL, headers and body and read the reply; everything about
-//! the wire below that (TLS, timeouts, retries, error bodies) is here.
+//! the wire below that (TLS, timeouts, retries, error bodies) is here. Every error message is
+//! built here, and passes through the [`Redactor`] on its way out.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::redact::{REDACTED, Redactor, hide_userinfo};
 use super::retry::{RetryPolicy, retry_after};
 use crate::error::http_status_retryable;
 use crate::{BackendError, BackendErrorKind, TransportCause};
@@ -23,11 +25,8 @@ use crate::{BackendError, BackendErrorKind, TransportCause};
 /// retry, since asking again would get the same flood.
 pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
-/// What replaces the API key wherever it would have appeared.
-const REDACTED: &str = "[redacted]";
-
-/// The most bytes of a provider's body quoted in an error.
-const SNIPPET_BYTES: usize = 500;
+/// The most characters of a provider's body quoted in an error.
+const SNIPPET_CHARS: usize = 500;
 
 /// Reads the provider's own error out of a JSON error body.
 pub(crate) type ErrorReader = fn(&Value) -> Option<ProviderError>;
@@ -47,10 +46,13 @@ pub(crate) struct ProviderError {
 pub(crate) struct HttpClient {
     client: reqwest::Client,
     policy: RetryPolicy,
-    /// Who answers, for messages: `Anthropic API at https://api.anthropic.com`.
+    /// Who answers, for messages: `Anthropic API at https://api.anthropic.com`, the base URL's
+    /// user information hidden.
     label: String,
-    /// The API key, removed from every message (a 401 body may quote it back).
-    secret: Option<String>,
+    /// Removes the API key, the base URL's credentials and echoed authentication headers from
+    /// every message (a 401 body may quote them back).
+    redactor: Redactor,
+    has_key: bool,
     read_error: ErrorReader,
 }
 
@@ -59,7 +61,7 @@ impl fmt::Debug for HttpClient {
         f.debug_struct("HttpClient")
             .field("label", &self.label)
             .field("policy", &self.policy)
-            .field("api_key", &self.secret.as_ref().map(|_| REDACTED))
+            .field("api_key", &self.has_key.then_some(REDACTED))
             .finish_non_exhaustive()
     }
 }
@@ -106,12 +108,20 @@ impl Failure {
 }
 
 impl HttpClient {
+    /// A client of `provider` (`Anthropic API`) at `base_url`, whose secrets are `api_key` and
+    /// the credentials `base_url` may carry.
     pub(crate) fn new(
-        label: String,
-        secret: Option<String>,
+        provider: &str,
+        base_url: &str,
+        api_key: Option<String>,
         policy: RetryPolicy,
         read_error: ErrorReader,
     ) -> Result<Self, BackendError> {
+        let (shown, mut secrets) = hide_userinfo(base_url);
+        let label = format!("{provider} at {shown}");
+        let api_key = api_key.filter(|key| !key.is_empty());
+        let has_key = api_key.is_some();
+        secrets.extend(api_key);
         let setup = |what: &str| BackendErrorKind::Setup {
             message: format!("{label}: {what} (not retryable)"),
         };
@@ -126,11 +136,19 @@ impl HttpClient {
                 BackendError::new(setup("cannot build the HTTP client"))
                     .with_source(e.without_url())
             })?;
+        // reqwest sends a URL's user information as `Authorization: Basic …`, which a provider
+        // may echo back as it is.
+        let basic = client.post(base_url).build().ok().and_then(|request| {
+            let value = request.headers().get(AUTHORIZATION)?.to_str().ok()?;
+            value.strip_prefix("Basic ").map(str::to_owned)
+        });
+        secrets.extend(basic);
         Ok(Self {
             client,
             policy,
             label,
-            secret: secret.filter(|key| !key.is_empty()),
+            redactor: Redactor::new(secrets),
+            has_key,
             read_error,
         })
     }
@@ -144,12 +162,9 @@ impl HttpClient {
         Ok(header)
     }
 
-    /// `text` with the API key removed.
+    /// `text` without secrets.
     fn redact(&self, text: String) -> String {
-        match &self.secret {
-            Some(secret) => text.replace(secret.as_str(), REDACTED),
-            None => text,
-        }
+        self.redactor.redact(&text)
     }
 
     /// This provider cannot be used as configured.
@@ -303,7 +318,7 @@ impl HttpClient {
                 Failure::BadReply {
                     message: format!(
                         "HTTP {status}, but the body is not the expected JSON ({e}): {}",
-                        snippet(&bytes)
+                        self.redactor.excerpt(&bytes, SNIPPET_CHARS)
                     ),
                 }
             });
@@ -313,7 +328,7 @@ impl HttpClient {
             .and_then(|error| (self.read_error)(&error))
             .unwrap_or_default();
         let detail = if provider.message.is_empty() {
-            snippet(&bytes)
+            self.redactor.excerpt(&bytes, SNIPPET_CHARS)
         } else {
             provider.message.clone()
         };
@@ -383,17 +398,6 @@ impl HttpClient {
             ),
             error,
         )
-    }
-}
-
-/// The start of a body, as text, for an error message.
-fn snippet(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(SNIPPET_BYTES)]);
-    let text = text.trim();
-    match (text.is_empty(), bytes.len() > SNIPPET_BYTES) {
-        (true, _) => "(empty body)".to_owned(),
-        (false, true) => format!("{text}…"),
-        (false, false) => text.to_owned(),
     }
 }
 

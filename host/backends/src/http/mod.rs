@@ -3,13 +3,14 @@
 //!
 //! Each turns one [`ChatRequest`](crate::ChatRequest) into one POST and its reply into a
 //! [`ChatResponse`](crate::ChatResponse); the shared client underneath retries by a
-//! [`RetryPolicy`], reads no body larger than [`MAX_RESPONSE_BYTES`] and keeps API keys out of
-//! every error. The agent loop above them knows no provider. Built only with the crate's `http`
-//! feature.
+//! [`RetryPolicy`], reads no body larger than [`MAX_RESPONSE_BYTES`] and keeps secrets (API
+//! keys, a base URL's credentials, authentication headers a provider echoes) out of every error.
+//! The agent loop above them knows no provider. Built only with the crate's `http` feature.
 
 mod anthropic;
 mod client;
 mod openai;
+mod redact;
 mod retry;
 
 use reqwest::header::{HeaderName, HeaderValue};

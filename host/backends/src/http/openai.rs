@@ -34,8 +34,8 @@ pub struct OpenAiChat {
 
 impl fmt::Debug for OpenAiChat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL may carry credentials; the client's label shows it without them.
         f.debug_struct("OpenAiChat")
-            .field("url", &self.url)
             .field("http", &self.http)
             .finish_non_exhaustive()
     }
@@ -55,7 +55,8 @@ impl OpenAiChat {
         let base_url = base_url.into();
         let base_url = base_url.trim_end_matches('/');
         let http = HttpClient::new(
-            format!("OpenAI-compatible API at {base_url}"),
+            "OpenAI-compatible API",
+            base_url,
             api_key.clone(),
             retry,
             error_message,

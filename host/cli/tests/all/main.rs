@@ -25,6 +25,7 @@ mod plan;
 mod restate;
 mod resume;
 mod run;
+mod secrets;
 mod serve;
 mod show;
 mod threads;
