@@ -17,7 +17,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 cd "$repo"
-crates=(flowbox-store flowbox-backends flowbox flowbox-restate flowbox-mcp flowbox-web)
+crates=(flowbox-store flowbox-backends flowbox flowbox-restate flowbox-door flowbox-mcp flowbox-web)
 "$cargo" package --quiet "${crates[@]/#/-p}" --no-verify --allow-dirty
 mkdir "$work/packages"
 for crate in "${crates[@]}"; do

@@ -10,8 +10,8 @@ use clap::Args;
 use flowbox_mcp::{Sampling, ServeError, Server};
 
 use crate::Failure;
+use crate::options::{DoorOptions, JournalOptions, RunOptions, door_failure};
 use crate::options::{Journal, build_runtime_with};
-use crate::options::{JournalOptions, RunOptions};
 
 /// Arguments of `flowbox mcp`.
 #[derive(Debug, Args)]
@@ -43,6 +43,9 @@ pub(crate) struct McpArgs {
     /// journal after that.
     #[arg(long, value_name = "SECS", default_value_t = flowbox_mcp::DEFAULT_TASK_TTL.as_secs())]
     task_ttl: u64,
+    /// Who may connect with --listen, and how long a client may take.
+    #[command(flatten, next_help_heading = "With --listen")]
+    door: DoorOptions,
     #[command(flatten)]
     options: RunOptions,
     #[command(flatten)]
@@ -52,6 +55,17 @@ pub(crate) struct McpArgs {
 /// Serves MCP on stdin/stdout until the client closes stdin (or over HTTP with `--listen`);
 /// messages for people go to stderr.
 pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
+    let door = match args.listen {
+        Some(_) => Some(args.door.door()?),
+        None if args.door.given() => {
+            return Err(Failure::input(anyhow::anyhow!(
+                "--token-file, --allow-origin, --insecure, --max-connections, --read-timeout \
+                 and --idle-timeout are for --listen; over stdio only the client that started \
+                 the server talks to it"
+            )));
+        }
+        None => None,
+    };
     let mut sampling = None;
     let backend = &args.options.backend;
     let runtime = build_runtime_with(
@@ -77,15 +91,20 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         server = server.sampling(sampling);
     }
     let server = server.build();
-    if let Some(addr) = args.listen {
+    if let (Some(addr), Some(door)) = (args.listen, door) {
         return match server
-            .serve_http(addr, |local| {
+            .serve_http(addr, &door, |local| {
                 err!("flowbox mcp: listening on http://{local}/mcp");
+                err!("flowbox mcp: {}", door.scope(local));
             })
             .await
         {
             Ok(()) => Ok(0),
             Err(error @ ServeError::Listen { .. }) => Err(Failure::input(error)),
+            Err(ServeError::Door(error @ flowbox_door::DoorError::Io(_))) => {
+                Err(Failure::output(error.into()))
+            }
+            Err(ServeError::Door(error)) => Err(door_failure(error)),
             Err(error) => Err(Failure::output(error.into())),
         };
     }

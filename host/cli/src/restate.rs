@@ -12,7 +12,7 @@ use clap::{Args, ValueEnum};
 use flowbox::events::{EventRelay, history};
 use flowbox::{RunError, RunOutcome, RunRequest};
 use flowbox_restate::{
-    Client, ClientError, EngineError, RestateEngine, Services, Worker, restate_message,
+    Client, ClientError, EngineError, IdentityKey, RestateEngine, Services, Worker, restate_message,
 };
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -44,6 +44,21 @@ pub(crate) struct WorkerArgs {
     /// Guests to keep instantiated ahead of demand (0: none).
     #[arg(long, value_name = "N", default_value_t = 2)]
     warm_pool: usize,
+    /// Serve only requests signed by the Restate server with this public key (`publickeyv1_…`,
+    /// which the server logs at start); others are refused (401) before anything runs. Repeat
+    /// it, or separate keys with commas, for several servers.
+    #[arg(
+        long = "identity-key",
+        value_name = "KEY",
+        env = "FLOWBOX_IDENTITY_KEYS",
+        value_delimiter = ','
+    )]
+    identity_keys: Vec<IdentityKey>,
+    /// Serve requests nobody signed on an address other than loopback: without an identity
+    /// key, a worker otherwise listens on loopback only, since whoever reaches it can run
+    /// workflows and leaves on its backend.
+    #[arg(long)]
+    insecure: bool,
     #[command(flatten)]
     options: RunOptions,
 }
@@ -77,6 +92,16 @@ pub(crate) struct AttachArgs {
 }
 
 pub(crate) async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
+    let unverified = args.identity_keys.is_empty();
+    if unverified && !args.listen.ip().is_loopback() && !args.insecure {
+        return Err(Failure::input(anyhow::anyhow!(
+            "refusing to serve {} without --identity-key: whoever can reach it could run \
+             workflows and leaves on this worker's backend. Pass the Restate server's public key \
+             (--identity-key publickeyv1_…, logged by the server at start), listen on loopback, \
+             or pass --insecure to serve unsigned requests anyway",
+            args.listen
+        )));
+    }
     let limits = args.options.limits().map_err(Failure::input)?;
     let backends = args.options.backends().map_err(Failure::input)?;
     // A leaf worker runs no guest: it keeps no pool.
@@ -97,6 +122,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
             ServiceChoice::Workflow => Services::Workflow,
             ServiceChoice::Leaf => Services::Leaf,
         },
+        identity_keys: args.identity_keys,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -117,6 +143,12 @@ pub(crate) async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
         worker.endpoint(),
         shutdown(),
     ));
+    if unverified && !address.ip().is_loopback() {
+        err!(
+            "warning: serving unsigned requests on {address}: whoever reaches it can run \
+             workflows and leaves on this worker's backend"
+        );
+    }
     err!("listening on {address}");
     if let Some(admin) = &args.register {
         let admin = Client::new(admin).map_err(Failure::input)?;

@@ -14,7 +14,7 @@
 //!
 //! let runtime = Runtime::builder().backend(FakeBackend::new()).build()?;
 //! let server = flowbox_mcp::Server::builder(runtime).patterns(true).build();
-//! // Until the client closes stdin; or `serve_http(addr)` for several clients at once.
+//! // Until the client closes stdin; or `serve_http(addr, &door, ...)` for several clients at once.
 //! let served = server.serve_stdio().await?;
 //! eprintln!("{} call(s) cancelled when the client left", served.cancelled);
 //! # Ok(())
@@ -72,9 +72,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
-    /// The HTTP server failed while serving.
-    #[error("the HTTP server failed: {0}")]
-    Http(std::io::Error),
+    /// The door refused to open (an address others can reach, without a token) or failed.
+    #[error(transparent)]
+    Door(#[from] flowbox_door::DoorError),
 }
 
 /// How a stdio session ended: the client closed stdin.
@@ -201,15 +201,19 @@ impl Server {
         Ok(Served { cancelled })
     }
 
-    /// Serves Streamable HTTP at `http://ADDR/mcp`, each client in its own session, until
-    /// interrupted (Ctrl-C or SIGTERM); `on_listening` is told the address taken (a port of 0
-    /// picks a free one). The `Host` header is checked against the loopback names and the
-    /// address listened on, against DNS rebinding.
+    /// Serves Streamable HTTP at `http://ADDR/mcp`, each client in its own session, through
+    /// `door` until interrupted (Ctrl-C or SIGTERM); `on_listening` is told the address taken
+    /// (a port of 0 picks a free one). The door's rules hold for every request (see
+    /// [`flowbox_door`]): only loopback without a token, the `Host` checked against the
+    /// loopback names and the address listened on when anyone is admitted (against DNS
+    /// rebinding), a browser's `Origin` loopback or allowed, the token on every request when
+    /// there is one, and slow clients cut off.
     pub async fn serve_http(
         self,
         addr: SocketAddr,
+        door: &flowbox_door::Door,
         on_listening: impl FnOnce(SocketAddr),
     ) -> Result<(), ServeError> {
-        http::serve(self, addr, on_listening).await
+        http::serve(self, addr, door, on_listening).await
     }
 }

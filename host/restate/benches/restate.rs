@@ -62,6 +62,7 @@ async fn main() {
         backend: Arc::new(FakeBackend::new()),
         tools: ToolSet::new(),
         services: Services::All,
+        identity_keys: Vec::new(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let uri = format!(

@@ -12,6 +12,9 @@
 //! - **`FlowboxLeaf`**: one leaf agent (or host tool) call per invocation, the provider request
 //!   inside `ctx.run` so that a retry after the provider answered does not pay again.
 //!
+//! A worker given the public key of its Restate server ([`Worker::identity_keys`]) serves only
+//! requests that server signed ([`IdentityKey`]); without one it serves whoever connects.
+//!
 //! The workflow publishes the run's events in its own state as the run goes on; its shared
 //! `events` handler ([`Client::events`]) reads them (see [`events`]).
 //!
@@ -29,6 +32,7 @@
 mod client;
 mod engine;
 pub mod events;
+mod identity;
 mod leaf;
 mod protocol;
 mod serve;
@@ -36,6 +40,7 @@ mod workflow;
 
 pub use client::{Client, ClientError, Submitted};
 pub use engine::{EngineError, RestateEngine, restate_message};
+pub use identity::{IdentityKey, IdentityKeyError};
 pub use leaf::{FlowboxLeaf, LEAF_ATTEMPTS};
 pub use protocol::{
     LEAF_SERVICE, LeafCall, LeafResult, StartRecord, WORKFLOW_SERVICE, WorkflowInput,

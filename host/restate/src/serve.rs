@@ -15,6 +15,7 @@ use restate_sdk::hyper::HyperEndpoint;
 use restate_sdk::service::IntoServiceDefinition;
 use tokio::net::TcpListener;
 
+use crate::identity::IdentityKey;
 use crate::leaf::FlowboxLeaf;
 use crate::workflow::FlowboxWorkflow;
 
@@ -57,12 +58,22 @@ pub struct Worker {
     pub tools: ToolSet,
     /// Which services to serve.
     pub services: Services,
+    /// The public keys of the Restate servers the worker serves: a request signed with none of
+    /// them is refused (401) before it reaches a service. Empty, every request is served, and
+    /// whoever can connect runs workflows and leaves on the worker's backend: serve such a
+    /// worker on loopback only (`flowbox worker` refuses other addresses without `--insecure`).
+    pub identity_keys: Vec<IdentityKey>,
 }
 
 impl Worker {
-    /// The Restate endpoint serving the worker's services.
+    /// The Restate endpoint serving the worker's services to the servers of its identity keys.
     pub fn endpoint(&self) -> Endpoint {
         let mut builder = Endpoint::builder();
+        for key in &self.identity_keys {
+            builder = builder
+                .identity_key(key.as_str())
+                .expect("an IdentityKey passed the SDK's parser when it was made");
+        }
         if self.services.workflow() {
             let options = ServiceOptions::new()
                 .retry_policy_initial_interval(Duration::from_millis(200))

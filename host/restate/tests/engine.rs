@@ -28,6 +28,7 @@ async fn an_embedders_run_workflow_runs_on_restate_by_configuration() {
         backend: Arc::new(FakeBackend::new()),
         tools: ToolSet::new(),
         services: Services::All,
+        identity_keys: Vec::new(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let uri = format!(

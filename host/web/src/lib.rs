@@ -4,44 +4,110 @@
 //! journal (a read-only connection, which never holds up a run writing it), opened on first use:
 //! the journal may not exist yet when the server starts. A few requests read it at a time, the
 //! others wait their turn, so the server's memory is bounded by that few, not by its clients.
-//! `flowbox serve` wires its flags to [`serve`]; an embedder mounts [`router`] in its own
-//! server.
+//! `flowbox serve` wires its flags to a [`WebView`]; an embedder mounts [`router`] behind its
+//! own door.
+//!
+//! It shows every script, prompt and reply, so [`WebView::serve`] keeps it behind a
+//! [`flowbox_door::Door`]: loopback only unless the door has a token, no page of another site
+//! reads it (`Host`, `Origin` and fetch-metadata checks; no CORS), and with a token a browser
+//! logs in through a one-time link (`door`).
 //!
 //! ```no_run
-//! # async fn run() -> std::io::Result<()> {
+//! # async fn run() -> Result<(), flowbox_door::DoorError> {
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:7878").await?;
-//! flowbox_web::serve(listener, "journal.db".into(), std::future::pending()).await
+//! flowbox_web::WebView::new("journal.db")
+//!     .serve(listener, std::future::pending())
+//!     .await
 //! # }
 //! ```
 
 #![warn(missing_docs)]
 
 mod api;
+mod door;
 
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
+use axum::http::HeaderValue;
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
+    X_FRAME_OPTIONS,
+};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use flowbox::store::{SqliteStore, StoreError};
+use flowbox_door::{Door, DoorError};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-/// Serves the web view of the journal at `journal` on `listener` until `shutdown` completes.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
+/// The web view of one journal, behind a door.
+#[derive(Clone)]
+pub struct WebView {
     journal: PathBuf,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router(journal))
-        .with_graceful_shutdown(shutdown)
-        .await
+    door: Door,
+    on_login_code: door::OnLoginCode,
 }
 
-/// The web view of the journal at `journal`: the pages at `/` and `/runs/{thread}`, their
-/// assets, and the JSON API under `/api/`.
+impl std::fmt::Debug for WebView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebView")
+            .field("journal", &self.journal)
+            .field("door", &self.door)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebView {
+    /// The view of the journal at `journal`, behind the default door (loopback only, anyone
+    /// on the machine).
+    pub fn new(journal: impl Into<PathBuf>) -> Self {
+        Self {
+            journal: journal.into(),
+            door: Door::new(),
+            on_login_code: Arc::new(|_| {}),
+        }
+    }
+
+    /// Behind `door`.
+    #[must_use]
+    pub fn door(mut self, door: Door) -> Self {
+        self.door = door;
+        self
+    }
+
+    /// With a token on the door, `tell` is given each one-time login code, for a link
+    /// `http://HOST/login?code=CODE` that logs one browser in: when the view starts serving,
+    /// and again each time a code is used.
+    #[must_use]
+    pub fn on_login_code(mut self, tell: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_login_code = Arc::new(tell);
+        self
+    }
+
+    /// Serves the view on `listener` until `shutdown` completes; refuses, serving nothing, a
+    /// listener its door may not listen on.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), DoorError> {
+        let local = listener.local_addr()?;
+        self.door.admits(local)?;
+        let access = Arc::new(door::Access::new(
+            self.door.clone(),
+            local,
+            self.on_login_code,
+        )?);
+        let router =
+            router(self.journal).layer(axum::middleware::from_fn_with_state(access, door::check));
+        flowbox_door::serve(listener, router, &self.door, shutdown).await
+    }
+}
+
+/// The web view of the journal at `journal` without a door: the pages at `/` and
+/// `/runs/{thread}`, their assets, and the JSON API under `/api/`.
 pub fn router(journal: PathBuf) -> Router {
     app(Arc::new(ReadOnlyJournal {
         path: journal,
@@ -117,6 +183,21 @@ fn app(journal: Arc<ReadOnlyJournal>) -> Router {
         .nest("/api", api::routes())
         .fallback(not_found)
         .with_state(journal)
+        .layer(axum::middleware::map_response(guarded))
+}
+
+/// What every answer says to a browser: do not guess its type, do not hand it to another
+/// site's page or frame, do not tell another site where the user came from.
+async fn guarded(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
 }
 
 const PAGE: &str = include_str!("../assets/index.html");
@@ -125,7 +206,8 @@ const STYLE: &str = include_str!("../assets/app.css");
 
 /// Only the page's own script and style run: what a script or model wrote can never be code.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-    connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'";
+    connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
+    frame-ancestors 'none'";
 
 fn asset(kind: &'static str, body: &'static str) -> Response {
     (

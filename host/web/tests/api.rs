@@ -13,11 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 async fn start(path: &Path) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    tokio::spawn(flowbox_web::serve(
-        listener,
-        path.to_owned(),
-        std::future::pending(),
-    ));
+    tokio::spawn(flowbox_web::WebView::new(path).serve(listener, std::future::pending()));
     address
 }
 

@@ -1,8 +1,10 @@
 //! Flags shared by the subcommands: the backend and its tools ([`backend`]), the limits
-//! ([`limits`]), prices and the fan-out profile ([`cost`]), and the journal ([`journal`]).
+//! ([`limits`]), prices and the fan-out profile ([`cost`]), the journal ([`journal`]), and a
+//! network door's ([`door`]).
 
 mod backend;
 mod cost;
+mod door;
 mod journal;
 mod limits;
 mod runtime;
@@ -13,6 +15,7 @@ use flowbox::Limits;
 use serde_json::Value;
 
 pub(crate) use backend::{BackendOptions, Backends};
+pub(crate) use door::{DoorOptions, door_failure};
 pub(crate) use journal::{JournalOptions, load_thread, no_thread};
 pub(crate) use limits::LimitOptions;
 pub(crate) use runtime::{

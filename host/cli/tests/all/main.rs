@@ -11,6 +11,7 @@ mod support;
 mod ask;
 mod backends;
 mod check;
+mod doors;
 mod events;
 mod exit_codes;
 mod follow;

@@ -2,7 +2,7 @@
 //! tests/mcp/requirements.txt, installed by `make mcp-client` into target/mcp-venv), and by
 //! raw JSON-RPC lines for what no SDK would send.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -556,4 +556,139 @@ fn mistyped_requests_are_invalid_params() {
     server.send(br#"{"jsonrpc":"2.0","id":99,"method":"ping"}"#);
     assert_eq!(server.recv()["id"], 99);
     server.close();
+}
+
+/// A client of Streamable HTTP that deletes its session (`DELETE /mcp` with its
+/// `Mcp-Session-Id`) mid-run: the session's running call is cancelled as a dropped client's is,
+/// the call's stream ends, and the thread resumes from its journal.
+#[test]
+fn deleting_a_session_cancels_its_running_calls() {
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let db = scratch.path().join("journal.db");
+    let calls = scratch.path().join("calls.jsonl");
+    let backend_flag = scripted_backend(
+        scratch.path(),
+        "backend.json",
+        json!({"seed": 1, "fallback": "fake", "call_log": calls, "rules": [
+            {"label": "^first$", "text": "first done", "latency_ms": 0},
+            {"label": "^slow ", "text": "slow done", "latency_ms": 3000}]}),
+    );
+    let mut child = command_with_db(&db, &["mcp", "--listen", "127.0.0.1:0"])
+        .args(["--backend", &backend_flag])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flowbox mcp --listen starts");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let host = loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "never listened");
+        if let Some(url) = line
+            .trim()
+            .strip_prefix("flowbox mcp: listening on http://")
+        {
+            break url.trim_end_matches("/mcp").to_owned();
+        }
+    };
+    let post = |session: Option<&str>, body: &Value| {
+        let session = session
+            .map(|id| format!("Mcp-Session-Id: {id}\r\nMCP-Protocol-Version: 2025-11-25\r\n"))
+            .unwrap_or_default();
+        let body = body.to_string();
+        let mut stream = std::net::TcpStream::connect(&host).unwrap();
+        write!(
+            stream,
+            "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n{session}Connection: close\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        BufReader::new(stream)
+    };
+    let mut init = post(
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "deleter", "version": "1"}}}),
+    );
+    let session = std::iter::from_fn(|| {
+        let mut line = String::new();
+        (init.read_line(&mut line).unwrap() > 0).then_some(line)
+    })
+    .find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    })
+    .expect("a session id");
+    drop(init);
+    drop(post(
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ));
+    let script = "first = await agent('first', label='first')\n\
+                  rest = await parallel([lambda i=i: agent('slow', label='slow ' + str(i)) for i in range(2)])\n\
+                  return [first, rest]";
+    let mut call = post(
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run_workflow", "arguments": {"script": script, "thread_id": "deleted-1"},
+            "_meta": {"progressToken": "t"}}}),
+    );
+    // Progress says the first leaf is done and the slow ones are running.
+    let mut line = String::new();
+    while !line.contains("1/3 leaves") {
+        line.clear();
+        assert!(
+            call.read_line(&mut line).unwrap() > 0,
+            "the call's stream ended early"
+        );
+    }
+    let deleted = crate::support::http::exchange(
+        &host,
+        &format!(
+            "DELETE /mcp HTTP/1.1\r\nHost: {host}\r\nMcp-Session-Id: {session}\r\n\
+             MCP-Protocol-Version: 2025-11-25\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert!(deleted.status < 300, "{}: {}", deleted.head, deleted.body);
+    // The call's stream ends without a result, and the thread is left resumable: had the run
+    // gone on, it would have finished (the slow leaves take 3 s) and the thread succeeded.
+    let mut rest = String::new();
+    let _ = call.read_to_string(&mut rest);
+    assert!(!rest.contains("slow done"), "{rest}");
+    let status = || {
+        let output = command_with_db(&db, &["threads", "--json"])
+            .output()
+            .unwrap();
+        let threads: Value = serde_json::from_slice(&output.stdout).unwrap();
+        threads[0]["status"].as_str().unwrap_or_default().to_owned()
+    };
+    crate::support::wait_until(
+        std::time::Duration::from_secs(20),
+        "the thread stays running",
+        || status() != "running",
+    );
+    assert_eq!(status(), "resumable");
+    let _ = child.kill();
+    let _ = child.wait();
+    let resumed = command_with_db(
+        &db,
+        &["resume", "deleted-1", "--json", "--backend", &backend_flag],
+    )
+    .output()
+    .unwrap();
+    let outcome: Value = serde_json::from_slice(&resumed.stdout).expect("one JSON object");
+    assert_eq!(
+        outcome["result"],
+        json!(["first done", ["slow done", "slow done"]]),
+        "{outcome}"
+    );
+    let firsts = call_log(&calls)
+        .iter()
+        .filter(|call| call["label"] == "first")
+        .count();
+    assert_eq!(firsts, 1);
 }

@@ -1,8 +1,9 @@
 //! flowbox on Restate end to end: a real `restate-server` (installed by `make restate-setup`),
 //! the workflow service and two leaf workers as separate `flowbox worker` processes, the leaf
 //! workers behind HAProxy (one HTTP/2 endpoint, as a fleet is deployed), and a scripted backend
-//! whose every call lands in a per-worker log. Servers bind loopback on free ports, keep their
-//! data in temporary directories, and are stopped by pid.
+//! whose every call lands in a per-worker log; and a worker that serves only the server holding
+//! its identity key. Servers bind loopback on free ports, keep their data in temporary
+//! directories, and are stopped by pid.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use flowbox_testkit::events::assert_one_run;
-use flowbox_testkit::restate::{RestateServer, free_port};
+use flowbox_testkit::restate::{IdentityKeyPair, RestateServer, free_port, h2c_request};
 use serde_json::Value;
 
 use crate::support::{
@@ -128,15 +129,15 @@ fn logged(dir: &Path, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Starts a worker serving `services`, registered at `advertise` (its own address by
-/// default); returns it once registered.
+/// Starts a worker serving `services`, with `extra` arguments (`--advertise`,
+/// `--identity-key`); returns it once registered.
 fn worker(
     server: &RestateServer,
     dir: &Path,
     name: &str,
     services: &str,
     listen: &str,
-    advertise: Option<&str>,
+    extra: &[&str],
     latency_ms: u64,
 ) -> Process {
     let backend = backend(dir, name, latency_ms);
@@ -151,9 +152,7 @@ fn worker(
         "--register",
         &server.admin,
     ]);
-    if let Some(url) = advertise {
-        command.args(["--advertise", url]);
-    }
+    command.args(extra);
     let process = Process::spawn(name, &mut command);
     process.wait_for("listening on ");
     process.wait_for("registered ");
@@ -217,7 +216,7 @@ impl Cluster {
                     &format!("leaf{n}"),
                     "leaf",
                     &format!("127.0.0.1:{port}"),
-                    Some(&advertise),
+                    &["--advertise", &advertise],
                     latency_ms,
                 ))
             })
@@ -242,7 +241,7 @@ impl Cluster {
             "workflow",
             "workflow",
             &format!("127.0.0.1:{}", self.workflow_port),
-            None,
+            &[],
             self.latency_ms,
         ));
     }
@@ -716,4 +715,191 @@ fn a_workflow_that_keeps_failing_ends_with_a_machinery_error_after_bounded_attem
         "{:?}",
         started.elapsed()
     );
+}
+
+/// The discovery manifest's content type Restate 1.7 asks for (the services' retry policies
+/// need version 4).
+const MANIFEST_V4: &str = "application/vnd.restate.endpointmanifest.v4+json";
+
+/// Headers for a request to a worker: `extra`, then `signature` (none: unsigned).
+fn headers(extra: &[(&str, &str)], signature: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut headers: Vec<_> = extra
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect();
+    headers.extend(signature);
+    headers
+}
+
+/// Asserts that `address` refused `method path` for its identity: a 401 before anything ran.
+#[track_caller]
+fn assert_refused(address: &str, method: &str, path: &str, headers: &[(String, String)]) {
+    let answer = h2c_request(address, method, path, headers, b"");
+    assert_eq!(answer.status, 401, "{method} {path}: {answer:?}");
+    assert_eq!(answer.content_type, "text/plain", "{answer:?}");
+    assert!(
+        answer.body.starts_with("Error when verifying identity"),
+        "{method} {path}: {answer:?}"
+    );
+}
+
+const SIGNED_REVIEWS: &str = r#"
+reviews = await parallel([lambda i=i: agent(f"Review part {i}", label=f"review {i}") for i in range(3)])
+return {"reviews": reviews}
+"#;
+
+#[test]
+fn a_worker_serves_the_server_holding_its_identity_key_and_refuses_unsigned_requests() {
+    let _one = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let identity = IdentityKeyPair::generate();
+    let server = RestateServer::start_signing(dir.path(), &identity);
+    let address = format!("127.0.0.1:{}", free_port());
+    // Registering it is the server's signed discovery request.
+    let _worker = worker(
+        &server,
+        dir.path(),
+        "signed",
+        "all",
+        &address,
+        &["--identity-key", &identity.public],
+        0,
+    );
+    // Straight to the worker, past the server: unsigned, or signed with another key, nothing is
+    // served — not a leaf (the backend's log below has none of it), not a workflow start, not
+    // even the worker's manifest or its health.
+    let invocation = [("content-type", "application/vnd.restate.invocation.v5")];
+    let leaf = "/invoke/FlowboxLeaf/call";
+    assert_refused(&address, "POST", leaf, &headers(&invocation, vec![]));
+    let workflow = "/invoke/FlowboxWorkflow/run";
+    assert_refused(&address, "POST", workflow, &headers(&invocation, vec![]));
+    let discover = [("accept", MANIFEST_V4)];
+    assert_refused(&address, "GET", "/discover", &headers(&discover, vec![]));
+    assert_refused(&address, "GET", "/health", &[]);
+    let stranger = IdentityKeyPair::generate();
+    assert_refused(
+        &address,
+        "POST",
+        leaf,
+        &headers(&invocation, stranger.sign(leaf)),
+    );
+    assert_refused(
+        &address,
+        "GET",
+        "/discover",
+        &headers(&discover, stranger.sign("/discover")),
+    );
+    // The same request signed with the server's key is served: the stranger lacked the key.
+    let manifest = h2c_request(
+        &address,
+        "GET",
+        "/discover",
+        &headers(&discover, identity.sign("/discover")),
+        b"",
+    );
+    assert_eq!(manifest.status, 200, "{manifest:?}");
+    assert!(manifest.body.contains("FlowboxLeaf"), "{manifest:?}");
+    // Through the server, a workflow and its leaves run end to end.
+    let script = write_file(&dir, "reviews.py", SIGNED_REVIEWS);
+    let run = command(&["run", &script, "--restate", &server.ingress, "--json"])
+        .args(["--thread", "signed-1"])
+        .run_to_end();
+    assert_exit(&run, 0);
+    assert_eq!(
+        stdout_json(&run)["result"]["reviews"],
+        serde_json::json!(["review 0: fine", "review 1: fine", "review 2: fine"])
+    );
+    // The backend answered the run's three leaves and nothing else.
+    let mut calls = logged(dir.path(), "signed");
+    calls.sort();
+    assert_eq!(calls, ["review 0", "review 1", "review 2"]);
+}
+
+#[test]
+fn a_worker_beyond_loopback_needs_an_identity_key_or_insecure() {
+    // No key, not on loopback: refused before anything starts, saying what to pass.
+    let refused = flowbox(&["worker", "--listen", "0.0.0.0:0", "--backend", "fake"]);
+    assert_exit(&refused, 2);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("refusing to serve 0.0.0.0:0 without --identity-key")
+            && stderr.contains("--insecure"),
+        "{stderr}"
+    );
+    let worker = |extra: &[&str], keys: Option<&str>| {
+        let mut command = command(&["worker", "--listen", "0.0.0.0:0", "--backend", "fake"]);
+        command.args(["--warm-pool", "0"]).args(extra);
+        if let Some(keys) = keys {
+            command.env("FLOWBOX_IDENTITY_KEYS", keys);
+        }
+        let process = Process::spawn("worker", &mut command);
+        // Whether it warned before it listened, and the port it took (reached on loopback).
+        let mut line = process.wait_for("");
+        let warned = line.starts_with("warning: serving unsigned requests on 0.0.0.0:");
+        if warned {
+            line = process.wait_for("");
+        }
+        let port = line
+            .strip_prefix("listening on 0.0.0.0:")
+            .and_then(|port| port.parse::<u16>().ok())
+            .unwrap_or_else(|| panic!("not where it listens: {line}"));
+        (process, warned, format!("127.0.0.1:{port}"))
+    };
+    let discover = [("accept", MANIFEST_V4)];
+    // `--insecure`: it starts, warns, and serves whoever asks.
+    let (_insecure, warned, address) = worker(&["--insecure"], None);
+    assert!(warned);
+    let manifest = h2c_request(
+        &address,
+        "GET",
+        "/discover",
+        &headers(&discover, vec![]),
+        b"",
+    );
+    assert_eq!(manifest.status, 200, "{manifest:?}");
+    // Keys (here two, from the environment): it starts with no warning and serves either.
+    let (one, two) = (IdentityKeyPair::generate(), IdentityKeyPair::generate());
+    let keys = format!("{}, {}", one.public, two.public);
+    let (_keyed, warned, address) = worker(&[], Some(&keys));
+    assert!(!warned);
+    assert_refused(&address, "GET", "/discover", &headers(&discover, vec![]));
+    for key in [&one, &two] {
+        let manifest = h2c_request(
+            &address,
+            "GET",
+            "/discover",
+            &headers(&discover, key.sign("/discover")),
+            b"",
+        );
+        assert_eq!(manifest.status, 200, "{manifest:?}");
+    }
+}
+
+#[test]
+fn a_malformed_identity_key_is_a_usage_error_naming_the_flag() {
+    let key = IdentityKeyPair::generate().public;
+    let short = &key[..key.len() - 2];
+    for bad in ["nonsense", "publickeyv1_0OIl", short, &format!("{key},")] {
+        let refused = flowbox(&[
+            "worker",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "fake",
+            "--identity-key",
+            bad,
+        ]);
+        assert_exit(&refused, 2);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            stderr.contains("for '--identity-key <KEY>'")
+                && stderr.contains("not a Restate request-identity public key"),
+            "{bad}: {stderr}"
+        );
+    }
+    let from_env = command(&["worker", "--listen", "127.0.0.1:0", "--backend", "fake"])
+        .env("FLOWBOX_IDENTITY_KEYS", "nonsense")
+        .run_to_end();
+    assert_exit(&from_env, 2);
+    assert!(String::from_utf8_lossy(&from_env.stderr).contains("--identity-key"));
 }

@@ -8,6 +8,7 @@
 
 mod calls;
 mod handler;
+mod sessions;
 mod task_calls;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use tokio::sync::Notify;
 
+use self::sessions::Sessions;
 use crate::progress::{self, LogLevel, StatusLine};
 use crate::sampling::Clients;
 use crate::stateless::Rounds;
@@ -60,6 +62,8 @@ struct Inner {
     tasks: Tasks,
     /// The threads calls are running now, tasks or not, by how many calls run each.
     threads: Threads,
+    /// The HTTP sessions with calls running, which closing a session cancels.
+    sessions: Sessions,
 }
 
 impl Server {
@@ -95,6 +99,7 @@ impl Server {
                 rounds,
                 tasks: Tasks::new(task_ttl),
                 threads: Threads::default(),
+                sessions: Sessions::default(),
             }),
         }
     }
@@ -109,13 +114,18 @@ impl Server {
         self.inner.in_flight.cancelled.load(Ordering::SeqCst)
     }
 
+    /// Cancels the running calls of the HTTP session `id`, which its client deleted.
+    pub(crate) fn session_closed(&self, id: &str) {
+        self.inner.sessions.close(id);
+    }
+
     /// Waits, at most `limit`, until no call is running any more.
     pub(crate) async fn drained(&self, limit: Duration) {
         let _ = tokio::time::timeout(limit, self.inner.in_flight.idle()).await;
     }
 
     /// Runs `run_workflow` or `resume_workflow` on `thread_id`, with its progress and log
-    /// lines sent to the client; `None` when the client cancelled the call.
+    /// lines sent to the client; `None` when the client cancelled the call or deleted its session.
     async fn run<T>(
         &self,
         thread_id: String,
@@ -127,8 +137,17 @@ impl Server {
             token: context.meta.get_progress_token(),
             status: None,
         };
-        self.run_as(thread_id, work, call, context.ct.cancelled())
-            .await
+        let mut session = self.inner.sessions.enter(context);
+        let cancelled = async {
+            match session.as_mut() {
+                Some(session) => tokio::select! {
+                    () = context.ct.cancelled() => {}
+                    () = session.closed() => {}
+                },
+                None => context.ct.cancelled().await,
+            }
+        };
+        self.run_as(thread_id, work, call, cancelled).await
     }
 
     /// Runs `work` on `thread_id` for `call` until it ends, `cancelled` resolves or the client
