@@ -98,8 +98,9 @@ pub mod store {
         AgentRequest, BranchFailure, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim,
         Durability, Entry, EntryOutcome, GroupKind, JournalRecord, Listing, MemoryStore,
         RecordedOutcome, SCHEMA_VERSION, SqliteStore, StoreError, StoredEvent, StoredThread,
-        ThreadEnd, ThreadHeader, ThreadStatus, ThreadSummary, ToolRequest, UtcTime, WorkflowRecord,
-        WorkflowTotals, from_hex, hex, now_unix_ms, now_unix_nanos, sha256_hex, view,
+        ThreadEnd, ThreadHeader, ThreadOverview, ThreadStatus, ThreadSummary, ToolRequest, UtcTime,
+        WorkflowRecord, WorkflowTotals, from_hex, hex, now_unix_ms, now_unix_nanos, sha256_hex,
+        view,
     };
 }
 

@@ -92,6 +92,21 @@ pub(crate) async fn round_trip(store: &dyn CheckpointStore) {
     assert_eq!(run.name.as_deref(), Some("review"));
     assert_eq!(run.entries, vec![entry(0, 0), entry(1, 0), entry(2, 1)]);
     assert_eq!(run.status, ThreadStatus::Resumable, "no run holds it");
+    // One completion by its call, and the thread without its completions.
+    assert_eq!(store.entry("t1", 2).await.unwrap(), Some(entry(1, 0)));
+    assert_eq!(store.entry("t1", 9).await.unwrap(), None);
+    assert_eq!(store.entry("nope", 1).await.unwrap(), None);
+    assert_eq!(store.entry("t1", u64::MAX).await.unwrap(), None);
+    let overview = store.overview("t1").await.unwrap().unwrap();
+    assert_eq!(overview.header, header("t1"));
+    assert_eq!(overview.end, None);
+    let summary = &overview.summary;
+    assert_eq!(
+        (summary.name.as_deref(), summary.status, summary.leaves),
+        (Some("review"), ThreadStatus::Resumable, 3)
+    );
+    assert_eq!((summary.tokens, summary.finished_unix_ms), (45, None));
+    assert!(store.overview("nope").await.unwrap().is_none());
     let claim = store.claim("t1").await.unwrap();
     assert_eq!(
         store.load("t1").await.unwrap().unwrap().status,
@@ -100,6 +115,10 @@ pub(crate) async fn round_trip(store: &dyn CheckpointStore) {
     assert_eq!(
         store.status("t1").await.unwrap(),
         Some(ThreadStatus::Running)
+    );
+    assert_eq!(
+        store.overview("t1").await.unwrap().unwrap().summary.status,
+        ThreadStatus::Running
     );
     let listed = store.list().await.unwrap().threads;
     assert_eq!(listed[0].status, ThreadStatus::Running);
@@ -194,6 +213,11 @@ pub(crate) async fn round_trip(store: &dyn CheckpointStore) {
     let finished = store.load("t1").await.unwrap().unwrap();
     assert_eq!(finished.status, ThreadStatus::Succeeded);
     assert_eq!(ThreadSummary::of(&finished, 0), listing[1]);
+    let overview = store.overview("t1").await.unwrap().unwrap();
+    assert_eq!(
+        (overview.summary, overview.end),
+        (listing[1].clone(), Some(end))
+    );
     assert_eq!(listing[0].status, ThreadStatus::Resumable);
     assert_eq!(listing[0].finished_unix_ms, None);
 }
@@ -246,6 +270,56 @@ pub(crate) async fn events_round_trip(store: &dyn CheckpointStore) {
     assert!(store.events("e1", 3, 10).await.unwrap().is_empty());
     assert!(store.events("e2", 0, 10).await.unwrap().is_empty());
     assert!(store.events("nope", 0, 10).await.unwrap().is_empty());
+    // The events of one call: those whose JSON has its `call_id`, and any that is not JSON.
+    let about = |seq: u64, call_id: u64| StoredEvent {
+        seq,
+        kind: "leaf_started".into(),
+        event: format!(
+            r#"{{"thread_id":"e2","seq":{seq},"type":"leaf_started","call_id":{call_id}}}"#
+        ),
+    };
+    let damaged = StoredEvent {
+        seq: 6,
+        kind: "leaf_finished".into(),
+        event: r#"{"thread_id":"e2","call_id":"#.into(),
+    };
+    let mut log = event(3);
+    log.event = log.event.replace("\"message\"", "\"call\":7,\"message\"");
+    store
+        .append_events(
+            "e2",
+            &[
+                about(1, 7),
+                about(2, 8),
+                log,
+                about(4, 7),
+                about(5, 70),
+                damaged.clone(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.call_events("e2", 7, 0, 10).await.unwrap(),
+        vec![about(1, 7), about(4, 7), damaged.clone()]
+    );
+    assert_eq!(
+        store.call_events("e2", 7, 1, 1).await.unwrap(),
+        vec![about(4, 7)]
+    );
+    assert_eq!(
+        store.call_events("e2", 9, 0, 10).await.unwrap(),
+        vec![damaged]
+    );
+    assert!(store.call_events("e2", 7, 6, 10).await.unwrap().is_empty());
+    assert!(store.call_events("e1", 7, 0, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .call_events("nope", 7, 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A finished thread still takes its run's last events.
     let end = ThreadEnd {
         outcome: outcome(Ok(json!(1))),

@@ -17,3 +17,14 @@ pub struct StoredEvent {
     /// The event, as the JSON text it was written in.
     pub event: String,
 }
+
+impl StoredEvent {
+    /// Whether the event is about call `call_id` (its JSON has that `call_id`), or might be:
+    /// one that is not JSON is, so that whoever reads it finds it damaged.
+    pub(crate) fn is_about(&self, call_id: u64) -> bool {
+        match serde_json::from_str::<serde_json::Value>(&self.event) {
+            Ok(event) => event.get("call_id").and_then(serde_json::Value::as_u64) == Some(call_id),
+            Err(_) => true,
+        }
+    }
+}

@@ -43,8 +43,8 @@ pub use outcome::{
 };
 pub use sqlite::{Durability, SqliteStore};
 pub use thread::{
-    Listing, StoredThread, ThreadEnd, ThreadHeader, ThreadStatus, ThreadSummary, WorkflowRecord,
-    WorkflowTotals,
+    Listing, StoredThread, ThreadEnd, ThreadHeader, ThreadOverview, ThreadStatus, ThreadSummary,
+    WorkflowRecord, WorkflowTotals,
 };
 pub use time::{UtcTime, now_unix_ms, now_unix_nanos};
 
@@ -111,6 +111,29 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
     /// Every thread, newest first; a damaged one is named, not fatal to the others.
     async fn list(&self) -> Result<Listing, StoreError>;
 
+    /// A thread's header, summary (as [`Self::list`] gives it) and end, or `None`: what
+    /// [`Self::load`] reads but its completions (the default reads them).
+    async fn overview(&self, thread_id: &str) -> Result<Option<ThreadOverview>, StoreError> {
+        let now = now_unix_ms();
+        Ok(self.load(thread_id).await?.map(|thread| ThreadOverview {
+            summary: ThreadSummary::of(&thread, now),
+            header: thread.header,
+            end: thread.end,
+        }))
+    }
+
+    /// The journaled completion of the thread's call `handle` (the first, should a damaged
+    /// journal hold two), or `None`: one of [`Self::load`]'s entries without reading the
+    /// others (the default reads them).
+    async fn entry(&self, thread_id: &str, handle: u64) -> Result<Option<Entry>, StoreError> {
+        Ok(self.load(thread_id).await?.and_then(|thread| {
+            thread
+                .entries
+                .into_iter()
+                .find(|entry| entry.handle == handle)
+        }))
+    }
+
     /// Records a workflow run a root agent started.
     async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError>;
 
@@ -149,6 +172,33 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let _ = (thread_id, after, limit);
         Ok(Vec::new())
+    }
+
+    /// At most `limit` of the thread's events about call `call_id` (those whose JSON has that
+    /// `call_id`: its start, its tools, its end) with a sequence number above `after`, in
+    /// order. An event that is not JSON is among them, for its reader to find damaged. The
+    /// default pages through [`Self::events`], `limit` at a time.
+    async fn call_events(
+        &self,
+        thread_id: &str,
+        call_id: u64,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut found = Vec::new();
+        let mut after = after;
+        while found.len() < limit {
+            let page = self.events(thread_id, after, limit).await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            let wanted = limit - found.len();
+            found.extend(
+                page.into_iter()
+                    .filter(|event| event.is_about(call_id))
+                    .take(wanted),
+            );
+        }
+        Ok(found)
     }
 
     /// Where a thread stands, or `None` when there is no such thread: [`Self::load`]'s

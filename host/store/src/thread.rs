@@ -124,6 +124,20 @@ pub struct StoredThread {
     pub end: Option<ThreadEnd>,
 }
 
+/// One thread without its completions, as [`CheckpointStore::overview`] reads it: what a page
+/// about the thread shows without reading every prompt and reply.
+///
+/// [`CheckpointStore::overview`]: crate::CheckpointStore::overview
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadOverview {
+    /// The header.
+    pub header: ThreadHeader,
+    /// The thread as listings show it: its name, status, counts and times.
+    pub summary: ThreadSummary,
+    /// The end, when the thread finished.
+    pub end: Option<ThreadEnd>,
+}
+
 /// A thread as listings show it: `flowbox threads` (a line, or `--json`), the web view's runs
 /// page and its API, MCP's `list_threads`. [`CheckpointStore::list`] computes it without reading
 /// the threads' completions one by one; [`ThreadSummary::of`] from a thread already read.

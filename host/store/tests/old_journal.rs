@@ -152,6 +152,30 @@ async fn a_journal_of_the_previous_format_has_no_events_until_migrated() {
     let interrupted = reader.load("old-interrupted").await.unwrap().unwrap();
     assert_eq!(interrupted.entries.len(), 3);
     assert!(interrupted.entries.iter().all(|e| e.estimated_tokens == 0));
+    // What the web view reads of one thread or one call reads the same way.
+    let third = &interrupted.entries[2];
+    assert_eq!(
+        reader
+            .entry("old-interrupted", third.handle)
+            .await
+            .unwrap()
+            .as_ref(),
+        Some(third)
+    );
+    assert!(
+        reader
+            .call_events("old-interrupted", third.handle, 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let overview = reader.overview("old-finished").await.unwrap().unwrap();
+    let finished = reader.load("old-finished").await.unwrap().unwrap();
+    assert_eq!(
+        (overview.header, overview.end),
+        (finished.header, finished.end)
+    );
+    assert_eq!(overview.summary.leaves, 1);
     drop(reader);
     // Migrated, its interrupted thread's resumed run writes a history.
     let store = SqliteStore::open(&path).unwrap();

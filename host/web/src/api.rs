@@ -1,30 +1,32 @@
 //! The JSON API under `/api/`: threads, one thread, its events from a sequence number, one
 //! leaf's detail, and a thread's events as a live stream (server-sent events). Every answer is
-//! JSON; a thread or leaf that does not exist is a 404 and a bad parameter a 400, each with
-//! `{"error": "..."}`. `docs/events.md` documents the shapes.
+//! JSON; a thread or leaf that does not exist is a 404 and a bad parameter — in the path or the
+//! query — a 400, each with `{"error": "..."}`. `docs/events.md` documents the shapes. Each
+//! answer reads only what it shows, during one of the journal's turns (see `ReadOnlyJournal`);
+//! a live stream takes a turn for each look.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use flowbox::events::history::{self, Follower};
+use flowbox::events::history::{self, Follower, HistorySource, RunState};
 use flowbox::store::view::ThreadList;
 use flowbox::store::{
     CallErrorKind, CallKind, CallRequest, CheckpointStore, EntryOutcome, Listing, RecordedOutcome,
-    SqliteStore, StoreError, StoredThread, ThreadStatus, ThreadSummary, now_unix_ms,
+    StoreError, ThreadStatus, ThreadSummary,
 };
 use flowbox::{Event, EventKind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ReadOnlyJournal;
+use crate::{ReadOnlyJournal, Turn};
 
 /// The most events one `/events` answer holds.
 const MAX_LIMIT: usize = history::PAGE;
@@ -120,6 +122,13 @@ struct StreamQuery {
     after: u64,
 }
 
+/// The path's parameters, or a 400 saying what is wrong with them (such as a percent-escape
+/// that is not UTF-8).
+fn path<T>(path: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    path.map(|Path(path)| path)
+        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))
+}
+
 /// The query, or a 400 saying what is wrong with it.
 fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     query
@@ -128,34 +137,45 @@ fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 }
 
 async fn threads(State(journal): State<Arc<ReadOnlyJournal>>) -> ApiResult {
-    let listing = match journal.store()? {
+    let listing = match journal.turn().await? {
         Some(store) => store.list().await?,
         None => Listing::default(),
     };
     Ok(Json(ThreadList::from(listing)).into_response())
 }
 
-/// The journal and the thread, or a 404 naming it.
-async fn load(
-    journal: &ReadOnlyJournal,
-    thread_id: &str,
-) -> Result<(Arc<SqliteStore>, StoredThread), ApiError> {
-    let missing = || ApiError::NotFound(format!("no thread {thread_id} in the journal"));
-    let store = journal.store()?.ok_or_else(missing)?;
-    let run = store.load(thread_id).await?.ok_or_else(missing)?;
-    Ok((store, run))
+/// A 404 naming the thread.
+fn missing(thread_id: &str) -> ApiError {
+    ApiError::NotFound(format!("no thread {thread_id} in the journal"))
+}
+
+/// A turn at reading the journal, or a 404 naming the thread while there is no journal.
+async fn turn<'a>(journal: &'a ReadOnlyJournal, thread_id: &str) -> Result<Turn<'a>, ApiError> {
+    journal.turn().await?.ok_or_else(|| missing(thread_id))
+}
+
+/// Where the thread stands, or a 404 naming it.
+async fn status(store: &Turn<'_>, thread_id: &str) -> Result<ThreadStatus, ApiError> {
+    store
+        .status(thread_id)
+        .await?
+        .ok_or_else(|| missing(thread_id))
 }
 
 async fn thread(
     State(journal): State<Arc<ReadOnlyJournal>>,
-    Path(thread_id): Path<String>,
+    thread_id: Result<Path<String>, PathRejection>,
 ) -> ApiResult {
-    let (store, run) = load(&journal, &thread_id).await?;
-    let summary = ThreadSummary::of(&run, now_unix_ms());
-    let resume_command =
-        (summary.status == ThreadStatus::Resumable).then(|| format!("flowbox resume {thread_id}"));
+    let thread_id = path(thread_id)?;
+    let store = turn(&journal, &thread_id).await?;
+    let run = store
+        .overview(&thread_id)
+        .await?
+        .ok_or_else(|| missing(&thread_id))?;
+    let resume_command = (run.summary.status == ThreadStatus::Resumable)
+        .then(|| format!("flowbox resume {thread_id}"));
     Ok(Json(ThreadDetail {
-        summary,
+        summary: run.summary,
         last_event_seq: store.last_event_seq(&thread_id).await?,
         script: run.header.script,
         args: run.header.args,
@@ -168,9 +188,10 @@ async fn thread(
 
 async fn events(
     State(journal): State<Arc<ReadOnlyJournal>>,
-    Path(thread_id): Path<String>,
+    thread_id: Result<Path<String>, PathRejection>,
     page: Result<Query<EventsQuery>, QueryRejection>,
 ) -> ApiResult {
+    let thread_id = path(thread_id)?;
     let EventsQuery { after, limit } = query(page)?;
     let limit = match limit {
         None => MAX_LIMIT,
@@ -181,24 +202,57 @@ async fn events(
             )));
         }
     };
-    let (store, run) = load(&journal, &thread_id).await?;
-    let events = history::read(store.as_ref(), &thread_id, after, limit).await?;
+    let store = turn(&journal, &thread_id).await?;
+    let status = status(&store, &thread_id).await?;
+    let events = history::read(&*store, &thread_id, after, limit).await?;
     let next = events.last().map_or(after, |e| e.seq);
     Ok(Json(EventsPage {
         thread_id,
-        status: run.status,
+        status,
         events,
         next,
     })
     .into_response())
 }
 
+/// A thread's history as a live stream reads it: each look at the journal waits for a turn.
+#[derive(Debug)]
+struct Followed(Arc<ReadOnlyJournal>);
+
+#[flowbox::async_trait]
+impl HistorySource for Followed {
+    type Error = StoreError;
+
+    async fn events_after(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        match self.0.turn().await? {
+            Some(store) => history::read(&*store, thread_id, after, limit).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    async fn state(&self, thread_id: &str) -> Result<RunState, StoreError> {
+        match self.0.turn().await? {
+            Some(store) => {
+                let store: &dyn CheckpointStore = &*store;
+                store.state(thread_id).await
+            }
+            None => Err(StoreError::UnknownThread(thread_id.to_owned())),
+        }
+    }
+}
+
 async fn stream(
     State(journal): State<Arc<ReadOnlyJournal>>,
-    Path(thread_id): Path<String>,
+    thread_id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     from: Result<Query<StreamQuery>, QueryRejection>,
 ) -> ApiResult {
+    let thread_id = path(thread_id)?;
     let StreamQuery { after } = query(from)?;
     // A reconnecting browser says where it stopped.
     let resumed = headers
@@ -206,9 +260,9 @@ async fn stream(
         .and_then(|id| id.to_str().ok())
         .and_then(|id| id.parse::<u64>().ok());
     let after = resumed.unwrap_or(after);
-    let (store, _) = load(&journal, &thread_id).await?;
-    let store: Arc<dyn CheckpointStore> = store;
-    let follower = Follower::new(store, thread_id, after).with_poll(Duration::from_millis(100));
+    status(&turn(&journal, &thread_id).await?, &thread_id).await?;
+    let follower = Follower::new(Arc::new(Followed(journal)), thread_id, after)
+        .with_poll(Duration::from_millis(100));
     let events = futures_util::stream::unfold(
         (follower, Vec::<SseEvent>::new(), false),
         |(mut follower, mut ready, mut done)| async move {
@@ -259,21 +313,23 @@ async fn stream(
 
 async fn leaf(
     State(journal): State<Arc<ReadOnlyJournal>>,
-    Path((thread_id, call)): Path<(String, String)>,
+    params: Result<Path<(String, String)>, PathRejection>,
 ) -> ApiResult {
+    let (thread_id, call) = path(params)?;
     let call: u64 = call
         .parse()
         .map_err(|_| ApiError::BadRequest(format!("a call id is a whole number, not {call:?}")))?;
-    let (store, run) = load(&journal, &thread_id).await?;
+    let store = turn(&journal, &thread_id).await?;
+    status(&store, &thread_id).await?;
     // What the history says of it: where it started, the tools it called.
     let mut started = None;
     let mut tools = Vec::new();
     let mut replayed = false;
     let mut after = 0;
     loop {
-        let events = history::read(store.as_ref(), &thread_id, after, history::PAGE).await?;
-        let Some(last) = events.last() else { break };
-        after = last.seq;
+        let events = history::read_call(&*store, &thread_id, call, after, history::PAGE).await?;
+        let more = events.len() == history::PAGE;
+        after = events.last().map_or(after, |event| event.seq);
         for event in events {
             match event.kind {
                 EventKind::LeafStarted { call_id, .. } | EventKind::ToolCalled { call_id, .. }
@@ -290,8 +346,11 @@ async fn leaf(
                 _ => {}
             }
         }
+        if !more {
+            break;
+        }
     }
-    let Some(entry) = run.entries.iter().find(|e| e.handle == call) else {
+    let Some(entry) = store.entry(&thread_id, call).await? else {
         let Some(started) = started else {
             return Err(ApiError::NotFound(format!(
                 "thread {thread_id} has no call {call}"

@@ -2,8 +2,10 @@
 //! groups, leaves and log as they happen, a leaf's prompt and reply — and the JSON API it
 //! reads (`api`), every asset embedded, nothing fetched from elsewhere. It only reads the
 //! journal (a read-only connection, which never holds up a run writing it), opened on first use:
-//! the journal may not exist yet when the server starts. `flowbox serve` wires its flags to a
-//! [`WebView`]; an embedder mounts [`router`] behind its own door.
+//! the journal may not exist yet when the server starts. A few requests read it at a time, the
+//! others wait their turn, so the server's memory is bounded by that few, not by its clients.
+//! `flowbox serve` wires its flags to a [`WebView`]; an embedder mounts [`router`] behind its
+//! own door.
 //!
 //! It shows every script, prompt and reply, so [`WebView::serve`] keeps it behind a
 //! [`flowbox_door::Door`]: loopback only unless the door has a token, no page of another site
@@ -24,6 +26,7 @@
 mod api;
 mod door;
 
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -37,6 +40,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use flowbox::store::{SqliteStore, StoreError};
 use flowbox_door::{Door, DoorError};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// The web view of one journal, behind a door.
 #[derive(Clone)]
@@ -108,17 +112,38 @@ pub fn router(journal: PathBuf) -> Router {
     app(Arc::new(ReadOnlyJournal {
         path: journal,
         store: Mutex::new(None),
+        turns: Semaphore::new(READERS),
     }))
 }
 
-/// The journal, opened read-only on first use.
+/// How many requests read the journal at once. Its one connection serves one of them at a
+/// time, so more would only wait there — each holding what it had read, on a thread of its
+/// own — while those waiting for a turn hold nothing.
+const READERS: usize = 4;
+
+/// The journal, opened read-only on first use, and the turns at reading it.
 #[derive(Debug)]
 struct ReadOnlyJournal {
     path: PathBuf,
     store: Mutex<Option<Arc<SqliteStore>>>,
+    /// One permit per request reading the journal: [`READERS`] of them.
+    turns: Semaphore,
 }
 
 impl ReadOnlyJournal {
+    /// Waits for a turn at reading the journal; `None` while there is no journal at the path.
+    async fn turn(&self) -> Result<Option<Turn<'_>>, StoreError> {
+        let permit = self
+            .turns
+            .acquire()
+            .await
+            .expect("the journal's turns are never closed");
+        Ok(self.store()?.map(|store| Turn {
+            store,
+            _permit: permit,
+        }))
+    }
+
     /// The journal, or `None` while there is none at the path.
     fn store(&self) -> Result<Option<Arc<SqliteStore>>, StoreError> {
         let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
@@ -130,6 +155,21 @@ impl ReadOnlyJournal {
             }
         }
         Ok(store.clone())
+    }
+}
+
+/// The journal, for one request's turn at reading it: the turn ends when this is dropped.
+#[derive(Debug)]
+struct Turn<'a> {
+    store: Arc<SqliteStore>,
+    _permit: SemaphorePermit<'a>,
+}
+
+impl Deref for Turn<'_> {
+    type Target = SqliteStore;
+
+    fn deref(&self) -> &SqliteStore {
+        &self.store
     }
 }
 

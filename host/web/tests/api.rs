@@ -119,6 +119,13 @@ async fn bad_requests_are_answered_with_what_is_wrong() {
         ),
         ("/api/else", 404, "no such API path"),
         ("/elsewhere", 404, "no such page"),
+        // A path whose escapes decode to no text names what does not decode, in every route
+        // and either parameter.
+        ("/api/threads/%FF%FE", 400, "UTF-8"),
+        ("/api/threads/%FF%FE/events", 400, "UTF-8"),
+        ("/api/threads/%FF%FE/stream", 400, "UTF-8"),
+        ("/api/threads/%FF%FE/leaves/1", 400, "UTF-8"),
+        ("/api/threads/t/leaves/%FF%FE", 400, "UTF-8"),
     ] {
         let (got, body) = json(&address, path).await;
         assert_eq!(got, status, "{path}: {body}");

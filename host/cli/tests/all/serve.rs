@@ -46,6 +46,28 @@ impl Server {
         (answer.status, answer.head, answer.body)
     }
 
+    /// How much memory the server holds now and has held at most, as Linux tells it; `None`
+    /// elsewhere.
+    fn memory(&self) -> Option<Memory> {
+        if !cfg!(target_os = "linux") {
+            return None;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let mib = |field: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(field))
+                .and_then(|size| size.trim().strip_suffix(" kB"))
+                .and_then(|kib| kib.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no {field} in {status}"))
+                / 1024
+        };
+        Some(Memory {
+            resident_mib: mib("VmRSS:"),
+            peak_mib: mib("VmHWM:"),
+        })
+    }
+
     fn json(&self, path: &str) -> (u16, Value) {
         let (status, head, body) = self.get(path);
         assert!(
@@ -54,6 +76,13 @@ impl Server {
         );
         (status, serde_json::from_str(&body).unwrap())
     }
+}
+
+/// A process's resident memory, in MiB.
+#[derive(Debug, Clone, Copy)]
+struct Memory {
+    resident_mib: u64,
+    peak_mib: u64,
 }
 
 impl Drop for Server {
@@ -85,6 +114,12 @@ return await pipeline(["a", "b"],
                       lambda item: agent(f"draft {item}", label=f"draft {item}"),
                       review,
                       lambda prev, item: agent(f"revise {item}", label=f"revise {item}"))
+"#;
+
+/// Ten thousand leaves with long prompts: a thread whose history and completions are large.
+const WIDE: &str = r#"
+results = await parallel([lambda i=i: agent(f"leaf number {i} " + "x" * 200) for i in range(10000)])
+return len(results)
 "#;
 
 const SLOW: &str = r#"{"latency_ms": 800, "fallback": "fake"}"#;
@@ -365,6 +400,66 @@ fn a_running_thread_streams_live_and_a_killed_one_is_resumable() {
     let (_, thread) = server.json("/api/threads/killed");
     assert_eq!(thread["status"], "resumable", "{thread}");
     assert_eq!(thread["resume_command"], "flowbox resume killed");
+}
+
+#[test]
+fn many_clients_of_a_large_thread_leave_the_server_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let wide = write_file(dir.path(), "wide.py", WIDE);
+    let run = command_with_db(
+        &db,
+        &["run", &wide, "--thread", "wide", "--max-agents", "20000"],
+    )
+    .output()
+    .unwrap();
+    assert_exit(&run, 0);
+    let server = Server::start(&db);
+    let (_, thread) = server.json("/api/threads/wide");
+    assert_eq!(thread["leaves"], 10_000, "{thread}");
+    // Every page of the thread at once, 300 clients a round, a few of them following its
+    // stream from the start to its end.
+    let paths = [
+        "/api/threads/wide",
+        "/api/threads/wide/events",
+        "/api/threads",
+        "/api/threads/wide/leaves/5000",
+        "/runs/wide",
+    ];
+    let round = || {
+        std::thread::scope(|scope| {
+            let clients: Vec<_> = (0..300)
+                .map(|n| {
+                    let path = if n % 50 == 0 {
+                        "/api/threads/wide/stream"
+                    } else {
+                        paths[n % paths.len()]
+                    };
+                    let server = &server;
+                    scope.spawn(move || (path, server.get(path)))
+                })
+                .collect();
+            for client in clients {
+                let (path, (status, _, body)) = client.join().unwrap();
+                assert_eq!(status, 200, "{path}: {body}");
+            }
+        });
+    };
+    round();
+    let first = server.memory();
+    round();
+    round();
+    let last = server.memory();
+    // Measured: tens of MiB however many clients, where reading the whole thread for each of
+    // them, all waiting on the journal at once, took it past 1.5 GiB in the first round and
+    // kept growing.
+    if let (Some(first), Some(last)) = (first, last) {
+        assert!(last.peak_mib < 200, "{first:?}, then {last:?}");
+        assert!(
+            last.resident_mib < first.peak_mib + 64,
+            "{first:?}, then {last:?}"
+        );
+    }
 }
 
 #[test]

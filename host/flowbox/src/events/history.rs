@@ -33,6 +33,24 @@ pub async fn read(
         .collect()
 }
 
+/// At most `limit` of the events of `thread_id`'s call `call_id` (its start, the tools it
+/// called, its end) after sequence number `after`, in order, without reading the others where
+/// the store can (see [`CheckpointStore::call_events`]). An event that does not decode is
+/// [`StoreError::CorruptRecord`].
+pub async fn read_call(
+    store: &dyn CheckpointStore,
+    thread_id: &str,
+    call_id: u64,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<Event>, StoreError> {
+    let stored = store.call_events(thread_id, call_id, after, limit).await?;
+    stored
+        .iter()
+        .map(|event| decode(thread_id, event))
+        .collect()
+}
+
 fn decode(thread_id: &str, event: &StoredEvent) -> Result<Event, StoreError> {
     serde_json::from_str(&event.event).map_err(|error| StoreError::CorruptRecord {
         path: "the journal".into(),

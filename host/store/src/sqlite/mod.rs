@@ -38,7 +38,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::{
     CheckpointStore, Claim, Entry, Listing, StoreError, StoredEvent, StoredThread, ThreadEnd,
-    ThreadHeader, WorkflowRecord,
+    ThreadHeader, ThreadOverview, WorkflowRecord,
 };
 use checkpoints::Checkpointer;
 use error::classify;
@@ -290,6 +290,22 @@ impl CheckpointStore for SqliteStore {
         .await
     }
 
+    async fn overview(&self, thread_id: &str) -> Result<Option<ThreadOverview>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        let leases = self.leases.clone();
+        self.with(move |connection, path| {
+            let claimed = |thread_id: &str| leases.held(thread_id);
+            reads::overview(connection, path, &thread_id, claimed, crate::now_unix_ms())
+        })
+        .await
+    }
+
+    async fn entry(&self, thread_id: &str, handle: u64) -> Result<Option<Entry>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| reads::entry(connection, path, &thread_id, handle))
+            .await
+    }
+
     async fn record_workflow(&self, record: &WorkflowRecord) -> Result<(), StoreError> {
         let record = record.clone();
         self.write(move |connection, path| writes::record_workflow(connection, path, &record))
@@ -335,6 +351,20 @@ impl CheckpointStore for SqliteStore {
         let thread_id = thread_id.to_owned();
         self.with(move |connection, path| reads::events(connection, path, &thread_id, after, limit))
             .await
+    }
+
+    async fn call_events(
+        &self,
+        thread_id: &str,
+        call_id: u64,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let thread_id = thread_id.to_owned();
+        self.with(move |connection, path| {
+            reads::call_events(connection, path, &thread_id, call_id, after, limit)
+        })
+        .await
     }
 
     async fn status(&self, thread_id: &str) -> Result<Option<crate::ThreadStatus>, StoreError> {

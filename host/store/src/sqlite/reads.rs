@@ -1,14 +1,16 @@
-//! The journal's reads, one function per store operation: a thread whole, every thread's
-//! summary without its completions, its events, the workflow records.
+//! The journal's reads, one function per store operation: a thread whole, one thread or every
+//! thread's summary without their completions, one completion, a thread's events (all, or those
+//! of one call), the workflow records.
 
 use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{CachedStatement, Connection, OptionalExtension, Params, Row, params};
 
 use super::error::{classify, corrupt};
 use crate::{
     CallKind, Entry, EntryOutcome, JournalRecord, Listing, RecordedOutcome, StoreError,
-    StoredEvent, StoredThread, ThreadEnd, ThreadHeader, ThreadSummary, WorkflowRecord,
+    StoredEvent, StoredThread, ThreadEnd, ThreadHeader, ThreadOverview, ThreadSummary,
+    WorkflowRecord,
 };
 
 use super::records::{Stored, count, decode, has_estimates, has_events, status};
@@ -64,7 +66,36 @@ struct EntryRow {
     estimated_tokens: i64,
 }
 
+/// The columns an [`EntryRow`] is read from. A journal of an older format opened read-only
+/// has no estimates: its counts read as reported.
+fn entry_columns(connection: &Connection, path: &Path) -> Result<&'static str, StoreError> {
+    Ok(if has_estimates(connection, path)? {
+        "seq, batch, handle, kind, fingerprint, request, outcome,
+            input_tokens, output_tokens, duration_ms, estimated_tokens"
+    } else {
+        "seq, batch, handle, kind, fingerprint, request, outcome,
+            input_tokens, output_tokens, duration_ms, 0"
+    })
+}
+
 impl EntryRow {
+    /// The row of a query of [`entry_columns`].
+    fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            seq: row.get(0)?,
+            batch: row.get(1)?,
+            handle: row.get(2)?,
+            kind: row.get(3)?,
+            fingerprint: row.get(4)?,
+            request: row.get(5)?,
+            outcome: row.get(6)?,
+            input_tokens: row.get(7)?,
+            output_tokens: row.get(8)?,
+            duration_ms: row.get(9)?,
+            estimated_tokens: row.get(10)?,
+        })
+    }
+
     fn decode(self, path: &Path, thread_id: &str) -> Result<Entry, StoreError> {
         let position =
             |what: &str, value: i64| count(path, thread_id, JournalRecord::Counters, what, value);
@@ -136,36 +167,14 @@ pub(super) fn load(
     let header: ThreadHeader = decode(path, thread_id, JournalRecord::Header, &header)?;
     let stored = status(path, thread_id, &status_text)?;
     let end = end(path, thread_id, stored, outcome, finished)?;
-    // A journal of an older format opened read-only has no estimates: its counts read as
-    // reported.
-    let estimated = if has_estimates(connection, path)? {
-        "estimated_tokens"
-    } else {
-        "0"
-    };
     let mut statement = connection
         .prepare_cached(&format!(
-            "SELECT seq, batch, handle, kind, fingerprint, request, outcome,
-                input_tokens, output_tokens, duration_ms, {estimated}
-             FROM entries WHERE thread_id = ?1 ORDER BY seq",
+            "SELECT {} FROM entries WHERE thread_id = ?1 ORDER BY seq",
+            entry_columns(connection, path)?
         ))
         .map_err(|e| classify(path, e))?;
     let rows = statement
-        .query_map([thread_id], |row| {
-            Ok(EntryRow {
-                seq: row.get(0)?,
-                batch: row.get(1)?,
-                handle: row.get(2)?,
-                kind: row.get(3)?,
-                fingerprint: row.get(4)?,
-                request: row.get(5)?,
-                outcome: row.get(6)?,
-                input_tokens: row.get(7)?,
-                output_tokens: row.get(8)?,
-                duration_ms: row.get(9)?,
-                estimated_tokens: row.get(10)?,
-            })
-        })
+        .query_map([thread_id], EntryRow::read)
         .map_err(|e| classify(path, e))?;
     let mut entries = Vec::new();
     for row in rows {
@@ -183,6 +192,87 @@ pub(super) fn load(
     }))
 }
 
+/// The completion of `thread_id`'s call `handle`, the first should there be two.
+pub(super) fn entry(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+    handle: u64,
+) -> Result<Option<Entry>, StoreError> {
+    // No call has a handle past what the column holds.
+    let Ok(handle) = i64::try_from(handle) else {
+        return Ok(None);
+    };
+    let row = connection
+        .prepare_cached(&format!(
+            "SELECT {} FROM entries WHERE thread_id = ?1 AND handle = ?2 ORDER BY seq LIMIT 1",
+            entry_columns(connection, path)?
+        ))
+        .and_then(|mut statement| {
+            statement
+                .query_row(params![thread_id, handle], EntryRow::read)
+                .optional()
+        })
+        .map_err(|e| classify(path, e))?;
+    row.map(|row| row.decode(path, thread_id)).transpose()
+}
+
+/// A thread's summary, as [`ListingRow::read`] reads it, from the thread's row `r` and its
+/// completions `e` grouped by thread. Token counts are summed as floats (`TOTAL`), which cannot
+/// overflow as `SUM` can on a damaged entry; with their least values, a damaged count is found
+/// and named. The duration and the cost are read from the outcome's summary without decoding
+/// the rest of it; `->` gives the cost's JSON text as written, so the listing's number is the
+/// summary's. An outcome that is not JSON reads as neither, and the thread as damaged.
+const SUMMARY: &str = "r.thread_id, r.name, r.status, r.created_unix_ms, r.finished_unix_ms,
+    CASE WHEN json_valid(r.outcome) THEN r.outcome ->> '$.summary.duration_ms' END,
+    CASE WHEN json_valid(r.outcome) THEN r.outcome -> '$.summary.cost_usd' END,
+    COALESCE(SUM(e.kind = 'agent'), 0),
+    TOTAL(e.input_tokens) + TOTAL(e.output_tokens),
+    MIN(MIN(e.input_tokens), MIN(e.output_tokens))";
+
+/// The rows [`SUMMARY`] is computed from.
+const SUMMARY_OF: &str = "runs r LEFT JOIN entries e ON e.thread_id = r.thread_id";
+
+/// A thread without its completions: its header, its summary and its end. `claimed` says
+/// whether a run holds a thread; an unfinished one's duration runs to `now_unix_ms`.
+pub(super) fn overview(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+    claimed: impl Fn(&str) -> bool,
+    now_unix_ms: u64,
+) -> Result<Option<ThreadOverview>, StoreError> {
+    let row = connection
+        .prepare_cached(&format!(
+            "SELECT {SUMMARY}, r.header, r.outcome FROM {SUMMARY_OF}
+             WHERE r.thread_id = ?1 GROUP BY r.thread_id"
+        ))
+        .and_then(|mut statement| {
+            statement
+                .query_row([thread_id], |row| {
+                    Ok((
+                        ListingRow::read(row)?,
+                        row.get::<_, String>(10)?,
+                        row.get::<_, Option<String>>(11)?,
+                    ))
+                })
+                .optional()
+        })
+        .map_err(|e| classify(path, e))?;
+    let Some((summary, header, outcome)) = row else {
+        return Ok(None);
+    };
+    let header = decode(path, thread_id, JournalRecord::Header, &header)?;
+    let stored = status(path, thread_id, &summary.status)?;
+    let end = end(path, thread_id, stored, outcome, summary.finished)?;
+    let summary = summary.decode(path, claimed, now_unix_ms)?;
+    Ok(Some(ThreadOverview {
+        header,
+        summary,
+        end,
+    }))
+}
+
 /// Every thread's summary, newest first; a row that does not read is kept, as the error
 /// naming its thread, in its place. `claimed` says whether a run holds a thread; an unfinished
 /// one's duration runs to `now_unix_ms`.
@@ -192,39 +282,14 @@ pub(super) fn list(
     claimed: impl Fn(&str) -> bool,
     now_unix_ms: u64,
 ) -> Result<Listing, StoreError> {
-    // Token counts are summed as floats (`TOTAL`), which cannot overflow as `SUM` can on a
-    // damaged entry; with their least values, a damaged count is found and named. The
-    // duration and the cost are read from the outcome's summary without decoding the rest of
-    // it; `->` gives the cost's JSON text as written, so the listing's number is the
-    // summary's. An outcome that is not JSON reads as neither, and the thread as damaged.
     let mut statement = connection
-        .prepare_cached(
-            "SELECT r.thread_id, r.name, r.status, r.created_unix_ms, r.finished_unix_ms,
-                CASE WHEN json_valid(r.outcome) THEN r.outcome ->> '$.summary.duration_ms' END,
-                CASE WHEN json_valid(r.outcome) THEN r.outcome -> '$.summary.cost_usd' END,
-                COALESCE(SUM(e.kind = 'agent'), 0),
-                TOTAL(e.input_tokens) + TOTAL(e.output_tokens),
-                MIN(MIN(e.input_tokens), MIN(e.output_tokens))
-             FROM runs r LEFT JOIN entries e ON e.thread_id = r.thread_id
-             GROUP BY r.thread_id
-             ORDER BY r.created_unix_ms DESC, r.thread_id DESC",
-        )
+        .prepare_cached(&format!(
+            "SELECT {SUMMARY} FROM {SUMMARY_OF} GROUP BY r.thread_id
+             ORDER BY r.created_unix_ms DESC, r.thread_id DESC"
+        ))
         .map_err(|e| classify(path, e))?;
     let rows = statement
-        .query_map([], |row| {
-            Ok(ListingRow {
-                thread_id: row.get(0)?,
-                name: row.get(1)?,
-                status: row.get(2)?,
-                created: row.get(3)?,
-                finished: row.get(4)?,
-                duration: row.get(5)?,
-                cost: row.get(6)?,
-                leaves: row.get(7)?,
-                tokens: row.get(8)?,
-                least_tokens: row.get(9)?,
-            })
-        })
+        .query_map([], ListingRow::read)
         .map_err(|e| classify(path, e))?;
     let mut listing = Listing::default();
     for row in rows {
@@ -256,6 +321,22 @@ struct ListingRow {
 }
 
 impl ListingRow {
+    /// The row of a query of [`SUMMARY`].
+    fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            thread_id: row.get(0)?,
+            name: row.get(1)?,
+            status: row.get(2)?,
+            created: row.get(3)?,
+            finished: row.get(4)?,
+            duration: row.get(5)?,
+            cost: row.get(6)?,
+            leaves: row.get(7)?,
+            tokens: row.get(8)?,
+            least_tokens: row.get(9)?,
+        })
+    }
+
     fn decode(
         self,
         path: &Path,
@@ -392,16 +473,66 @@ pub(super) fn events(
     if !has_events(connection, path)? {
         return Ok(Vec::new());
     }
-    let mut statement = connection
+    let statement = connection
         .prepare_cached(
             "SELECT seq, kind, event FROM events WHERE thread_id = ?1 AND seq > ?2
              ORDER BY seq LIMIT ?3",
         )
         .map_err(|e| classify(path, e))?;
-    let after = i64::try_from(after).unwrap_or(i64::MAX);
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    event_rows(
+        statement,
+        path,
+        thread_id,
+        params![thread_id, position(after), position(limit)],
+    )
+}
+
+/// At most `limit` events of a thread after `after` whose JSON has the `call_id` `call_id`,
+/// in order, with any that is not JSON among them; SQLite looks, so only they are read.
+pub(super) fn call_events(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+    call_id: u64,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    if !has_events(connection, path)? {
+        return Ok(Vec::new());
+    }
+    // No event has a call past what SQLite's integers hold.
+    let Ok(call_id) = i64::try_from(call_id) else {
+        return Ok(Vec::new());
+    };
+    let statement = connection
+        .prepare_cached(
+            "SELECT seq, kind, event FROM events WHERE thread_id = ?1 AND seq > ?2
+                AND CASE WHEN json_valid(event) THEN event ->> '$.call_id' = ?4 ELSE 1 END
+             ORDER BY seq LIMIT ?3",
+        )
+        .map_err(|e| classify(path, e))?;
+    event_rows(
+        statement,
+        path,
+        thread_id,
+        params![thread_id, position(after), position(limit), call_id],
+    )
+}
+
+/// A sequence number or a count as an SQL integer: one past what it holds is as good as any.
+fn position(value: impl TryInto<i64>) -> i64 {
+    value.try_into().unwrap_or(i64::MAX)
+}
+
+/// The events a query of `(seq, kind, event)` finds.
+fn event_rows(
+    mut statement: CachedStatement<'_>,
+    path: &Path,
+    thread_id: &str,
+    params: impl Params,
+) -> Result<Vec<StoredEvent>, StoreError> {
     let rows = statement
-        .query_map(params![thread_id, after, limit], |row| {
+        .query_map(params, |row| {
             Ok((
                 row.get::<_, i64>(0)?,
                 row.get::<_, String>(1)?,

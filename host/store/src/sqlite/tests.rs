@@ -229,6 +229,10 @@ async fn a_record_that_does_not_decode_is_a_damaged_record_of_its_thread() {
             "{column} = {value}: {err}"
         );
         assert!(err.to_string().contains("call 2"), "{err}");
+        // Read alone, it is as damaged; its neighbour is not.
+        let alone = store.entry("t", 2).await.unwrap_err();
+        assert_eq!(alone.to_string(), err.to_string());
+        assert_eq!(store.entry("t", 1).await.unwrap(), Some(entry(0, 0)));
         store
             .connection
             .lock()
@@ -276,6 +280,13 @@ async fn a_record_that_does_not_decode_is_a_damaged_record_of_its_thread() {
             matches!(&err, StoreError::CorruptRecord { thread_id, record: r, .. }
                 if thread_id == "t" && *r == record),
             "{column} = {value:?}: {err}"
+        );
+        // The thread without its completions is as damaged.
+        let overview = store.overview("t").await.unwrap_err();
+        assert!(
+            matches!(&overview, StoreError::CorruptRecord { thread_id, record: r, .. }
+                if thread_id == "t" && *r == record),
+            "{column} = {value:?}: {overview}"
         );
         rewrite_run(&store, column, before.as_deref());
         assert_eq!(
@@ -360,6 +371,9 @@ async fn a_damaged_thread_is_named_in_the_listing_and_the_others_listed() {
         );
         let message = listing.damaged[0].to_string();
         assert!(message.contains(detail), "{damage}: {message}");
+        // Alone, the thread is as damaged as in the listing.
+        let alone = store.overview("t").await.unwrap_err().to_string();
+        assert_eq!(alone, message, "{damage}");
         sql(repair);
         assert!(store.list().await.unwrap().damaged.is_empty(), "{repair}");
     }
