@@ -46,6 +46,8 @@ mod book {
     struct Restate;
     #[doc = include_str!("../docs/mcp.md")]
     struct Mcp;
+    #[doc = include_str!("../docs/security.md")]
+    struct Security;
     #[doc = include_str!("../docs/limits.md")]
     struct Limits;
     #[doc = include_str!("../docs/environment.md")]
