@@ -508,11 +508,22 @@ fn slow_clients_are_cut_off_and_the_connection_bound_holds() {
             "a stalled client is cut off"
         );
     }
-    // A body that trickles in is cut off too (MCP reads bodies; the web view reads none).
+    // Under the bound, a real client is served at once while 600 stalled ones are open, and a
+    // body that trickles in is cut off too (MCP reads bodies; the web view reads none).
     let server = Listening::start(mcp(
         &db,
-        &["--listen", "127.0.0.1:0", "--read-timeout", "1"],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--read-timeout",
+            "1",
+            "--max-connections",
+            "1000",
+        ],
     ));
+    let mut silent = stalled(server.port, 600);
+    let answer = server.send("POST", "/mcp", MCP_HEADERS, &initialize());
+    assert_eq!(answer.status, 200, "{}", answer.body);
     let mut trickle = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     let body = initialize();
     write!(
@@ -538,10 +549,10 @@ fn slow_clients_are_cut_off_and_the_connection_bound_holds() {
         cut_off || closed_within(&mut trickle, Duration::from_secs(10)),
         "a trickling body is cut off"
     );
-    assert_eq!(
-        server
-            .send("POST", "/mcp", MCP_HEADERS, &initialize())
-            .status,
-        200
-    );
+    for stream in &mut silent {
+        assert!(
+            closed_within(stream, Duration::from_secs(10)),
+            "a stalled client is cut off"
+        );
+    }
 }
