@@ -1,9 +1,11 @@
 //! Plans, dollar budgets, the pre-launch gate and the fan-out profile, through the real guest:
 //! a plan counts what a real run of the same script starts, per profile; it scales with the
 //! args; a gate below it refuses before any backend call; a dollar budget stops at the leaf
-//! that would cross it; `run_workflow` previews.
+//! that would cross it; `run_workflow` previews; read-only tools run in a plan, others get a
+//! placeholder of their declared shape.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flowbox::backends::{
@@ -12,7 +14,7 @@ use flowbox::backends::{
 use flowbox::orchestrator::WorkflowTool;
 use flowbox::plan::{FanoutProfile, Plan, PriceTable, WarningKind};
 use flowbox::store::{CheckpointStore, MemoryStore};
-use flowbox::tools::ToolSet;
+use flowbox::tools::{ToolError, ToolSet};
 use flowbox::{
     BackendError, LeafBackend, LeafReply, LeafRequest, Limits, RunError, RunRequest, Runtime,
 };
@@ -458,4 +460,161 @@ async fn a_script_that_fails_on_the_placeholders_path_still_has_a_plan_saying_wh
         .await
         .unwrap_err();
     assert_eq!(error.kind().as_str(), "forbidden");
+}
+
+/// A directory `notes` with `n` files (and a subdirectory, which is no file to review), granted
+/// as the runtime's code tools.
+fn granted_notes(n: usize) -> (tempfile::TempDir, ToolSet) {
+    let base = tempfile::tempdir().unwrap();
+    let notes = base.path().join("notes");
+    std::fs::create_dir_all(notes.join("old")).unwrap();
+    for i in 0..n {
+        std::fs::write(notes.join(format!("note{i}.md")), format!("note {i}")).unwrap();
+    }
+    let tools = flowbox::tools::ReadRoots::open(&[notes]).unwrap().tools();
+    (base, tools)
+}
+
+/// One leaf per file of a listing the script did not write.
+const PER_FILE: &str = r#"
+listing = await call_tool("list_dir", path="notes")
+files = [e["name"] for e in listing["entries"] if e["kind"] == "file"]
+text = (await call_tool("read_file", path="notes/" + files[0]))["content"]
+reviews = await parallel([lambda f=f: agent(f"review {f} after {text}") for f in files])
+return len(reviews)
+"#;
+
+#[tokio::test]
+async fn a_plan_runs_read_only_tools_so_a_fan_out_over_a_listing_plans_as_wide_as_it_runs() {
+    let (_base, tools) = granted_notes(7);
+    let recording = Recording::over(flowbox::backends::FakeBackend::new());
+    let runtime = builder(recording.clone())
+        .code_tools(tools)
+        .build()
+        .unwrap();
+    let plan = runtime.plan(RunRequest::new(PER_FILE)).await.unwrap();
+    assert!(
+        recording.models.lock().unwrap().is_empty(),
+        "the plan called a leaf"
+    );
+    assert_eq!(plan.ended, None, "{plan:?}");
+    assert!(
+        plan.warnings
+            .iter()
+            .all(|w| w.kind != WarningKind::ScriptFailed)
+    );
+    assert_eq!((plan.leaves, plan.widest_fanout), (7, 7));
+    assert_eq!(plan.tool_calls, 2);
+    assert_eq!(plan.script_tools, ["list_dir", "read_file"]);
+    let outcome = runtime.run(PER_FILE, json!({})).await;
+    assert_eq!(outcome.result.unwrap(), json!(7));
+    assert_eq!(plan.leaves, outcome.summary.leaves);
+    assert_eq!(plan.tool_calls, outcome.summary.tools_called);
+}
+
+/// Counts the calls of a tool that does its work in a closure.
+fn counted(
+    tool: &str,
+    answer: Result<serde_json::Value, &'static str>,
+) -> (Arc<AtomicUsize>, flowbox_tests::FnTool) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let tool = flowbox_tests::FnTool::new(tool, "", json!({"type": "object"}), move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        answer.clone().map_err(|e| ToolError::Failed(e.into()))
+    });
+    (calls, tool)
+}
+
+#[tokio::test]
+async fn a_plan_calls_an_embedders_read_only_tool_and_gives_the_others_a_placeholder_of_their_shape()
+ {
+    let (catalog_calls, catalog) = counted("catalog", Ok(json!({"items": ["a", "b", "c"]})));
+    let (deploy_calls, deploy) = counted("deploy", Ok(json!({"id": "d-1", "urls": ["u"]})));
+    let (notify_calls, notify) = counted("notify", Ok(json!("sent")));
+    let deployed = json!({
+        "type": "object",
+        "properties": {"id": {"type": "string"}, "urls": {"type": "array", "items": {"type": "string"}}},
+        "required": ["id", "urls"]
+    });
+    let mut tools = ToolSet::new();
+    tools.insert(Arc::new(catalog.as_read_only())).unwrap();
+    tools
+        .insert(Arc::new(deploy.returning(deployed.clone())))
+        .unwrap();
+    tools.insert(Arc::new(notify)).unwrap();
+    let runtime = builder(Arc::new(PanickingBackend::always()))
+        .code_tools(tools)
+        .build()
+        .unwrap();
+    let script = r#"
+items = (await call_tool("catalog"))["items"]
+deployed = await call_tool("deploy", target="staging")
+checks = await parallel([lambda i=i: agent(f"check {i} at {deployed['urls']}") for i in items])
+return {"id": deployed["id"], "checks": len(checks)}
+"#;
+    let plan = runtime.plan(RunRequest::new(script)).await.unwrap();
+    assert_eq!(catalog_calls.load(Ordering::SeqCst), 1, "read-only: called");
+    assert_eq!(
+        deploy_calls.load(Ordering::SeqCst),
+        0,
+        "not read-only: never called"
+    );
+    // The placeholder fits `deploy`'s result schema: the script indexed it and went on.
+    assert_eq!(plan.ended, None, "{plan:?}");
+    assert_eq!(plan.leaves, 3, "one per item of the real catalog");
+    assert_eq!((plan.tool_calls, plan.script_tools.len()), (2, 2));
+
+    // A tool that declares no result shape gets `None`, as before tools could declare one:
+    // indexing it fails the plan's path, which the plan says.
+    let script = "sent = await call_tool('notify', text='hi')\nreturn sent['status']\n";
+    let plan = runtime.plan(RunRequest::new(script)).await.unwrap();
+    assert_eq!(notify_calls.load(Ordering::SeqCst), 0);
+    let ended = plan.ended.as_ref().expect("the placeholder was None");
+    assert_eq!(
+        (ended.line, ended.exception.as_deref()),
+        (Some(2), Some("TypeError"))
+    );
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::ScriptFailed)
+    );
+    // The real run calls them all.
+    runtime.run(script, json!({})).await.result.unwrap_err();
+    assert_eq!(notify_calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_read_only_tool_failing_in_a_plan_reaches_the_script_as_in_the_run() {
+    let (calls, lookup) = counted("lookup", Err("the index is offline"));
+    let mut tools = ToolSet::new();
+    tools.insert(Arc::new(lookup.as_read_only())).unwrap();
+    let runtime = builder(Arc::new(flowbox::backends::FakeBackend::new()))
+        .code_tools(tools)
+        .build()
+        .unwrap();
+    // Caught: the script takes its fallback path in the plan as in the run.
+    let caught = r#"
+try:
+    hits = (await call_tool("lookup", q="x"))["hits"]
+except ToolError as e:
+    hits = [e.kind, str(e)]
+return await parallel([lambda h=h: agent(h) for h in hits])
+"#;
+    let plan = runtime.plan(RunRequest::new(caught)).await.unwrap();
+    assert_eq!((plan.ended.as_ref(), plan.leaves), (None, 2), "{plan:?}");
+    let result = runtime.run(caught, json!({})).await.result.unwrap();
+    assert_eq!(
+        result,
+        json!(["[fake leaf] tool", "[fake leaf] the index is offline"])
+    );
+    // Uncaught: the plan ends where and as the run does.
+    let uncaught = "x = 1\nawait call_tool('lookup', q='x')\nreturn x\n";
+    let plan = runtime.plan(RunRequest::new(uncaught)).await.unwrap();
+    let ended = serde_json::to_value(plan.ended.expect("the plan ended")).unwrap();
+    let run = runtime.run(uncaught, json!({})).await.to_json();
+    assert_eq!(ended, run["error"], "{ended}");
+    assert_eq!(ended["exception"], "ToolError");
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
 }

@@ -331,6 +331,22 @@ return {"reviews": reviews, "flow": flow}
     assert!(outcome.summary.warnings.is_empty());
 }
 
+/// A consumer never needs to know that a missing list means an empty one.
+#[tokio::test]
+async fn a_summary_with_nothing_to_report_still_has_both_lists() {
+    let rt = runtime();
+    let outcome = run(&rt, "return await agent('fine')", json!({})).await;
+    let json = outcome.to_json();
+    assert_eq!(json["ok"], true, "{json}");
+    for summary in [
+        &json["summary"],
+        &serde_json::to_value(&outcome.summary).unwrap(),
+    ] {
+        assert_eq!(summary["failed_branches"], json!([]), "{summary}");
+        assert_eq!(summary["warnings"], json!([]), "{summary}");
+    }
+}
+
 #[tokio::test]
 async fn past_the_kept_failures_the_rest_are_counted() {
     let rt = runtime();

@@ -4,6 +4,7 @@
 //! is resolved *inside* that handle by the OS-level checks cap-std performs, so `..`, absolute
 //! paths and symlinks cannot lead outside it. A granted directory is addressed by its own name:
 //! with `--allow-read ./docs`, the file `docs/guide.md` is `read_file(path="docs/guide.md")`.
+//! Both are read-only ([`Tool::read_only`]), so a plan calls them for real.
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -169,6 +170,11 @@ impl Tool for ReadFile {
         }
     }
 
+    /// Reading changes nothing, so a plan reads what the run will.
+    fn read_only(&self) -> bool {
+        true
+    }
+
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         let roots = self.0.clone();
         let path = arguments["path"].as_str().unwrap_or_default().to_owned();
@@ -236,6 +242,11 @@ impl Tool for ListDir {
                 "additionalProperties": false
             }),
         }
+    }
+
+    /// Reading changes nothing, so a plan reads what the run will.
+    fn read_only(&self) -> bool {
+        true
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
@@ -317,6 +328,12 @@ mod tests {
         let roots = ReadRoots::open(&[]).unwrap();
         assert!(roots.is_empty());
         assert!(roots.tools().is_empty());
+    }
+
+    #[test]
+    fn both_tools_are_read_only() {
+        let (_base, tools) = setup();
+        assert_eq!(tools.read_only_names(), ["list_dir", "read_file"]);
     }
 
     /// A model (a leaf's, or a root model writing `call_tool` calls) learns the path rule and

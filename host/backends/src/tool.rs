@@ -3,7 +3,10 @@
 //!
 //! A [`Tool`] declares its name, description and a JSON Schema of its arguments; a [`ToolSet`]
 //! checks arguments against that schema before the tool runs, so a tool only ever sees
-//! arguments of the shape it declared.
+//! arguments of the shape it declared. A tool may also say that it only reads
+//! ([`Tool::read_only`]) and what shape its result has ([`Tool::result_schema`]): a plan calls
+//! the read-only ones for real and answers the others with a placeholder of that shape
+//! ([`ToolSet::placeholder`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,7 +15,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::schema::schema_errors;
+use crate::schema::{self, schema_errors};
+use crate::stable_hash;
 
 /// Why a tool call failed; the message is shown to the model or the script.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +45,15 @@ pub enum ToolError {
         /// The tool.
         tool: String,
         /// What the schema compiler said.
+        message: String,
+    },
+    /// A tool's declared result schema ([`Tool::result_schema`]) is not a usable JSON Schema
+    /// (a host bug, found when the tool is added to a [`ToolSet`]).
+    #[error("tool {tool}: its result schema is invalid: {message}")]
+    InvalidResultSchema {
+        /// The tool.
+        tool: String,
+        /// What the schema check said.
         message: String,
     },
     /// `read_file` was asked for something that is not a regular file (a FIFO, a device):
@@ -92,6 +105,22 @@ pub trait Tool: Send + Sync + fmt::Debug {
     /// The tool's name, description and argument schema.
     fn spec(&self) -> ToolSpec;
 
+    /// Whether the tool only reads: a call changes nothing anywhere, and the same arguments
+    /// give the same result for as long as a run lasts (`read_file` and `list_dir` do). A plan
+    /// calls a read-only tool for real, so it sees what the run will see; it calls no other
+    /// tool. `false` unless the tool says otherwise.
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    /// A JSON Schema of the tool's result, when it declares one. A plan answers a call of a
+    /// tool that is not [read-only](Self::read_only) with a placeholder valid against it, so a
+    /// script can index the answer as it would the real one; without a schema the placeholder
+    /// is `null`. `None` unless the tool says otherwise.
+    fn result_schema(&self) -> Option<Value> {
+        None
+    }
+
     /// Runs the tool with arguments that already match its schema.
     async fn call(&self, arguments: Value) -> Result<Value, ToolError>;
 }
@@ -107,6 +136,8 @@ struct Entry {
     tool: Arc<dyn Tool>,
     spec: ToolSpec,
     validator: Arc<jsonschema::Validator>,
+    read_only: bool,
+    result_schema: Option<Arc<Value>>,
 }
 
 impl fmt::Debug for ToolSet {
@@ -122,7 +153,9 @@ impl ToolSet {
     }
 
     /// Adds a tool; a tool with the same name is replaced. Fails with
-    /// [`ToolError::InvalidSchema`] when its argument schema is not a valid JSON Schema.
+    /// [`ToolError::InvalidSchema`] when its argument schema is not a valid JSON Schema, and
+    /// with [`ToolError::InvalidResultSchema`] when the result schema it declares is not one
+    /// (or is too costly to use).
     pub fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
         let spec = tool.spec();
         let validator =
@@ -130,12 +163,21 @@ impl ToolSet {
                 tool: spec.name.clone(),
                 message: e.to_string(),
             })?;
+        let result_schema = tool.result_schema();
+        if let Some(result) = &result_schema {
+            schema::check(result).map_err(|e| ToolError::InvalidResultSchema {
+                tool: spec.name.clone(),
+                message: e.to_string(),
+            })?;
+        }
         self.tools.insert(
             spec.name.clone(),
             Entry {
+                read_only: tool.read_only(),
                 tool,
                 spec,
                 validator: Arc::new(validator),
+                result_schema: result_schema.map(Arc::new),
             },
         );
         Ok(())
@@ -195,6 +237,38 @@ impl ToolSet {
     /// Checks `arguments` without running the tool.
     pub fn validate(&self, name: &str, arguments: &Value) -> Result<(), ToolError> {
         self.check(name, arguments).map(|_| ())
+    }
+
+    /// Whether the tool named `name` only reads ([`Tool::read_only`]); an unknown name does
+    /// not.
+    pub fn is_read_only(&self, name: &str) -> bool {
+        self.tools.get(name).is_some_and(|entry| entry.read_only)
+    }
+
+    /// The names of the read-only tools, sorted.
+    pub fn read_only_names(&self) -> Vec<&str> {
+        self.tools
+            .iter()
+            .filter(|(_, entry)| entry.read_only)
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// What a plan answers a call of `name` with instead of running it: a value valid against
+    /// the tool's declared result schema, the same for the same arguments, or `null` when it
+    /// declares none. Fails when the tool is unknown, or when no value can be built for its
+    /// schema (one the offline backends cannot satisfy either, such as a `pattern`).
+    pub fn placeholder(&self, name: &str, arguments: &Value) -> Result<Value, ToolError> {
+        let entry = self.tools.get(name).ok_or_else(|| self.unknown(name))?;
+        let Some(result) = &entry.result_schema else {
+            return Ok(Value::Null);
+        };
+        let seed = stable_hash(&[name, &arguments.to_string()]);
+        schema::value_for(result, seed).map_err(|reason| {
+            ToolError::Failed(format!(
+                "a plan cannot build a placeholder for {name}'s declared result schema: {reason}"
+            ))
+        })
     }
 
     fn unknown(&self, name: &str) -> ToolError {
@@ -304,6 +378,111 @@ mod tests {
                 .starts_with("tool broken: its argument schema is invalid: "),
             "{err}"
         );
+        assert!(set.is_empty());
+    }
+
+    /// A read-only lookup declaring the shape of its result.
+    #[derive(Debug)]
+    struct Lookup {
+        result: Value,
+    }
+
+    #[async_trait::async_trait]
+    impl Tool for Lookup {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "lookup".into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            }
+        }
+
+        fn read_only(&self) -> bool {
+            true
+        }
+
+        fn result_schema(&self) -> Option<Value> {
+            Some(self.result.clone())
+        }
+
+        async fn call(&self, _: Value) -> Result<Value, ToolError> {
+            Ok(json!({"hits": []}))
+        }
+    }
+
+    #[test]
+    fn only_tools_that_say_so_are_read_only() {
+        let mut set = set();
+        set.insert(Arc::new(Lookup {
+            result: json!({"type": "object"}),
+        }))
+        .unwrap();
+        assert!(set.is_read_only("lookup"));
+        assert!(!set.is_read_only("echo"), "not read-only unless it says so");
+        assert!(!set.is_read_only("nope"));
+        assert_eq!(set.read_only_names(), ["lookup"]);
+    }
+
+    #[test]
+    fn a_placeholder_fits_the_declared_result_schema_or_is_null() {
+        let result = json!({
+            "type": "object",
+            "properties": {"hits": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"title": {"type": "string"}, "score": {"type": "number"}},
+                "required": ["title", "score"]
+            }}},
+            "required": ["hits"]
+        });
+        let mut set = set();
+        set.insert(Arc::new(Lookup {
+            result: result.clone(),
+        }))
+        .unwrap();
+        let arguments = json!({"q": "x"});
+        let placeholder = set.placeholder("lookup", &arguments).unwrap();
+        assert!(jsonschema::is_valid(&result, &placeholder), "{placeholder}");
+        assert_eq!(placeholder, set.placeholder("lookup", &arguments).unwrap());
+        // Without a declared result schema: null, as before tools could declare one.
+        assert_eq!(
+            set.placeholder("echo", &json!({"text": "hi"})).unwrap(),
+            Value::Null
+        );
+        let err = set.placeholder("nope", &json!({})).unwrap_err();
+        assert!(matches!(err, ToolError::Unknown { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_result_schema_no_placeholder_satisfies_fails_the_placeholder_saying_why() {
+        let mut set = ToolSet::new();
+        set.insert(Arc::new(Lookup {
+            result: json!({"type": "string", "pattern": "^[0-9]+$"}),
+        }))
+        .unwrap();
+        let err = set.placeholder("lookup", &json!({})).unwrap_err();
+        assert!(
+            err.to_string().starts_with(
+                "a plan cannot build a placeholder for lookup's declared result schema: "
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_tool_with_an_invalid_result_schema_is_refused() {
+        let mut set = ToolSet::new();
+        for result in [json!({"type": "banana"}), json!([1, 2])] {
+            let err = set.insert(Arc::new(Lookup { result })).unwrap_err();
+            assert!(
+                matches!(&err, ToolError::InvalidResultSchema { tool, .. } if tool == "lookup"),
+                "{err:?}"
+            );
+            assert!(
+                err.to_string()
+                    .starts_with("tool lookup: its result schema is invalid: "),
+                "{err}"
+            );
+        }
         assert!(set.is_empty());
     }
 

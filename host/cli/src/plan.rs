@@ -1,5 +1,5 @@
 //! `flowbox plan SCRIPT`: what a run would do and cost, from a projection against placeholder
-//! leaves; nothing is called and nothing is journaled.
+//! leaves; nothing but read-only tools is called and nothing is journaled.
 
 use std::path::PathBuf;
 
@@ -18,8 +18,9 @@ Estimates: input tokens are each leaf's first turn (system prompt, prompt, tool 
 schema), counted with the model's public tokenizer (o200k_base, cl100k_base) where there is one,
 else approximated at one token per 3 bytes; output tokens are ceilings (the output limit, or the
 longest reply the schema allows), so dollars are an upper bound for one turn per leaf (tool
-turns, repairs and tool results come on top; cached input is not discounted). Replies were
-placeholders: control flow that depends on them followed one path.";
+turns, repairs and tool results come on top; cached input is not discounted). Leaf replies and
+the results of tools that are not read-only were placeholders (read-only tools ran for real):
+control flow that depends on them followed one path.";
 
 /// Arguments of `flowbox plan`.
 #[derive(Debug, Args)]

@@ -274,7 +274,7 @@ mod tests {
         let failed: EntryOutcome =
             round_trips(r#"{"status":"err","kind":"tool-failed","message":"no"}"#);
         assert!(matches!(failed, EntryOutcome::Err { .. }));
-        let summary = r#"{"thread_id":"t","name":"n","leaves":1,"tools_called":2,"tokens_spent":3,"input_tokens":2,"output_tokens":1,"phases":["p"],"logs":["l"],"fuel_used":18446744073709551615,"duration_ms":4,"cost_usd":0.30000000000000004}"#;
+        let summary = r#"{"thread_id":"t","name":"n","leaves":1,"tools_called":2,"tokens_spent":3,"input_tokens":2,"output_tokens":1,"phases":["p"],"logs":["l"],"failed_branches":[],"warnings":[],"fuel_used":18446744073709551615,"duration_ms":4,"cost_usd":0.30000000000000004}"#;
         let end: ThreadEnd = round_trips(&format!(
             r#"{{"outcome":{{"ok":true,"result":{args},"error":null,"summary":{summary}}},"finished_unix_ms":2}}"#
         ));
@@ -293,9 +293,10 @@ mod tests {
             serde_json::from_str::<Summary>(&old).unwrap().tools_called,
             0
         );
-        // One from before the summary said `leaves` (and repeated the outcome's `ok`, and
-        // summed no cost) reads as the same summary without a cost.
+        // One from before the summary said `leaves` (and repeated the outcome's `ok`, summed
+        // no cost, and left empty lists out) reads as the same summary without a cost.
         let old = summary
+            .replace(r#""failed_branches":[],"warnings":[],"#, "")
             .replace(r#""leaves":1"#, r#""agents_spawned":1"#)
             .replace(r#""cost_usd":0.30000000000000004"#, r#""ok":true"#);
         let read: Summary = serde_json::from_str(&old).unwrap();

@@ -212,17 +212,18 @@ pub struct Summary {
     /// The script's `log`/`print` lines, in order.
     pub logs: Vec<String>,
     /// The `parallel` branches and `pipeline` items that raised and so became `None`, in the
-    /// order they failed: the first [`Summary::MAX_FAILED_BRANCHES`] of them. Like the two
-    /// fields below, written only when there is something to say, so a record from before
-    /// they existed reads and writes back as it was.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// order they failed: the first [`Summary::MAX_FAILED_BRANCHES`] of them. Always written,
+    /// empty when none failed, so a reader never has to know that a missing list means an
+    /// empty one; a record from before it existed reads as empty.
+    #[serde(default)]
     pub failed_branches: Vec<BranchFailure>,
-    /// How many branches and items failed in all, those past the kept ones included.
+    /// How many branches and items failed in all, those past the kept ones included; written
+    /// only when some did.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failed_branch_count: u32,
     /// What the run did that is allowed but probably a mistake, such as entering a phase
-    /// that `meta` does not declare (the first 20).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// that `meta` does not declare (the first 20). Always written, as `failed_branches` is.
+    #[serde(default)]
     pub warnings: Vec<String>,
     /// Fuel the run consumed; the same script with the same leaf results always uses the same.
     pub fuel_used: u64,
@@ -366,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn a_summary_keeps_its_failed_branches_and_warnings_and_reads_older_ones() {
+    fn a_summary_always_has_its_failed_branches_and_warnings_and_reads_older_ones() {
         let mut summary = Summary::new("t");
         summary.failed_branches.push(BranchFailure {
             group: GroupKind::Pipeline,
@@ -385,10 +386,14 @@ mod tests {
                 "exception": "TypeError", "message": "unsupported operand", "line": 7}])
         );
         assert_eq!(serde_json::from_value::<Summary>(json).unwrap(), summary);
-        // A summary with none of them leaves them out, as one journaled before they existed.
-        let plain = serde_json::to_value(Summary::new("t")).unwrap();
-        for field in ["failed_branches", "failed_branch_count", "warnings"] {
-            assert!(plain.get(field).is_none(), "{field}");
+        // A summary with none of them still has both lists, empty; the count is left out.
+        let mut plain = serde_json::to_value(Summary::new("t")).unwrap();
+        assert_eq!(plain["failed_branches"], serde_json::json!([]));
+        assert_eq!(plain["warnings"], serde_json::json!([]));
+        assert!(plain.get("failed_branch_count").is_none());
+        // One journaled before they existed, without them, reads as one with none.
+        for field in ["failed_branches", "warnings"] {
+            plain.as_object_mut().unwrap().remove(field);
         }
         assert_eq!(
             serde_json::from_value::<Summary>(plain).unwrap(),

@@ -8,11 +8,15 @@ use serde_json::Value;
 
 type Work = dyn Fn(Value) -> Result<Value, ToolError> + Send + Sync;
 
-/// A [`Tool`] named `name` with argument schema `parameters` that answers with `work`.
+/// A [`Tool`] named `name` with argument schema `parameters` that answers with `work`; not
+/// read-only and with no result schema unless [`FnTool::as_read_only`] and [`FnTool::returning`]
+/// say so.
 #[derive(Clone)]
 pub struct FnTool {
     spec: ToolSpec,
     work: Arc<Work>,
+    read_only: bool,
+    result_schema: Option<Value>,
 }
 
 impl FnTool {
@@ -30,7 +34,21 @@ impl FnTool {
                 parameters,
             },
             work: Arc::new(work),
+            read_only: false,
+            result_schema: None,
         }
+    }
+
+    /// Marks the tool read-only ([`Tool::read_only`]).
+    pub fn as_read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Declares the tool's result schema ([`Tool::result_schema`]).
+    pub fn returning(mut self, schema: Value) -> Self {
+        self.result_schema = Some(schema);
+        self
     }
 }
 
@@ -46,6 +64,14 @@ impl fmt::Debug for FnTool {
 impl Tool for FnTool {
     fn spec(&self) -> ToolSpec {
         self.spec.clone()
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn result_schema(&self) -> Option<Value> {
+        self.result_schema.clone()
     }
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {

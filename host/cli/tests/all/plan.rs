@@ -1,7 +1,8 @@
-//! `flowbox plan`: leaves, waves, tokens and dollars per phase and profile without running; the
-//! gates that refuse a run by its plan; price tables and dollar flags that cannot work.
+//! `flowbox plan`: leaves, waves, tokens and dollars per phase and profile without running; a
+//! granted directory listed for real; the gates that refuse a run by its plan; price tables and
+//! dollar flags that cannot work.
 
-use crate::support::{assert_exit, flowbox, scripted_backend, stdout_json, write_file};
+use crate::support::{assert_exit, flowbox, notes_dir, scripted_backend, stdout_json, write_file};
 
 /// The plan command of the README and `docs/plans.md`, on the example with the example price
 /// table.
@@ -166,4 +167,73 @@ fn bad_price_tables_and_dollar_flags_without_one_are_clear_errors() {
         let text = refused["error"]["message"].as_str().unwrap();
         assert!(text.contains(message), "{flags:?}: {text}");
     }
+}
+
+/// One leaf per file of a granted directory the script lists itself.
+const PER_FILE: &str = r#"
+listing = await call_tool("list_dir", path="notes")
+files = [e["name"] for e in listing["entries"] if e["kind"] == "file"]
+return await parallel([lambda f=f: agent(f"review notes/{f}") for f in files])
+"#;
+
+#[test]
+fn plan_lists_a_granted_directory_for_real_and_counts_the_leaves_the_run_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = notes_dir(&dir);
+    for name in ["a.md", "b.md", "c.md", "d.md"] {
+        std::fs::write(notes.join(name), "text").unwrap();
+    }
+    let notes = notes.to_str().unwrap();
+    let script = write_file(&dir, "per_file.py", PER_FILE);
+    let log = dir.path().join("calls.jsonl");
+    let backend = scripted_backend(
+        &dir,
+        "backend.json",
+        format!(
+            r#"{{"fallback": "fake", "call_log": {:?}}}"#,
+            log.to_str().unwrap()
+        ),
+    );
+    let common = ["--backend", &backend, "--allow-read", notes, "--json"];
+
+    let mut args = vec!["plan", &script];
+    args.extend(common);
+    let output = flowbox(&args);
+    assert_exit(&output, 0);
+    let plan = stdout_json(&output);
+    let plan = &plan["plan"];
+    assert_eq!(plan["ended"], serde_json::Value::Null, "{plan}");
+    assert_eq!(
+        (plan["leaves"].as_u64(), plan["tool_calls"].as_u64()),
+        (Some(5), Some(1))
+    );
+    assert_eq!(plan["script_tools"], serde_json::json!(["list_dir"]));
+    assert!(
+        std::fs::read_to_string(&log).unwrap_or_default().is_empty(),
+        "the plan called a leaf"
+    );
+
+    let mut args = vec!["run", &script, "--no-journal"];
+    args.extend(common);
+    let output = flowbox(&args);
+    assert_exit(&output, 0);
+    let run = stdout_json(&output);
+    assert_eq!(run["summary"]["leaves"], plan["leaves"]);
+    assert_eq!(run["result"].as_array().map(Vec::len), Some(5));
+    // Nothing failed and nothing looked wrong: both lists are there, empty.
+    assert_eq!(run["summary"]["failed_branches"], serde_json::json!([]));
+    assert_eq!(run["summary"]["warnings"], serde_json::json!([]));
+
+    // Without the grant there is no `list_dir`: the plan ends where the run does.
+    let output = flowbox(&["plan", &script, "--json"]);
+    assert_exit(&output, 0);
+    let plan = stdout_json(&output);
+    let ended = &plan["plan"]["ended"];
+    assert_eq!(
+        (ended["exception"].as_str(), ended["line"].as_u64()),
+        (Some("ToolError"), Some(2))
+    );
+    assert_eq!(plan["plan"]["leaves"], 0);
+    let output = flowbox(&["run", &script, "--no-journal", "--json"]);
+    assert_eq!(stdout_json(&output)["error"], *ended);
 }

@@ -4,9 +4,10 @@
 //! `start_agent` checks the lifetime cap and the budgets (tokens; dollars, against the leaf's
 //! worst case), then starts a call that waits for a concurrency slot and calls the backend —
 //! unless a resumed run's journal or a leaf cache already holds the answer, or the run is a
-//! projection for a plan, where every leaf gets a placeholder at once and is recorded. A call is polled once where it starts: one that answers at once (an
-//! offline backend, a tool reading a file) is done there, with no task, channel or wake-up of
-//! another worker thread. One still waiting (on a slot, a timer, the network) becomes a task of
+//! projection for a plan, where every leaf and every tool call but a read-only tool's gets a
+//! placeholder at once and is recorded. A call is polled once where it starts: one that
+//! answers at once (an offline backend, a tool reading a file) is done there, with no task,
+//! channel or wake-up of another worker thread. One still waiting (on a slot, a timer, the network) becomes a task of
 //! its own, so it makes progress — and frees its slot for the next — even while the guest is
 //! busy, and reports through a channel. `await_next` hands the guest every finished call at
 //! once, in the order they finished, journals them first, and only then counts their tokens, so
@@ -116,7 +117,8 @@ pub(crate) struct Calls {
     fanout: Option<FanoutProfile>,
     /// The phase the script is in.
     phase: Option<String>,
-    /// For a plan: what the projection saw. Leaves are then answered with placeholders.
+    /// For a plan: what the projection saw. Leaves, and tools that are not read-only, are then
+    /// answered with placeholders.
     projection: Option<Projection>,
     checkpoints: Checkpoints,
 }
@@ -143,7 +145,7 @@ pub(crate) struct CallSettings {
     /// Prices leaves (for the dollar budget and the script's `budget.spent_usd()`).
     pub prices: Option<Arc<PriceTable>>,
     pub fanout: Option<FanoutProfile>,
-    /// Answer every call with a placeholder and record it, for a plan.
+    /// Answer every call but a read-only tool's with a placeholder and record it, for a plan.
     pub projection: bool,
 }
 

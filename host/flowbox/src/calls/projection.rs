@@ -1,11 +1,13 @@
-//! A plan's projection: the same calls, answered at once with placeholders and recorded,
-//! nothing called. A leaf gets a reply valid against its schema that spends its worst case, a
-//! `call_tool` gets `null`, and a refusal (the cap, a budget) is counted where the run would
-//! have refused it.
+//! A plan's projection: the same calls, recorded, and answered at once with placeholders
+//! rather than called. A leaf gets a reply valid against its schema that spends its worst
+//! case; a `call_tool` of a read-only tool runs for real (it changes nothing, and the plan sees
+//! what the run will), any other gets a placeholder valid against the tool's declared result
+//! schema (`null` when it declares none); a refusal (the cap, a budget) is counted where the
+//! run would have refused it.
 
 use std::time::Duration;
 
-use flowbox_backends::{FakeBackend, LeafEstimate, LeafReply, LeafRequest, Usage};
+use flowbox_backends::{BackendError, FakeBackend, LeafEstimate, LeafReply, LeafRequest, Usage};
 use serde_json::Value;
 
 use super::events::leaf_started;
@@ -73,20 +75,31 @@ impl Calls {
         });
     }
 
-    /// Answers a projected `call_tool` at once with `null`: a plan calls no tool.
-    pub(super) fn project_tool(&mut self, handle: u64, name: String) {
+    /// Records a projected `call_tool` and, unless the tool is read-only, answers it at once
+    /// with a placeholder valid against its declared result schema. Returns whether it
+    /// answered: a read-only tool's call (or any call outside a projection) is left to run.
+    pub(super) fn project_tool(&mut self, handle: u64, name: &str, arguments: &Value) -> bool {
         let Some(projection) = &mut self.projection else {
-            return;
+            return false;
         };
-        projection.tools.insert(name);
+        projection.tools.insert(name.to_owned());
         projection.tool_calls += 1;
+        if self.tools.is_read_only(name) {
+            return false;
+        }
+        let result = self
+            .tools
+            .placeholder(name, arguments)
+            .map(|value| LeafReply {
+                value,
+                usage: Usage::default(),
+            })
+            .map_err(BackendError::from);
         self.finished.push_back(Finished {
             handle,
-            result: Ok(LeafReply {
-                value: Value::Null,
-                usage: Usage::default(),
-            }),
+            result,
             duration: Duration::ZERO,
         });
+        true
     }
 }

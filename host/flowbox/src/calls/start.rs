@@ -211,8 +211,7 @@ impl Calls {
         if replayed {
             return Ok(Ok(handle));
         }
-        if self.projection.is_some() {
-            self.project_tool(handle, name);
+        if self.project_tool(handle, &name, &arguments) {
             return Ok(Ok(handle));
         }
         if let Some(source) = &mut self.checkpoints.external {

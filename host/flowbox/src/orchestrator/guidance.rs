@@ -129,6 +129,8 @@ struct HostFacts {
     leaves: LeafCatalog,
     /// The tools scripts may call, sorted by name.
     code_tools: Vec<ToolSpec>,
+    /// Those of them that only read, which a preview calls for real, sorted by name.
+    read_only_tools: Vec<String>,
 }
 
 impl HostFacts {
@@ -137,6 +139,12 @@ impl HostFacts {
             limits: runtime.limits().clone(),
             leaves: runtime.leaf_catalog(),
             code_tools: runtime.code_tools().specs(),
+            read_only_tools: runtime
+                .code_tools()
+                .read_only_names()
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
         }
     }
 
@@ -222,10 +230,11 @@ A failed run returns `{{"ok": false, "error": {{"kind", "message", "line", "hint
 script as the hint says and call again. Results over the host's cap come back truncated: return
 only what you need.
 
-Preview a wide fan-out (more leaves than run at once, or one per item of a list you did not
-write): `"preview": true` returns its plan (leaves, tokens, dollars) and runs nothing. Sweep on a
-cheaper model profile (`model=`). A `gate_refused` error carries the plan: narrow the fan-out,
-pick a cheaper profile, or ask the user."#,
+Preview a fan-out wider than the {concurrency} leaves that run at once (its widest
+`parallel`/`pipeline`, not the total) or over a list you did not write: `"preview": true` returns
+its plan (leaves, tokens, dollars) and runs no leaf{preview_tools}. Sweep on a cheaper model
+profile (`model=`). A `gate_refused` error carries the plan: narrow the fan-out, pick a cheaper
+profile, or ask the user."#,
             modules = contract.modules.join(", "),
             refused = names(&contract.builtins.refused),
             literal = names(&contract.builtins.literal_attribute_name),
@@ -233,7 +242,33 @@ pick a cheaper profile, or ask the user."#,
             templates = self.templates(),
             tools = self.tools(),
             limits = self.limits(),
+            concurrency = self.limits.max_concurrency,
+            preview_tools = self.preview_tools(),
         )
+    }
+
+    /// What a preview does with `call_tool`: runs the read-only tools for real, gives the
+    /// others a placeholder; nothing when scripts have no tools.
+    fn preview_tools(&self) -> String {
+        let names: Vec<String> = self
+            .read_only_tools
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect();
+        let others = self.code_tools.len() > names.len();
+        let placeholder = "a placeholder (of the tool's declared result shape, else None)";
+        match (names.is_empty(), others) {
+            (true, false) => String::new(),
+            (true, true) => format!("; `call_tool` gets {placeholder}"),
+            (false, false) => format!(
+                "; `call_tool` runs {} for real (they only read)",
+                names.join(", ")
+            ),
+            (false, true) => format!(
+                "; `call_tool` runs {} for real (they only read) and gives other tools {placeholder}",
+                names.join(", ")
+            ),
+        }
     }
 
     fn profiles(&self) -> String {
@@ -424,6 +459,7 @@ mod tests {
             limits: Limits::default(),
             leaves: LeafCatalog::default(),
             code_tools: Vec::new(),
+            read_only_tools: Vec::new(),
         }
     }
 
@@ -466,6 +502,7 @@ mod tests {
                 .with_max_concurrency(4),
             leaves: LeafCatalog::of(&config, &files),
             code_tools: code.specs(),
+            read_only_tools: names(code.read_only_names()),
         }
     }
 
@@ -495,15 +532,70 @@ mod tests {
         }
     }
 
-    /// The root model is told to preview wide fan-outs, to sweep on cheaper profiles, and what
-    /// a gate refusal means.
+    fn names(names: Vec<&str>) -> Vec<String> {
+        names.into_iter().map(str::to_owned).collect()
+    }
+
+    /// The root model is told to preview wide fan-outs — wide meaning the most leaves started
+    /// together against the host's concurrency, not the total — to sweep on cheaper profiles,
+    /// and what a gate refusal means.
     #[test]
     fn the_guidance_asks_for_a_preview_of_wide_fan_outs() {
-        let text = bare().render(false);
-        assert!(text.contains("more leaves than run at once"), "{text}");
-        assert!(text.contains(r#"`"preview": true`"#), "{text}");
-        assert!(text.contains("cheaper model profile"), "{text}");
-        assert!(text.contains("`gate_refused`"), "{text}");
+        let text = bare().render(false).replace('\n', " ");
+        for part in [
+            "Preview a fan-out wider than the 16 leaves that run at once (its widest \
+             `parallel`/`pipeline`, not the total) or over a list you did not write: \
+             `\"preview\": true` returns its plan (leaves, tokens, dollars) and runs no leaf.",
+            "cheaper model profile",
+            "`gate_refused`",
+        ] {
+            assert!(text.contains(part), "{part}\n---\n{text}");
+        }
+        // Scripts without tools hear nothing of what a preview does with them.
+        assert!(!text.contains("for real"), "{text}");
+        let text = equipped(&granted()).render(false);
+        assert!(
+            text.contains("wider than the 4 leaves that run at once"),
+            "{text}"
+        );
+    }
+
+    /// The guidance says which tools a preview runs for real (this host's read-only ones, by
+    /// name) and that the others get a placeholder.
+    #[test]
+    fn the_guidance_says_what_a_preview_does_with_tools() {
+        let text = equipped(&granted()).render(false);
+        let part = "runs no leaf; `call_tool` runs `list_dir`, `read_file` for real (they only \
+                    read) and gives other tools a placeholder (of the tool's declared result \
+                    shape, else None).";
+        assert!(
+            text.replace('\n', " ").contains(part),
+            "{part}\n---\n{text}"
+        );
+        let files = ReadRoots::open(&[granted()]).unwrap().tools();
+        let only_reads = HostFacts {
+            code_tools: files.specs(),
+            read_only_tools: names(files.read_only_names()),
+            ..bare()
+        };
+        let text = only_reads.render(false).replace('\n', " ");
+        assert!(
+            text.contains(
+                "runs no leaf; `call_tool` runs `list_dir`, `read_file` for real (they only read)."
+            ),
+            "{text}"
+        );
+        let mut search = ToolSet::new();
+        search.insert(Arc::new(Search)).unwrap();
+        let none_read_only = HostFacts {
+            code_tools: search.specs(),
+            ..bare()
+        };
+        let text = none_read_only.render(false).replace('\n', " ");
+        assert!(
+            text.contains("runs no leaf; `call_tool` gets a placeholder (of the tool's declared result shape, else None)."),
+            "{text}"
+        );
     }
 
     /// The guidance says what the guest enforces: every module, primitive, `agent()` option

@@ -89,8 +89,8 @@ impl WorkflowTool {
     }
 
     /// Runs a workflow and returns what the root model gets back: the result and a compact
-    /// summary, or an error it can act on; with `preview`, its plan instead (nothing runs and
-    /// nothing is recorded).
+    /// summary, or an error it can act on; with `preview`, its plan instead (no leaf runs, no
+    /// tool but the read-only ones, and nothing is recorded).
     pub async fn execute(&self, input: WorkflowInput) -> WorkflowOutput {
         let preview = input.preview;
         let mut request = RunRequest::new(input.script);
@@ -345,7 +345,7 @@ impl Tool for WorkflowTool {
                     "script": {"type": "string", "description": "The workflow script (Python)."},
                     "args": {"description": "JSON the script reads as `args`."},
                     "thread_id": {"type": "string", "description": "A name for this run (letters, digits, -_.:); naming an earlier run of this conversation resumes it or returns its result."},
-                    "preview": {"type": "boolean", "description": "Return the script's plan instead of running it: leaves, widest fan-out, waves, estimated tokens and dollars per phase and model profile, and warnings. Nothing runs."}
+                    "preview": {"type": "boolean", "description": "Return the script's plan instead of running it: leaves, widest fan-out, waves, estimated tokens and dollars per phase and model profile, and warnings. No leaf runs; read-only tools run for real, other tools get a placeholder."}
                 },
                 "required": ["script"],
                 "additionalProperties": false

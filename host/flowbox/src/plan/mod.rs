@@ -4,12 +4,17 @@
 //! too large ([`GateRefusal`]), and the [`FanoutProfile`] that makes wide fan-outs cheap by
 //! default.
 //!
-//! A projection calls no backend and no tool: every leaf is answered at once with a reply valid
-//! against its schema (as [`FakeBackend`](crate::backends::FakeBackend) answers), every
-//! `call_tool` with `null`, and every leaf counts its estimate's worst case against the
-//! budgets, so caps and budgets refuse in the plan where they would refuse in the run. Control
-//! flow that depends on replies follows the placeholders' path; the plan lists the constructs
-//! that do ([`ReplyDependence`]), loops whose trip count depends on a reply first among them.
+//! A projection calls no backend and no tool not marked read-only: every leaf is answered at
+//! once with a reply valid against its schema (as
+//! [`FakeBackend`](crate::backends::FakeBackend) answers); a `call_tool` of a read-only tool
+//! ([`Tool::read_only`](crate::tools::Tool::read_only): `read_file`, `list_dir`) runs for real,
+//! so a fan-out over a listing plans as wide as it will run; any other tool's call gets a
+//! placeholder valid against its declared result schema
+//! ([`Tool::result_schema`](crate::tools::Tool::result_schema); `null` without one). Every leaf
+//! counts its estimate's worst case against the budgets, so caps and budgets refuse in the plan
+//! where they would refuse in the run. Control flow that depends on replies follows the
+//! placeholders' path; the plan lists the constructs that do ([`ReplyDependence`]), loops whose
+//! trip count depends on a reply first among them.
 //!
 //! Estimates come from the backend ([`LeafBackend::estimate`](crate::LeafBackend::estimate)):
 //! input tokens counted with the model family's public tokenizer where there is one, else

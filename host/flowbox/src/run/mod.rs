@@ -510,8 +510,8 @@ async fn gate(shared: &Shared, request: &RunRequest, thread_id: &str) -> Result<
 }
 
 /// Projects a run of `request` into its plan: the real guest, under the request's limits (or
-/// the runtime's), with every call answered by a placeholder; nothing is journaled, published
-/// or called. `thread_id` seeds the guest's randomness, as it would the run's.
+/// the runtime's), with every call but a read-only tool's answered by a placeholder; nothing is
+/// journaled or published, and nothing that changes anything is called. `thread_id` seeds the guest's randomness, as it would the run's.
 pub(crate) async fn plan(
     shared: &Shared,
     request: &RunRequest,

@@ -125,7 +125,10 @@ impl RuntimeBuilder {
 
     /// The host tools scripts may call directly with `call_tool(name, **arguments)`: a
     /// separate allowlist from the tools leaves may use. Arguments are checked against each
-    /// tool's schema before it runs; calls are journaled like leaves. None by default.
+    /// tool's schema before it runs; calls are journaled like leaves. A plan calls only the
+    /// [read-only](crate::tools::Tool::read_only) ones, and answers the others with a
+    /// placeholder of their [result schema](crate::tools::Tool::result_schema). None by
+    /// default.
     pub fn code_tools(mut self, tools: ToolSet) -> Self {
         self.tools = tools;
         self
@@ -319,7 +322,8 @@ impl Runtime {
 
     /// Plans a run of `request` without making it: the script runs in the real guest, under
     /// the request's limits and the runtime's fan-out profile, against instant placeholder
-    /// leaves, and no backend or tool is called (see [`crate::plan`]). The plan counts its
+    /// leaves; no backend is called, and no tool but the read-only ones, which run for real
+    /// (see [`crate::plan`]). The plan counts its
     /// leaves, fan-outs, waves, tokens and dollars (with [`RuntimeBuilder::prices`]), per
     /// phase and per profile. A script that does not pass its checks is an error, as for a
     /// run; one that fails on the placeholders' path still has a plan, which says where.
