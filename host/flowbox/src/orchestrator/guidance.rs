@@ -223,8 +223,9 @@ script as the hint says and call again. Results over the host's cap come back tr
 only what you need.
 
 Preview a wide fan-out (more leaves than run at once, or one per item of a list you did not
-write): `"preview": true` returns its plan (leaves, tokens, dollars) and runs nothing. Sweep on a
-cheaper model profile (`model=`). A `gate_refused` error carries the plan: narrow the fan-out,
+write): `"preview": true` returns its plan (leaves, tokens, dollars) and runs nothing; show the
+user its `expected_usd`, the likely cost (`usd` is the ceiling gates and budgets check). Sweep on
+a cheaper model profile (`model=`). A `gate_refused` error carries the plan: narrow the fan-out,
 pick a cheaper profile, or ask the user."#,
             modules = contract.modules.join(", "),
             refused = names(&contract.builtins.refused),
@@ -495,8 +496,8 @@ mod tests {
         }
     }
 
-    /// The root model is told to preview wide fan-outs, to sweep on cheaper profiles, and what
-    /// a gate refusal means.
+    /// The root model is told to preview wide fan-outs, which of a plan's dollar figures to show
+    /// a user, to sweep on cheaper profiles, and what a gate refusal means.
     #[test]
     fn the_guidance_asks_for_a_preview_of_wide_fan_outs() {
         let text = bare().render(false);
@@ -504,6 +505,13 @@ mod tests {
         assert!(text.contains(r#"`"preview": true`"#), "{text}");
         assert!(text.contains("cheaper model profile"), "{text}");
         assert!(text.contains("`gate_refused`"), "{text}");
+        // Which dollar figure is which, and which one a user is shown.
+        assert!(
+            text.contains(
+                "show the\nuser its `expected_usd`, the likely cost (`usd` is the ceiling"
+            ),
+            "{text}"
+        );
     }
 
     /// The guidance says what the guest enforces: every module, primitive, `agent()` option
@@ -637,13 +645,13 @@ mod tests {
 
     /// The guidance a host with nothing to offer gets stays about the size it had before it
     /// described its host (15 934 bytes with patterns, 3 744 without): it gained the options,
-    /// the host, the failure reports and the preview of wide fan-outs, and left out the
-    /// pattern of tools it lacks.
+    /// the host, the failure reports, the preview of wide fan-outs and which of a plan's dollar
+    /// figures to show a user, and left out the pattern of tools it lacks.
     #[test]
     fn the_default_guidance_stays_the_size_it_was() {
         let full = bare().render(true).len();
         let short = bare().render(false).len();
-        assert!(full <= 16_800, "{full} bytes");
+        assert!(full <= 16_900, "{full} bytes");
         assert!(short * 2 < full, "{short} of {full} bytes");
     }
 
