@@ -2,7 +2,8 @@
 //! a plan counts what a real run of the same script starts, per profile; it scales with the
 //! args; a gate below it refuses before any backend call; a dollar budget stops at the leaf
 //! that would cross it; `run_workflow` previews; read-only tools run in a plan, others get a
-//! placeholder of their declared shape.
+//! placeholder of their declared shape; the expected cost comes from the journal's replies,
+//! else the default, and never passes the ceiling.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,8 +13,10 @@ use flowbox::backends::{
     AgentConfig, AgentTemplate, CheckedBackend, LeafEstimate, ScriptedBackend,
 };
 use flowbox::orchestrator::WorkflowTool;
-use flowbox::plan::{FanoutProfile, Plan, PriceTable, WarningKind};
-use flowbox::store::{CheckpointStore, MemoryStore};
+use flowbox::plan::{
+    DEFAULT_EXPECTED_OUTPUT_TOKENS, FanoutProfile, Plan, PlanGroup, PriceTable, WarningKind,
+};
+use flowbox::store::{CheckpointStore, MemoryStore, SqliteStore};
 use flowbox::tools::{ToolError, ToolSet};
 use flowbox::{
     BackendError, LeafBackend, LeafReply, LeafRequest, Limits, RunError, RunRequest, Runtime,
@@ -234,6 +237,10 @@ async fn a_gate_below_the_plan_refuses_the_run_before_any_backend_call() {
             Limits::default().with_gate_usd(Some(0.01)),
             "the plan may cost up to $0.2",
         ),
+        (
+            Limits::default().with_gate_usd(Some(0.01)),
+            "(expected ~$0.0",
+        ),
     ] {
         let request = RunRequest::new(script).limits(limits).thread_id("gated");
         let outcome = runtime.run_request(request).await;
@@ -242,12 +249,17 @@ async fn a_gate_below_the_plan_refuses_the_run_before_any_backend_call() {
         };
         assert!(refusal.reason.contains(reason), "{}", refusal.reason);
         assert_eq!(refusal.plan.leaves, 5);
+        // The refused plan carries the expected cost beside the ceiling the gate measured.
+        let expected = refusal.plan.expected_usd.expect("priced");
+        assert!(expected < refusal.plan.usd.unwrap(), "{:?}", refusal.plan);
+        assert_eq!(refusal.plan.expected_from_default, 5);
         assert_eq!(outcome.summary.leaves, 0);
         // Nothing was journaled: the refused run left no thread.
         assert!(store.load("gated").await.unwrap().is_none());
         let json = outcome.to_json();
         assert_eq!(json["error"]["kind"], "gate_refused");
         assert_eq!(json["error"]["plan"]["leaves"], 5);
+        assert_eq!(json["error"]["plan"]["expected_usd"], json!(expected));
     }
 }
 
@@ -421,6 +433,21 @@ async fn preview_through_run_workflow_returns_the_plan_and_runs_nothing() {
     assert_eq!(output["plan"]["leaves"], 3);
     assert_eq!(output["plan"]["profiles"][0]["model"], "gpt-4o");
     assert_eq!(output["plan"]["profiles"][0]["tokenizer"], "o200k_base");
+    // Beside the ceiling, what the leaves will likely cost: with no journal, the default.
+    let plan = &output["plan"];
+    assert_eq!(
+        plan["expected_output_tokens"],
+        3 * DEFAULT_EXPECTED_OUTPUT_TOKENS
+    );
+    assert_eq!(
+        (
+            &plan["expected_from_history"],
+            &plan["expected_from_default"]
+        ),
+        (&json!(0), &json!(3))
+    );
+    assert!(plan["expected_usd"].as_f64().unwrap() < plan["usd"].as_f64().unwrap());
+    assert_eq!(plan["profiles"][0]["expected_from_default"], 3);
     assert!(tool.runs().is_empty(), "a preview is not a run");
 
     // A gate refusal reaches the root model with its plan and a hint.
@@ -617,4 +644,204 @@ return await parallel([lambda h=h: agent(h) for h in hits])
     assert_eq!(ended, run["error"], "{ended}");
     assert_eq!(ended["exception"], "ToolError");
     assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+/// Reviewers that write 180 output tokens and a synthesis that writes 60, as a backend reports
+/// them and the journal records them.
+const MEASURED_REPLIES: &str = r#"{"rules": [
+    {"label": "^review ", "text": "{label}: two nits", "tokens": {"input": 400, "output": 180}},
+    {"label": "^synthesis$", "json": {"verdict": "approve", "summary": "ok"},
+     "tokens": {"input": 300, "output": 60}}
+]}"#;
+
+/// A runtime on `gpt-4o` leaves answering with [`MEASURED_REPLIES`], priced, journaling to
+/// `store` when there is one.
+fn measured(store: Option<Arc<dyn CheckpointStore>>) -> Runtime {
+    let scripted = ScriptedBackend::from_json(MEASURED_REPLIES).unwrap();
+    let mut builder = builder(Arc::new(checked(Arc::new(scripted)))).prices(prices());
+    if let Some(store) = store {
+        builder = builder.shared_store(store);
+    }
+    builder.build().unwrap()
+}
+
+fn review_script() -> String {
+    std::fs::read_to_string(root().join("examples/review.py")).unwrap()
+}
+
+fn expected_of(group: &PlanGroup) -> (u64, u32, u32) {
+    (
+        group.expected_output_tokens,
+        group.expected_from_history,
+        group.expected_from_default,
+    )
+}
+
+/// The dollars of `tokens` output tokens of `gpt-4o` ($10 per million).
+fn gpt_4o_output_usd(tokens: u64) -> f64 {
+    tokens as f64 * 10.0 / 1e6
+}
+
+#[tokio::test]
+async fn the_expected_cost_comes_from_the_journals_replies_else_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn CheckpointStore> =
+        Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap());
+    let runtime = measured(Some(store));
+    let script = review_script();
+    let default = DEFAULT_EXPECTED_OUTPUT_TOKENS;
+
+    // A new journal has seen nothing: every leaf expects the default, well under its ceiling.
+    let fresh = runtime.plan(RunRequest::new(script.clone())).await.unwrap();
+    assert_eq!(
+        (
+            fresh.expected_output_tokens,
+            fresh.expected_from_history,
+            fresh.expected_from_default
+        ),
+        (5 * default, 0, 5)
+    );
+    assert_eq!(fresh.max_output_tokens, 5 * 4096);
+
+    runtime
+        .run(&script, json!({}))
+        .await
+        .result
+        .expect("the review runs");
+
+    // A similar run, of other files: other prompts and labels, the same kinds of leaves.
+    let args = json!({"files": ["a.py", "b.py", "c.py"]});
+    let plan = runtime
+        .plan(RunRequest::new(script.clone()).args(args.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            plan.expected_output_tokens,
+            plan.expected_from_history,
+            plan.expected_from_default
+        ),
+        (3 * 180 + 60, 4, 0)
+    );
+    assert_eq!(expected_of(&plan.phases[0]), (3 * 180, 3, 0));
+    assert_eq!(expected_of(&plan.phases[1]), (60, 1, 0));
+    assert_eq!(expected_of(&plan.profiles[0]), (3 * 180 + 60, 4, 0));
+    // The same input, only the output differs: the dollars differ by its price.
+    let (usd, expected) = (plan.usd.unwrap(), plan.expected_usd.unwrap());
+    let saved = gpt_4o_output_usd(plan.max_output_tokens - plan.expected_output_tokens);
+    assert!((usd - expected - saved).abs() < 1e-9, "{usd} {expected}");
+    let phases: f64 = plan.phases.iter().map(|p| p.expected_usd.unwrap()).sum();
+    assert!((phases - expected).abs() < 1e-9, "{phases} {expected}");
+
+    // Leaves the journal has seen nothing like: another profile's text, a new schema and
+    // label. Each expects the default, held under its ceiling (`yes`/`no` is 5 bytes of JSON).
+    let new = "a = await agent('Name a colour', model='fast', label='colour')\n\
+               b = await agent('Ship it?', schema={'enum': ['yes', 'no']}, label='ask')\n\
+               return [a, b]";
+    let plan = runtime.plan(RunRequest::new(new)).await.unwrap();
+    assert_eq!(
+        (
+            plan.expected_output_tokens,
+            plan.expected_from_history,
+            plan.expected_from_default
+        ),
+        (default + 5, 0, 2)
+    );
+    assert_eq!(plan.max_output_tokens, 4096 + 5);
+
+    // Without a journal there is no history: defaults only.
+    let plan = measured(None)
+        .plan(RunRequest::new(script).args(args))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            plan.expected_output_tokens,
+            plan.expected_from_history,
+            plan.expected_from_default
+        ),
+        (4 * default, 0, 4)
+    );
+    assert!(
+        plan.warnings
+            .iter()
+            .all(|w| w.kind != WarningKind::HistoryUnreadable)
+    );
+}
+
+#[tokio::test]
+async fn the_expected_output_is_never_above_a_leafs_ceiling() {
+    // The journal has seen 180-token reviews; a plan whose leaves may write 100 at most expects
+    // 100 of each.
+    let store: Arc<dyn CheckpointStore> = Arc::new(MemoryStore::new());
+    let runtime = measured(Some(store.clone()));
+    runtime
+        .run(&review_script(), json!({}))
+        .await
+        .result
+        .unwrap();
+    let scripted = ScriptedBackend::from_json(MEASURED_REPLIES).unwrap();
+    let mut config = AgentConfig {
+        model: "gpt-4o".into(),
+        max_tokens: 100,
+        ..AgentConfig::default()
+    };
+    config.profiles.insert("fast".into(), "gpt-4o-mini".into());
+    let capped = builder(Arc::new(CheckedBackend::new(
+        Arc::new(scripted),
+        config,
+        ToolSet::new(),
+    )))
+    .prices(prices())
+    .shared_store(store)
+    .build()
+    .unwrap();
+    let plan = capped.plan(RunRequest::new(review_script())).await.unwrap();
+    assert_eq!(plan.max_output_tokens, 5 * 100);
+    assert_eq!(
+        (plan.expected_output_tokens, plan.expected_from_history),
+        (4 * 100 + 60, 5)
+    );
+    for group in plan.phases.iter().chain(&plan.profiles) {
+        assert!(
+            group.expected_output_tokens <= group.max_output_tokens,
+            "{group:?}"
+        );
+        assert!(group.expected_usd <= group.usd, "{group:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_journal_whose_replies_cannot_be_read_leaves_the_plan_its_defaults_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let store: Arc<dyn CheckpointStore> = Arc::new(SqliteStore::open(&path).unwrap());
+    let runtime = measured(Some(store));
+    runtime
+        .run(&review_script(), json!({}))
+        .await
+        .result
+        .unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE entries SET output_tokens = -5", [])
+        .unwrap();
+    let plan = runtime
+        .plan(RunRequest::new(review_script()))
+        .await
+        .unwrap();
+    assert_eq!(
+        (plan.expected_from_history, plan.expected_from_default),
+        (0, 5)
+    );
+    let warning = plan
+        .warnings
+        .iter()
+        .find(|w| w.kind == WarningKind::HistoryUnreadable)
+        .expect("the plan says why its expected figures are the defaults");
+    assert!(
+        warning.message.contains("its output token count is -5"),
+        "{}",
+        warning.message
+    );
 }

@@ -1,5 +1,6 @@
 //! `flowbox plan SCRIPT`: what a run would do and cost, from a projection against placeholder
-//! leaves; nothing but read-only tools is called and nothing is journaled.
+//! leaves, its expected output learnt from the journal's replies; nothing but read-only tools
+//! is called and nothing is journaled.
 
 use std::path::PathBuf;
 
@@ -9,18 +10,21 @@ use flowbox::RunRequest;
 use flowbox::plan::{Plan, PlanGroup};
 
 use crate::Failure;
-use crate::options::RunOptions;
+use crate::options::{Journal, JournalOptions, RunOptions};
 use crate::options::{build_runtime, read_args};
 
 /// What the estimates are, for the reader of a plan.
 const ESTIMATES: &str = "\
 Estimates: input tokens are each leaf's first turn (system prompt, prompt, tool definitions,
 schema), counted with the model's public tokenizer (o200k_base, cl100k_base) where there is one,
-else approximated at one token per 3 bytes; output tokens are ceilings (the output limit, or the
-longest reply the schema allows), so dollars are an upper bound for one turn per leaf (tool
-turns, repairs and tool results come on top; cached input is not discounted). Leaf replies and
-the results of tools that are not read-only were placeholders (read-only tools ran for real):
-control flow that depends on them followed one path.";
+else approximated at one token per 3 bytes. Expected output (~) is the median reply of leaves
+like it in the journal (same profile and schema shape, else agent type or label), else 300
+tokens, never above the ceiling: the figure to show a person. Ceilings (<=) are the output limit
+or the longest reply the schema allows, so their dollars are an upper bound for one turn per leaf
+(tool turns, repairs and tool results come on top; cached input is not discounted); gates and
+dollar budgets use them. Leaf replies and the results of tools that are not read-only were
+placeholders (read-only tools ran for real): control flow that depends on them followed one
+path.";
 
 /// Arguments of `flowbox plan`.
 #[derive(Debug, Args)]
@@ -36,6 +40,11 @@ pub(crate) struct PlanArgs {
     /// Print exactly one JSON object: {"ok": true, "plan"} (or the usual error object).
     #[arg(long)]
     pub(crate) json: bool,
+    /// Read no journal: every leaf's expected output is the default.
+    #[arg(long)]
+    no_journal: bool,
+    #[command(flatten)]
+    journal: JournalOptions,
     #[command(flatten)]
     options: RunOptions,
 }
@@ -46,7 +55,8 @@ pub(crate) async fn plan(args: PlanArgs) -> Result<u8, Failure> {
         .map_err(Failure::input)?;
     let script_args =
         read_args(args.args.as_deref(), args.args_file.as_deref()).map_err(Failure::input)?;
-    let runtime = build_runtime(&args.options, None)?;
+    let journal = (!args.no_journal).then_some(Journal::Read(&args.journal));
+    let runtime = build_runtime(&args.options, journal)?;
     let limits = args.options.limits().map_err(Failure::input)?;
     let request = RunRequest::new(script).args(script_args).limits(limits);
     let plan = runtime.plan(request).await.map_err(Failure::run)?;
@@ -70,16 +80,22 @@ pub(crate) fn render(plan: &Plan) -> String {
         "plan of {name}: {} leaves, {} tool calls; widest fan-out {} ({} waves at concurrency {})",
         plan.leaves, plan.tool_calls, plan.widest_fanout, plan.waves, plan.max_concurrency
     ));
-    let cost = match (&plan.usd, &plan.prices_written) {
-        (Some(usd), Some(written)) => format!("at most ${usd:.4} (prices written {written})"),
-        (None, Some(written)) => {
+    let cost = match (&plan.expected_usd, &plan.usd, &plan.prices_written) {
+        (Some(expected), Some(usd), Some(written)) => {
+            format!("expected ~${expected:.4}, at most ${usd:.4} (prices written {written})")
+        }
+        (_, _, Some(written)) => {
             format!("unknown: a model has no price (prices written {written})")
         }
         _ => "unknown: no price table (--prices)".to_owned(),
     };
     line(format!(
-        "tokens: ~{} input, at most {} output; cost: {cost}",
-        plan.input_tokens, plan.max_output_tokens
+        "tokens: ~{} input, ~{} output expected (at most {}); cost: {cost}",
+        plan.input_tokens, plan.expected_output_tokens, plan.max_output_tokens
+    ));
+    line(format!(
+        "expected output: from the journal's replies for {} leaves, the default for {}",
+        plan.expected_from_history, plan.expected_from_default
     ));
     line(String::new());
     line(table_header("phase"));
@@ -133,16 +149,23 @@ pub(crate) fn render(plan: &Plan) -> String {
 
 fn table_header(first: &str) -> String {
     format!(
-        "{first:<40} {:>7} {:>8} {:>6} {:>10} {:>11} {:>10}",
-        "leaves", "fan-out", "waves", "input", "output<=", "usd<="
+        "{first:<40} {:>6} {:>7} {:>5} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "leaves", "fan-out", "waves", "input", "output~", "output<=", "usd~", "usd<="
     )
 }
 
 fn table_row(name: &str, group: &PlanGroup) -> String {
-    let usd = group.usd.map_or("?".to_owned(), |usd| format!("{usd:.4}"));
+    let dollars = |usd: Option<f64>| usd.map_or("?".to_owned(), |usd| format!("{usd:.4}"));
     format!(
-        "{name:<40} {:>7} {:>8} {:>6} {:>10} {:>11} {usd:>10}",
-        group.leaves, group.widest_fanout, group.waves, group.input_tokens, group.max_output_tokens
+        "{name:<40} {:>6} {:>7} {:>5} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        group.leaves,
+        group.widest_fanout,
+        group.waves,
+        group.input_tokens,
+        group.expected_output_tokens,
+        group.max_output_tokens,
+        dollars(group.expected_usd),
+        dollars(group.usd)
     )
 }
 

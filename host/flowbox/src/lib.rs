@@ -97,10 +97,10 @@ pub mod store {
     pub use flowbox_store::{
         AgentRequest, BranchFailure, CallErrorKind, CallKind, CallRequest, CheckpointStore, Claim,
         Durability, Entry, EntryOutcome, GroupKind, JournalRecord, Listing, MemoryStore,
-        RecordedOutcome, SCHEMA_VERSION, SqliteStore, StoreError, StoredEvent, StoredThread,
-        ThreadEnd, ThreadHeader, ThreadOverview, ThreadStatus, ThreadSummary, ToolRequest, UtcTime,
-        WorkflowRecord, WorkflowTotals, from_hex, hex, now_unix_ms, now_unix_nanos, sha256_hex,
-        view,
+        RecordedOutcome, ReplySample, SCHEMA_VERSION, SqliteStore, StoreError, StoredEvent,
+        StoredThread, ThreadEnd, ThreadHeader, ThreadOverview, ThreadStatus, ThreadSummary,
+        ToolRequest, UtcTime, WorkflowRecord, WorkflowTotals, from_hex, hex, now_unix_ms,
+        now_unix_nanos, sha256_hex, view,
     };
 }
 

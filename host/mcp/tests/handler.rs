@@ -155,6 +155,42 @@ async fn a_run_answers_with_its_structured_outcome_and_a_listing_shows_it() {
 }
 
 #[tokio::test]
+async fn a_preview_carries_the_expected_output_the_journal_has_seen_beside_the_ceiling() {
+    let mut client = Client::connect(runtime(true)).await;
+    let script = "return await parallel([lambda i=i: agent(f'item {i}') for i in range(3)])";
+    let preview = json!({"script": script, "preview": true});
+    let before = client.call("run_workflow", preview.clone()).await;
+    let plan = &before["structuredContent"]["plan"];
+    assert_eq!(before["structuredContent"]["preview"], true, "{before}");
+    assert_eq!(
+        (
+            &plan["expected_from_history"],
+            &plan["expected_from_default"]
+        ),
+        (&json!(0), &json!(3))
+    );
+    assert_eq!(plan["expected_output_tokens"], 3 * 300);
+    assert!(plan["expected_output_tokens"].as_u64() <= plan["max_output_tokens"].as_u64());
+
+    let ran = client.call("run_workflow", json!({"script": script})).await;
+    assert_eq!(ran["structuredContent"]["ok"], true, "{ran}");
+    let after = client.call("run_workflow", preview).await;
+    let plan = &after["structuredContent"]["plan"];
+    assert_eq!(
+        (
+            &plan["expected_from_history"],
+            &plan["expected_from_default"]
+        ),
+        (&json!(3), &json!(0)),
+        "{plan}"
+    );
+    assert!(
+        plan["expected_output_tokens"].as_u64() < Some(3 * 300),
+        "{plan}"
+    );
+}
+
+#[tokio::test]
 async fn bad_calls_are_errors_the_model_can_act_on() {
     let mut client = Client::connect(runtime(false)).await;
     // A script that fails is a tool result with isError, kind, line and hint.

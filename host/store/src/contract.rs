@@ -358,3 +358,53 @@ pub(crate) async fn claims_are_exclusive(store: &dyn CheckpointStore) {
     drop(held);
     let _after = store.claim("c3").await.unwrap();
 }
+
+pub(crate) async fn recent_replies_are_the_newest_successful_leaves(store: &dyn CheckpointStore) {
+    assert!(store.recent_replies(10).await.unwrap().is_empty());
+    let mut old = header("r-old");
+    old.created_unix_ms -= 10;
+    store.begin(&old).await.unwrap();
+    store.begin(&header("r-new")).await.unwrap();
+    let with_tokens = |seq: u64, tokens: u64| Entry {
+        output_tokens: tokens,
+        ..entry(seq, 0)
+    };
+    store
+        .append("r-old", &[with_tokens(0, 100), with_tokens(1, 110)])
+        .await
+        .unwrap();
+    // Entry 2 failed and entry 3 is a tool call: neither is a leaf's reply.
+    let tool = Entry {
+        request: CallRequest::Tool(ToolRequest {
+            name: "echo".into(),
+            arguments: json!({}),
+        }),
+        ..with_tokens(3, 230)
+    };
+    let new = [
+        with_tokens(0, 200),
+        with_tokens(1, 210),
+        with_tokens(2, 220),
+        tool,
+    ];
+    store.append("r-new", &new).await.unwrap();
+    let replies = store.recent_replies(10).await.unwrap();
+    let seen: Vec<(Option<&str>, bool, u64)> = replies
+        .iter()
+        .map(|r| (r.label.as_deref(), r.schema.is_some(), r.output_tokens))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Some("leaf 0"), false, 200),
+            (Some("leaf 1"), true, 210),
+            (Some("leaf 0"), false, 100),
+            (Some("leaf 1"), true, 110),
+        ]
+    );
+    assert_eq!(replies[1].schema, Some(json!({"type": "string"})));
+    assert_eq!((&replies[0].model, &replies[0].agent_type), (&None, &None));
+    let newest = store.recent_replies(1).await.unwrap();
+    assert_eq!(newest, replies[..1]);
+    assert!(store.recent_replies(0).await.unwrap().is_empty());
+}

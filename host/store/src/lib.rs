@@ -25,6 +25,7 @@ mod error;
 mod events;
 mod memory;
 mod outcome;
+mod replies;
 mod sqlite;
 mod thread;
 mod time;
@@ -41,6 +42,7 @@ pub use memory::MemoryStore;
 pub use outcome::{
     BranchFailure, ErrorInfo, GroupKind, RecordedOutcome, RunErrorClass, RunErrorKind, Summary,
 };
+pub use replies::ReplySample;
 pub use sqlite::{Durability, SqliteStore};
 pub use thread::{
     Listing, StoredThread, ThreadEnd, ThreadHeader, ThreadOverview, ThreadStatus, ThreadSummary,
@@ -142,6 +144,15 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
         &self,
         conversation_id: Option<&str>,
     ) -> Result<Vec<WorkflowRecord>, StoreError>;
+
+    /// Up to `limit` of the newest successful leaf replies of all threads (newest thread
+    /// first), for plans to learn how long replies run: what each asked for that says what
+    /// kind of leaf it was, and the output tokens it used. A record that is not JSON is left
+    /// out (loading its thread reports it). The default keeps no such history and has none.
+    async fn recent_replies(&self, limit: usize) -> Result<Vec<ReplySample>, StoreError> {
+        let _ = limit;
+        Ok(Vec::new())
+    }
 
     /// Whether the store keeps threads' histories of events: a run builds none for a store
     /// that does not (the default).

@@ -4,8 +4,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use crate::{
-    CheckpointStore, Claim, Entry, Listing, StoreError, StoredEvent, StoredThread, ThreadEnd,
-    ThreadHeader, ThreadStatus, ThreadSummary, WorkflowRecord,
+    CheckpointStore, Claim, Entry, Listing, ReplySample, StoreError, StoredEvent, StoredThread,
+    ThreadEnd, ThreadHeader, ThreadStatus, ThreadSummary, WorkflowRecord,
 };
 
 /// A [`CheckpointStore`] in memory, lost with the process.
@@ -181,6 +181,17 @@ impl CheckpointStore for MemoryStore {
             .collect())
     }
 
+    async fn recent_replies(&self, limit: usize) -> Result<Vec<ReplySample>, StoreError> {
+        let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut threads: Vec<&StoredThread> = runs.values().collect();
+        threads.sort_by_key(|run| std::cmp::Reverse(run.header.created_unix_ms));
+        Ok(threads
+            .into_iter()
+            .flat_map(|run| run.entries.iter().filter_map(ReplySample::of))
+            .take(limit)
+            .collect())
+    }
+
     fn keeps_events(&self) -> bool {
         true
     }
@@ -243,5 +254,6 @@ mod tests {
         crate::contract::round_trip(&MemoryStore::new()).await;
         crate::contract::claims_are_exclusive(&MemoryStore::new()).await;
         crate::contract::events_round_trip(&MemoryStore::new()).await;
+        crate::contract::recent_replies_are_the_newest_successful_leaves(&MemoryStore::new()).await;
     }
 }

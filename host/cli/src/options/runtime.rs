@@ -49,6 +49,8 @@ pub(crate) enum Journal<'a> {
     Create(&'a JournalOptions),
     /// A resume's, of this thread: it must exist.
     Existing(&'a JournalOptions, &'a str),
+    /// A plan's: only read, and only if it exists (a plan learns reply lengths from it).
+    Read(&'a JournalOptions),
 }
 
 /// A runtime with these limits, the leaf backend and code-callable tools of `backends`, and
@@ -83,6 +85,11 @@ pub(crate) fn runtime_builder(
         Some(Journal::Create(journal)) => builder = builder.store(journal.create()?),
         Some(Journal::Existing(journal, thread)) => {
             builder = builder.store(journal.existing(thread)?);
+        }
+        Some(Journal::Read(journal)) => {
+            if let Some(store) = journal.read_only()? {
+                builder = builder.store(store);
+            }
         }
         None => {}
     }

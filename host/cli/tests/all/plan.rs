@@ -1,6 +1,11 @@
 //! `flowbox plan`: leaves, waves, tokens and dollars per phase and profile without running; a
-//! granted directory listed for real; the gates that refuse a run by its plan; price tables and
-//! dollar flags that cannot work.
+//! granted directory listed for real; the expected cost beside the ceiling, learnt from the
+//! journal; the gates that refuse a run by its plan; price tables and dollar flags that cannot
+//! work.
+
+use std::process::Output;
+
+use serde_json::Value;
 
 use crate::support::{assert_exit, flowbox, notes_dir, scripted_backend, stdout_json, write_file};
 
@@ -65,6 +70,123 @@ fn plan_shows_leaves_waves_tokens_and_dollars_per_phase_and_profile_without_runn
     assert!(plan["usd"].as_f64().unwrap() > 0.0, "{plan}");
 }
 
+/// Reviewers that write 180 output tokens and a synthesis that writes 60.
+const MEASURED_REPLIES: &str = r#"{"rules": [
+    {"label": "^review ", "text": "{label}: two nits", "tokens": {"input": 400, "output": 180}},
+    {"label": "^synthesis$", "json": {"verdict": "approve", "summary": "ok"},
+     "tokens": {"input": 300, "output": 60}}
+]}"#;
+
+#[test]
+fn plan_expects_the_output_the_journal_recorded_else_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let db = db.to_str().unwrap();
+    let backend = scripted_backend(&dir, "backend.json", MEASURED_REPLIES);
+    let plan = |flags: &[&str]| -> Output {
+        let mut args = vec![
+            "plan",
+            "examples/review.py",
+            "--model",
+            "gpt-4o",
+            "--prices",
+            "examples/prices.json",
+            "--args",
+            r#"{"files": ["a.py", "b.py", "c.py"]}"#,
+        ];
+        args.extend_from_slice(flags);
+        let output = flowbox(&args);
+        assert_exit(&output, 0);
+        output
+    };
+    let plan_json = |flags: &[&str]| -> Value {
+        let mut flags = flags.to_vec();
+        flags.push("--json");
+        stdout_json(&plan(&flags))["plan"].clone()
+    };
+    let expected = |plan: &Value| {
+        (
+            plan["expected_output_tokens"].as_u64().unwrap(),
+            plan["expected_from_history"].as_u64().unwrap(),
+            plan["expected_from_default"].as_u64().unwrap(),
+        )
+    };
+
+    // No journal yet: every leaf expects the default, 300 tokens, under its 4096 ceiling.
+    let fresh = plan_json(&["--db", db]);
+    assert_eq!(expected(&fresh), (4 * 300, 0, 4), "{fresh}");
+    assert_eq!(fresh["max_output_tokens"], 4 * 4096);
+    assert!(fresh["expected_usd"].as_f64().unwrap() < fresh["usd"].as_f64().unwrap());
+
+    let output = flowbox(&[
+        "run",
+        "examples/review.py",
+        "--backend",
+        &backend,
+        "--model",
+        "gpt-4o",
+        "--db",
+        db,
+        "--json",
+    ]);
+    assert_exit(&output, 0);
+
+    // The journal has seen reviews of 180 tokens and a synthesis of 60: a plan of other
+    // files expects those, per phase too.
+    let learnt = plan_json(&["--db", db]);
+    assert_eq!(expected(&learnt), (3 * 180 + 60, 4, 0), "{learnt}");
+    assert_eq!(expected(&learnt["phases"][0]), (3 * 180, 3, 0));
+    assert_eq!(expected(&learnt["phases"][1]), (60, 1, 0));
+    assert_eq!(expected(&learnt["profiles"][0]), (3 * 180 + 60, 4, 0));
+    // Only the output differs from the ceiling: at $10 per million output tokens of gpt-4o.
+    let saved = (4 * 4096 - (3 * 180 + 60)) as f64 * 10.0 / 1e6;
+    let gap = learnt["usd"].as_f64().unwrap() - learnt["expected_usd"].as_f64().unwrap();
+    assert!((gap - saved).abs() < 1e-9, "{learnt}");
+    assert_eq!(learnt["usd"], fresh["usd"], "the ceiling does not learn");
+
+    // Told to read no journal, the plan expects the defaults.
+    assert_eq!(
+        expected(&plan_json(&["--db", db, "--no-journal"])),
+        (4 * 300, 0, 4)
+    );
+
+    // The text shows both figures and where the expected one came from.
+    let text = plan(&["--db", db]).stdout;
+    let text = String::from_utf8_lossy(&text);
+    let usd = |key: &str| format!("{:.4}", learnt[key].as_f64().unwrap());
+    for part in [
+        format!("~600 output expected (at most {})", 4 * 4096),
+        format!(
+            "cost: expected ~${}, at most ${}",
+            usd("expected_usd"),
+            usd("usd")
+        ),
+        "expected output: from the journal's replies for 4 leaves, the default for 0".to_owned(),
+        "output~  output<=     usd~    usd<=".to_owned(),
+    ] {
+        assert!(text.contains(&part), "{part}\n{text}");
+    }
+
+    // A journal that cannot be opened is an error, as for every command that reads one.
+    let output = flowbox(&[
+        "plan",
+        "examples/review.py",
+        "--db",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_exit(&output, 2);
+    let refused = stdout_json(&output);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("it is not a regular file"),
+        "{refused}"
+    );
+    assert_eq!(refused["ok"], false);
+}
+
 #[test]
 fn a_gate_below_the_plan_refuses_the_run_before_any_leaf_with_the_plan() {
     let dir = tempfile::tempdir().unwrap();
@@ -99,6 +221,9 @@ fn a_gate_below_the_plan_refuses_the_run_before_any_leaf_with_the_plan() {
         "{message}"
     );
     assert_eq!(refused["error"]["plan"]["leaves"], 5);
+    // The refused plan carries the expected figures too: a new journal, so the defaults.
+    assert_eq!(refused["error"]["plan"]["expected_output_tokens"], 5 * 300);
+    assert_eq!(refused["error"]["plan"]["expected_from_default"], 5);
     assert!(
         std::fs::read_to_string(&log).unwrap_or_default().is_empty(),
         "a leaf was called"

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::events::leaf_started;
 use super::{Calls, Finished};
 use crate::events::Position;
-use crate::plan::{ProjectedLeaf, Projection, worst_case};
+use crate::plan::{LeafKind, ProjectedLeaf, Projection, worst_case};
 
 /// Why a projected leaf was refused.
 #[derive(Debug, Clone, Copy)]
@@ -63,9 +63,16 @@ impl Calls {
             value: reply.value,
             usage: worst_case(&estimate),
         });
+        let kind = LeafKind::new(
+            estimate.profile.clone(),
+            leaf.schema.as_ref(),
+            leaf.agent_type.clone(),
+            leaf.label.as_deref(),
+        );
         projection.leaves.push(ProjectedLeaf {
             phase: self.phase.clone(),
             estimate,
+            kind,
             round: projection.round,
         });
         self.finished.push_back(Finished {

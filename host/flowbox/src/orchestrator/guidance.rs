@@ -232,9 +232,11 @@ only what you need.
 
 Preview a fan-out wider than the {concurrency} leaves that run at once (its widest
 `parallel`/`pipeline`, not the total) or over a list you did not write: `"preview": true` returns
-its plan (leaves, tokens, dollars) and runs no leaf{preview_tools}. Sweep on a cheaper model
-profile (`model=`). A `gate_refused` error carries the plan: narrow the fan-out, pick a cheaper
-profile, or ask the user."#,
+its plan (leaves, tokens, dollars) and runs no leaf{preview_tools}; show a user its
+`expected_usd`, the likely cost (`usd` is the ceiling gates and budgets check). Sweep on a cheaper
+model profile (`model=`). Show the user the plan and wait, rather than run, when they asked to
+approve costs or a `gate_refused` error came back (it carries the plan): narrow the fan-out, pick
+a cheaper profile, or ask them."#,
             modules = contract.modules.join(", "),
             refused = names(&contract.builtins.refused),
             literal = names(&contract.builtins.literal_attribute_name),
@@ -537,17 +539,20 @@ mod tests {
     }
 
     /// The root model is told to preview wide fan-outs — wide meaning the most leaves started
-    /// together against the host's concurrency, not the total — to sweep on cheaper profiles,
-    /// and what a gate refusal means.
+    /// together against the host's concurrency, not the total —, which of a plan's dollar
+    /// figures to show a user, to sweep on cheaper profiles, and when to stop and show the plan.
     #[test]
     fn the_guidance_asks_for_a_preview_of_wide_fan_outs() {
         let text = bare().render(false).replace('\n', " ");
         for part in [
             "Preview a fan-out wider than the 16 leaves that run at once (its widest \
              `parallel`/`pipeline`, not the total) or over a list you did not write: \
-             `\"preview\": true` returns its plan (leaves, tokens, dollars) and runs no leaf.",
+             `\"preview\": true` returns its plan (leaves, tokens, dollars) and runs no leaf; show \
+             a user its `expected_usd`, the likely cost (`usd` is the ceiling gates and budgets \
+             check).",
             "cheaper model profile",
-            "`gate_refused`",
+            "Show the user the plan and wait, rather than run, when they asked to approve costs \
+             or a `gate_refused` error came back",
         ] {
             assert!(text.contains(part), "{part}\n---\n{text}");
         }
@@ -567,7 +572,7 @@ mod tests {
         let text = equipped(&granted()).render(false);
         let part = "runs no leaf; `call_tool` runs `list_dir`, `read_file` for real (they only \
                     read) and gives other tools a placeholder (of the tool's declared result \
-                    shape, else None).";
+                    shape, else None); show";
         assert!(
             text.replace('\n', " ").contains(part),
             "{part}\n---\n{text}"
@@ -581,7 +586,7 @@ mod tests {
         let text = only_reads.render(false).replace('\n', " ");
         assert!(
             text.contains(
-                "runs no leaf; `call_tool` runs `list_dir`, `read_file` for real (they only read)."
+                "runs no leaf; `call_tool` runs `list_dir`, `read_file` for real (they only read); show"
             ),
             "{text}"
         );
@@ -593,7 +598,7 @@ mod tests {
         };
         let text = none_read_only.render(false).replace('\n', " ");
         assert!(
-            text.contains("runs no leaf; `call_tool` gets a placeholder (of the tool's declared result shape, else None)."),
+            text.contains("runs no leaf; `call_tool` gets a placeholder (of the tool's declared result shape, else None); show"),
             "{text}"
         );
     }
@@ -729,13 +734,13 @@ mod tests {
 
     /// The guidance a host with nothing to offer gets stays about the size it had before it
     /// described its host (15 934 bytes with patterns, 3 744 without): it gained the options,
-    /// the host, the failure reports and the preview of wide fan-outs, and left out the
-    /// pattern of tools it lacks.
+    /// the host, the failure reports, the preview of wide fan-outs and which of a plan's dollar
+    /// figures to show a user, and left out the pattern of tools it lacks.
     #[test]
     fn the_default_guidance_stays_the_size_it_was() {
         let full = bare().render(true).len();
         let short = bare().render(false).len();
-        assert!(full <= 16_800, "{full} bytes");
+        assert!(full <= 16_900, "{full} bytes");
         assert!(short * 2 < full, "{short} of {full} bytes");
     }
 

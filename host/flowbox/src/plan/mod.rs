@@ -22,7 +22,14 @@
 //! leaf's output limit, or the longest reply its schema allows); dollars those tokens at the
 //! table's prices — so a plan's dollars are what the leaves may cost at most on their first
 //! turn, and exactly what a dollar budget reserves for them.
+//!
+//! Beside that ceiling a plan gives what the leaves will likely cost: the same input with the
+//! output tokens expected of each leaf, learnt from the journal's replies of leaves like it,
+//! else a default, never above its ceiling (see [`DEFAULT_EXPECTED_OUTPUT_TOKENS`] and
+//! `expected.rs`). The expected figure is the one to show a person; gates and dollar budgets
+//! use the ceiling.
 
+mod expected;
 mod prices;
 mod report;
 
@@ -32,6 +39,8 @@ use serde::{Deserialize, Serialize};
 
 use flowbox_backends::LeafEstimate;
 
+pub use expected::{DEFAULT_EXPECTED_OUTPUT_TOKENS, REPLY_SAMPLE};
+pub(crate) use expected::{History, LeafKind};
 pub use prices::{Price, PriceError, PriceTable};
 pub(crate) use prices::{picos, usd};
 pub(crate) use report::{Context, worst_case};
@@ -60,8 +69,19 @@ pub struct Plan {
     /// The most output tokens the leaves may write (their output ceilings).
     pub max_output_tokens: u64,
     /// What those tokens cost at most, in dollars; `None` without a price table or when a
-    /// model has no price in it.
+    /// model has no price in it. Gates and dollar budgets use this ceiling.
     pub usd: Option<f64>,
+    /// The output tokens the leaves will likely write: per leaf, what the journal's replies
+    /// of leaves like it say, else [`DEFAULT_EXPECTED_OUTPUT_TOKENS`]; never above its ceiling.
+    pub expected_output_tokens: u64,
+    /// What the leaves will likely cost, in dollars (their input estimates and expected output
+    /// tokens at the table's prices): the figure to show a person. `None` when `usd` is.
+    pub expected_usd: Option<f64>,
+    /// How many leaves' expected output comes from the journal's replies.
+    pub expected_from_history: u32,
+    /// How many leaves' expected output is the default (nothing alike in the journal, or no
+    /// journal).
+    pub expected_from_default: u32,
     /// The date the price table was written, when there is one.
     pub prices_written: Option<String>,
     /// The same figures per phase, in the order the script entered them (leaves before the
@@ -108,6 +128,14 @@ pub struct PlanGroup {
     pub max_output_tokens: u64,
     /// At most, in dollars (`None`: unpriced).
     pub usd: Option<f64>,
+    /// Expected output tokens.
+    pub expected_output_tokens: u64,
+    /// Expected dollars (`None`: unpriced).
+    pub expected_usd: Option<f64>,
+    /// Leaves whose expected output comes from the journal's replies.
+    pub expected_from_history: u32,
+    /// Leaves whose expected output is the default.
+    pub expected_from_default: u32,
     /// The host tools its leaves may use.
     pub tools: Vec<String>,
 }
@@ -154,6 +182,8 @@ pub enum WarningKind {
     ScriptFailed,
     /// Control flow depends on replies: the figures are for the placeholders' path.
     PlaceholderPath,
+    /// The journal's replies could not be read: every expected figure is the default.
+    HistoryUnreadable,
 }
 
 /// A run the pre-launch gate refused: its plan passed [`Limits::gate_leaves`] or
@@ -187,6 +217,8 @@ pub(crate) struct ProjectedLeaf {
     pub phase: Option<String>,
     /// The backend's estimate.
     pub estimate: LeafEstimate,
+    /// What kind of leaf it is, for its expected output.
+    pub kind: LeafKind,
     /// The round it started in: leaves of one round are in flight together.
     pub round: u32,
 }

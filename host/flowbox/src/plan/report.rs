@@ -1,12 +1,13 @@
-//! A projection's leaves summed into a [`Plan`]: totals, per phase and per profile, with the
-//! warnings they call for.
+//! A projection's leaves summed into a [`Plan`]: totals, per phase and per profile — the
+//! ceiling and the expected cost side by side — with the warnings they call for.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use flowbox_backends::Usage;
 
+use super::expected::Expected;
 use super::{
-    FanoutProfile, Plan, PlanGroup, PlanWarning, PriceTable, ProjectedLeaf, Projection,
+    FanoutProfile, History, Plan, PlanGroup, PlanWarning, PriceTable, ProjectedLeaf, Projection,
     ReplyDependence, WarningKind, usd,
 };
 use flowbox_store::ErrorInfo;
@@ -20,6 +21,10 @@ pub(crate) struct Context<'a> {
     pub limits: &'a Limits,
     pub prices: Option<&'a PriceTable>,
     pub fanout: Option<&'a FanoutProfile>,
+    /// The journal's replies, for the expected output.
+    pub history: &'a History,
+    /// Why the journal's replies could not be read, when they could not.
+    pub history_error: Option<String>,
     pub reply_dependent: Vec<ReplyDependence>,
     pub ended: Option<ErrorInfo>,
     pub fuel_used: u64,
@@ -35,12 +40,21 @@ impl Plan {
     pub(crate) fn assemble(projection: Projection, context: Context<'_>) -> Plan {
         let concurrency = context.limits.max_concurrency.max(1);
         let prices = context.prices;
-        let leaves = &projection.leaves;
+        let leaves: Vec<Counted<'_>> = projection
+            .leaves
+            .iter()
+            .map(|leaf| Counted {
+                leaf,
+                expected: context
+                    .history
+                    .expect(&leaf.kind, leaf.estimate.max_output_tokens),
+            })
+            .collect();
         let all = group(String::new(), leaves.iter(), concurrency, prices);
 
         let mut phase_order: Vec<&str> = Vec::new();
         let mut profile_order: BTreeSet<&str> = BTreeSet::new();
-        for leaf in leaves {
+        for Counted { leaf, .. } in &leaves {
             let phase = leaf.phase.as_deref().unwrap_or(NO_PHASE);
             if !phase_order.contains(&phase) {
                 phase_order.push(phase);
@@ -52,7 +66,7 @@ impl Plan {
             .map(|&name| {
                 let members = leaves
                     .iter()
-                    .filter(|leaf| leaf.phase.as_deref().unwrap_or(NO_PHASE) == name);
+                    .filter(|counted| counted.leaf.phase.as_deref().unwrap_or(NO_PHASE) == name);
                 group(name.to_owned(), members, concurrency, prices)
             })
             .collect();
@@ -61,9 +75,9 @@ impl Plan {
             .map(|&name| {
                 let mut members = leaves
                     .iter()
-                    .filter(|leaf| profile_of(leaf) == name)
+                    .filter(|counted| profile_of(counted.leaf) == name)
                     .peekable();
-                let first = members.peek().map(|leaf| &leaf.estimate);
+                let first = members.peek().map(|counted| &counted.leaf.estimate);
                 let model = first.map(|e| e.model.clone());
                 let tokenizer = first.map(|e| e.tokenizer.name());
                 let mut profile = group(name.to_owned(), members, concurrency, prices);
@@ -84,6 +98,10 @@ impl Plan {
             input_tokens: all.input_tokens,
             max_output_tokens: all.max_output_tokens,
             usd: all.usd,
+            expected_output_tokens: all.expected_output_tokens,
+            expected_usd: all.expected_usd,
+            expected_from_history: all.expected_from_history,
+            expected_from_default: all.expected_from_default,
             prices_written: prices.map(|p| p.written().to_owned()),
             phases,
             profiles,
@@ -101,6 +119,12 @@ fn profile_of(leaf: &ProjectedLeaf) -> &str {
     leaf.estimate.profile.as_deref().unwrap_or(DEFAULT_PROFILE)
 }
 
+/// A leaf with its expected output, as the groups count it.
+struct Counted<'a> {
+    leaf: &'a ProjectedLeaf,
+    expected: Expected,
+}
+
 /// How many leaves of each round, by round.
 fn rounds<'a>(leaves: impl Iterator<Item = &'a ProjectedLeaf>) -> BTreeMap<u32, u32> {
     let mut rounds = BTreeMap::new();
@@ -112,25 +136,35 @@ fn rounds<'a>(leaves: impl Iterator<Item = &'a ProjectedLeaf>) -> BTreeMap<u32, 
 
 fn group<'a>(
     name: String,
-    leaves: impl Iterator<Item = &'a ProjectedLeaf> + Clone,
+    leaves: impl Iterator<Item = &'a Counted<'a>> + Clone,
     concurrency: usize,
     prices: Option<&PriceTable>,
 ) -> PlanGroup {
-    let per_round = rounds(leaves.clone());
+    let per_round = rounds(leaves.clone().map(|counted| counted.leaf));
     let concurrency = u32::try_from(concurrency).unwrap_or(u32::MAX);
     let mut tools = BTreeSet::new();
-    let (mut input, mut output, mut count) = (0u64, 0u64, 0u32);
-    let mut picos = Some(0u128);
-    for leaf in leaves {
+    let (mut input, mut output, mut expected_output, mut count) = (0u64, 0u64, 0u64, 0u32);
+    let mut from_history = 0u32;
+    let (mut picos, mut expected_picos) = (Some(0u128), Some(0u128));
+    for &Counted { leaf, expected } in leaves {
         let estimate = &leaf.estimate;
         count += 1;
         input = input.saturating_add(estimate.input_tokens);
         output = output.saturating_add(estimate.max_output_tokens);
+        expected_output = expected_output.saturating_add(expected.output_tokens);
+        from_history += u32::from(expected.from_history);
         tools.extend(estimate.tools.iter().cloned());
-        let cost = prices
-            .and_then(|table| table.price(&estimate.model).ok())
-            .map(|price| price.cost(worst_case(estimate)));
-        picos = picos.zip(cost).map(|(sum, cost)| sum + cost);
+        let price = prices.and_then(|table| table.price(&estimate.model).ok());
+        let likely = Usage {
+            output_tokens: expected.output_tokens,
+            ..worst_case(estimate)
+        };
+        picos = picos
+            .zip(price)
+            .map(|(sum, price)| sum + price.cost(worst_case(estimate)));
+        expected_picos = expected_picos
+            .zip(price)
+            .map(|(sum, price)| sum + price.cost(likely));
     }
     PlanGroup {
         name,
@@ -142,6 +176,10 @@ fn group<'a>(
         input_tokens: input,
         max_output_tokens: output,
         usd: picos.map(usd),
+        expected_output_tokens: expected_output,
+        expected_usd: expected_picos.map(usd),
+        expected_from_history: from_history,
+        expected_from_default: count - from_history,
         tools: tools.into_iter().collect(),
     }
 }
@@ -249,6 +287,15 @@ fn warnings(
                 "on the placeholders' path the script failed{line}: {}; a real run may fail \
                  there too, or its replies may take another path",
                 ended.message
+            ),
+        );
+    }
+    if let Some(error) = &context.history_error {
+        warn(
+            WarningKind::HistoryUnreadable,
+            format!(
+                "the journal's replies could not be read ({error}): every leaf's expected \
+                 output is the default"
             ),
         );
     }

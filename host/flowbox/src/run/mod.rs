@@ -490,7 +490,9 @@ async fn gate(shared: &Shared, request: &RunRequest, thread_id: &str) -> Result<
     if let Some(gate) = gate_usd {
         match plan.usd {
             Some(usd) if usd > gate => reasons.push(format!(
-                "the plan may cost up to ${usd:.4} and the gate admits at most ${gate}"
+                "the plan may cost up to ${usd:.4} (expected ~${:.4}) and the gate admits at \
+                 most ${gate}",
+                plan.expected_usd.unwrap_or(usd)
             )),
             Some(_) => {}
             None => reasons.push(
@@ -573,6 +575,12 @@ pub(crate) async fn plan(
     let reply_dependent = serde_json::from_str(notes.as_deref().unwrap_or("[]"))
         .map_err(|e| RunError::Guest(format!("plan-notes returned invalid JSON: {e}")))?;
     let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
+    // A journal that cannot be read leaves the plan its defaults, and says so.
+    let (history, history_error) =
+        match plan::History::read(shared.store.as_deref(), shared.backend.as_ref()).await {
+            Ok(history) => (history, None),
+            Err(error) => (plan::History::default(), Some(error.to_string())),
+        };
     let ctx = store.data_mut();
     let projection = ctx.calls.take_projection().unwrap_or_default();
     let context = plan::Context {
@@ -580,6 +588,8 @@ pub(crate) async fn plan(
         limits: &limits,
         prices: shared.prices.as_deref(),
         fanout: shared.fanout.as_ref(),
+        history: &history,
+        history_error,
         reply_dependent,
         ended,
         fuel_used,

@@ -37,8 +37,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::{
-    CheckpointStore, Claim, Entry, Listing, StoreError, StoredEvent, StoredThread, ThreadEnd,
-    ThreadHeader, ThreadOverview, WorkflowRecord,
+    CheckpointStore, Claim, Entry, Listing, ReplySample, StoreError, StoredEvent, StoredThread,
+    ThreadEnd, ThreadHeader, ThreadOverview, WorkflowRecord,
 };
 use checkpoints::Checkpointer;
 use error::classify;
@@ -321,6 +321,11 @@ impl CheckpointStore for SqliteStore {
             reads::workflows(connection, path, conversation_id.as_deref())
         })
         .await
+    }
+
+    async fn recent_replies(&self, limit: usize) -> Result<Vec<ReplySample>, StoreError> {
+        self.with(move |connection, path| reads::recent_replies(connection, path, limit))
+            .await
     }
 
     fn keeps_events(&self) -> bool {

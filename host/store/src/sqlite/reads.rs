@@ -1,15 +1,16 @@
 //! The journal's reads, one function per store operation: a thread whole, one thread or every
 //! thread's summary without their completions, one completion, a thread's events (all, or those
-//! of one call), the workflow records.
+//! of one call), the workflow records, a sample of recent leaf replies.
 
 use std::path::Path;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{CachedStatement, Connection, OptionalExtension, Params, Row, params};
 
 use super::error::{classify, corrupt};
 use crate::{
-    CallKind, Entry, EntryOutcome, JournalRecord, Listing, RecordedOutcome, StoreError,
-    StoredEvent, StoredThread, ThreadEnd, ThreadHeader, ThreadOverview, ThreadSummary,
+    CallKind, Entry, EntryOutcome, JournalRecord, Listing, RecordedOutcome, ReplySample,
+    StoreError, StoredEvent, StoredThread, ThreadEnd, ThreadHeader, ThreadOverview, ThreadSummary,
     WorkflowRecord,
 };
 
@@ -553,4 +554,68 @@ fn event_rows(
         events.push(StoredEvent { seq, kind, event });
     }
     Ok(events)
+}
+
+/// Up to `limit` of the newest successful leaf replies: the threads newest first (by their
+/// age index, so only the rows returned are read), the fields of each request taken out in
+/// SQL (its prompt never leaves SQLite). Rows that are not JSON are left out.
+pub(super) fn recent_replies(
+    connection: &Connection,
+    path: &Path,
+    limit: usize,
+) -> Result<Vec<ReplySample>, StoreError> {
+    // `CROSS JOIN` keeps `runs` the outer loop, walked in its age index's order, so the
+    // statement sorts one thread's entries at a time and stops after `limit` rows, instead of
+    // sorting every entry of the journal.
+    let mut statement = connection
+        .prepare_cached(
+            "SELECT e.thread_id, e.seq, e.handle, e.output_tokens, e.request ->> '$.model',
+                 e.request ->> '$.agent_type', e.request ->> '$.label', e.request -> '$.schema'
+             FROM runs r CROSS JOIN entries e ON e.thread_id = r.thread_id
+             WHERE e.kind = 'agent'
+                 AND CASE WHEN json_valid(e.request) AND json_valid(e.outcome)
+                     THEN e.outcome ->> '$.status' = 'ok' ELSE 0 END
+             ORDER BY r.created_unix_ms DESC, e.seq
+             LIMIT ?1",
+        )
+        .map_err(|e| classify(path, e))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = statement
+        .query_map([limit], |row| {
+            let text = |index: usize| -> rusqlite::Result<Option<String>> {
+                Ok(match row.get_ref(index)? {
+                    ValueRef::Text(text) => Some(String::from_utf8_lossy(text).into_owned()),
+                    _ => None,
+                })
+            };
+            Ok((
+                row.get::<_, String>(0)?,
+                [row.get::<_, i64>(1)?, row.get(2)?, row.get(3)?],
+                [text(4)?, text(5)?, text(6)?, text(7)?],
+            ))
+        })
+        .map_err(|e| classify(path, e))?;
+    let mut replies = Vec::new();
+    for row in rows {
+        let (thread_id, [seq, handle, output], [model, agent_type, label, schema]) =
+            row.map_err(|e| classify(path, e))?;
+        let position =
+            |what: &str, value: i64| count(path, &thread_id, JournalRecord::Counters, what, value);
+        let record = JournalRecord::Entry {
+            seq: position("an entry's sequence number", seq)?,
+            call: position("an entry's call number", handle)?,
+        };
+        let schema: Option<serde_json::Value> = match schema.as_deref() {
+            None | Some("null") => None,
+            Some(text) => Some(decode(path, &thread_id, record, text)?),
+        };
+        replies.push(ReplySample {
+            model,
+            agent_type,
+            label,
+            schema,
+            output_tokens: count(path, &thread_id, record, "its output token count", output)?,
+        });
+    }
+    Ok(replies)
 }

@@ -22,6 +22,8 @@ async fn keeps_the_store_contract() {
     crate::contract::round_trip(&store).await;
     crate::contract::claims_are_exclusive(&store).await;
     crate::contract::events_round_trip(&store).await;
+    let fresh = SqliteStore::open(dir.path().join("replies.db")).unwrap();
+    crate::contract::recent_replies_are_the_newest_successful_leaves(&fresh).await;
 }
 
 #[tokio::test]
@@ -798,4 +800,43 @@ async fn a_reader_tells_a_claimed_thread_from_a_stopped_one() {
     drop(held);
     assert!(!reader.is_claimed("t"), "its run stopped: resumable");
     let _again = writer.claim("t").await.unwrap();
+}
+
+#[tokio::test]
+async fn the_reply_sample_leaves_out_rows_that_are_not_json_and_names_a_bad_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("journal.db")).unwrap();
+    store.begin(&header("t")).await.unwrap();
+    store
+        .append("t", &[entry(0, 0), entry(1, 0)])
+        .await
+        .unwrap();
+    let sql = |statement: &str| {
+        store
+            .connection
+            .lock()
+            .unwrap()
+            .execute(statement, [])
+            .unwrap()
+    };
+    let labels = |replies: Vec<crate::ReplySample>| -> Vec<Option<String>> {
+        replies.into_iter().map(|reply| reply.label).collect()
+    };
+    assert_eq!(
+        labels(store.recent_replies(10).await.unwrap()),
+        [Some("leaf 0".to_owned()), Some("leaf 1".to_owned())]
+    );
+    sql("UPDATE entries SET request = '{\"kind\": \"agent\", ' WHERE seq = 0");
+    sql("UPDATE entries SET outcome = 'not json' WHERE seq = 1");
+    assert!(store.recent_replies(10).await.unwrap().is_empty());
+    sql("UPDATE entries SET outcome = '{\"status\":\"ok\",\"value\":\"1\"}', output_tokens = -5");
+    let error = store.recent_replies(10).await.unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            StoreError::CorruptRecord { thread_id, record: JournalRecord::Entry { seq: 1, call: 2 }, detail, .. }
+                if thread_id == "t" && detail == "its output token count is -5"
+        ),
+        "{error}"
+    );
 }
