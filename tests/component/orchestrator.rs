@@ -297,7 +297,7 @@ async fn the_guidance_names_exactly_what_each_host_has() {
     let what_it_has = [
         "- `deep`: slow, for judgement\n- `fast`: cheap, for sweeps\n",
         "- `critic`: finds the weak points of a draft (profile `deep`; no tools)",
-        "- `list_dir(path: string)` [leaves, call_tool]: List a directory.",
+        "- `list_dir(path: string)` [leaves, call_tool]: List a directory, one level (it does not recurse).",
         "- `read_file(path: string)` [leaves, call_tool]: Read a UTF-8 text file. `path` \
          starts with a granted directory's name (docs)",
         "Returns {\"path\", \"content\"",

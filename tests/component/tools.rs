@@ -229,3 +229,54 @@ except ToolCapExceeded as e:
     );
     assert_eq!(outcome.summary.tools_called, 1);
 }
+
+/// The failures a script may catch name their kind as the guidance says, and none of them is
+/// retryable: a tool that fails (`tool`), the tool-call and leaf caps, a spent token budget.
+#[tokio::test]
+async fn each_failure_a_script_catches_has_the_kind_the_guidance_names() {
+    let (_base, tools) = notes();
+    let limits = flowbox::Limits::default()
+        .with_max_agents(1)
+        .with_max_tool_calls(2);
+    let rt = Runtime::builder()
+        .shared_backend(Arc::new(FakeBackend::new()) as Arc<dyn LeafBackend>)
+        .code_tools(tools)
+        .limits(limits)
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap();
+    let script = r#"
+seen = []
+async def probe(call):
+    try:
+        await call()
+    except (AgentError, ToolError) as e:
+        seen.append([type(e).__name__, e.kind, e.retryable])
+await probe(lambda: call_tool("read_file", path="notes/missing.txt"))
+await probe(lambda: call_tool("list_dir", path="notes"))
+await probe(lambda: call_tool("list_dir", path="notes"))
+await probe(lambda: agent("one"))
+await probe(lambda: agent("two"))
+return seen
+"#;
+    let outcome = rt.run(script, json!({})).await;
+    assert_eq!(
+        outcome.result.unwrap(),
+        json!([
+            ["ToolError", "tool", false],
+            ["ToolCapExceeded", "tool_cap_exceeded", false],
+            ["AgentCapExceeded", "agent_cap_exceeded", false]
+        ])
+    );
+    let budget = Runtime::builder()
+        .shared_backend(Arc::new(FakeBackend::new()) as Arc<dyn LeafBackend>)
+        .limits(flowbox::Limits::default().with_budget_tokens(Some(1)))
+        .cache_dir(root().join("target").join("flowbox-cache"))
+        .build()
+        .unwrap();
+    let script = "await agent('one')\ntry:\n    await agent('two')\nexcept BudgetExceeded as e:\n    return [e.kind, e.retryable, isinstance(e, AgentError)]\n";
+    assert_eq!(
+        budget.run(script, json!({})).await.result.unwrap(),
+        json!(["budget_exceeded", false, true])
+    );
+}

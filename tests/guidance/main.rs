@@ -4,7 +4,9 @@
 //! - `task.md` — the task, as the root model would get it;
 //! - `host.json` — the host it runs on: `profiles` and `agent_types` (as `--profiles` and
 //!   `--agent-types` files take them), `files` (path → text, each path's first part a granted
-//!   directory) and `limits` (any subset of `Limits`); all optional;
+//!   directory), `limits` (any subset of `Limits`) and `preview` (`true`: the script's plan must
+//!   start as many leaves as its run, as a preview the guidance asks for would show); all
+//!   optional;
 //! - `workflow.py` — the reference script, written from that host's guidance alone; or, for a
 //!   task the guidance says to answer without a workflow, `direct.md`, the direct answer;
 //! - `args.json` — the script's args (default `{}`).
@@ -41,6 +43,7 @@ struct Host {
     agent_types: BTreeMap<String, AgentTemplate>,
     files: BTreeMap<String, String>,
     limits: Limits,
+    preview: bool,
 }
 
 impl Host {
@@ -63,6 +66,7 @@ impl Host {
             agent_types: part!("agent_types"),
             files: part!("files"),
             limits: part!("limits"),
+            preview: part!("preview"),
         };
         match fields.keys().next() {
             Some(key) => Err(format!("host.json: unknown key {key:?}").into()),
@@ -145,6 +149,7 @@ fn named(script: &str) -> Vec<String> {
 fn check(case: &Path, show: bool) -> Result<(), Failed> {
     let read = |name: &str| std::fs::read_to_string(case.join(name));
     let host = Host::read(case)?;
+    let preview = host.preview;
     let base = tempfile::tempdir().map_err(|e| e.to_string())?;
     let runtime = runtime(host, base.path())?;
     let guidance = Guidance::new(&runtime);
@@ -181,12 +186,30 @@ fn check(case: &Path, show: bool) -> Result<(), Failed> {
             .check(&script)
             .await
             .map_err(|e| format!("check: {e}"))?;
-        Ok::<_, String>(
-            runtime
-                .run_request(RunRequest::new(script).args(args))
-                .await,
-        )
+        let plan = if preview {
+            let plan = runtime
+                .plan(RunRequest::new(script.clone()).args(args.clone()))
+                .await
+                .map_err(|e| format!("plan: {e}"))?;
+            Some(plan.leaves)
+        } else {
+            None
+        };
+        let outcome = runtime
+            .run_request(RunRequest::new(script).args(args))
+            .await;
+        Ok::<_, String>((plan, outcome))
     })?;
+    let (planned, outcome) = outcome;
+    if let Some(planned) = planned
+        && planned != outcome.summary.leaves
+    {
+        return Err(format!(
+            "the preview planned {planned} leaves, the run started {}",
+            outcome.summary.leaves
+        )
+        .into());
+    }
     let summary = &outcome.summary;
     match &outcome.result {
         Err(error) => Err(format!("the run failed: {error}\nlogs: {:?}", summary.logs).into()),

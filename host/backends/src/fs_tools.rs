@@ -227,7 +227,7 @@ impl Tool for ListDir {
         ToolSpec {
             name: "list_dir".into(),
             description: format!(
-                "List a directory. `path` is \".\" for the granted directories ({}), or starts \
+                "List a directory, one level (it does not recurse). `path` is \".\" for the granted directories ({}), or starts \
                  with one of their names, such as \"{}\". Returns {{\"path\", \"entries\": \
                  [{{\"name\", \"kind\" (\"file\", \"dir\", \"symlink\" or \"unknown\"), \"bytes\" (files \
                  only)}}], \"truncated\"}}: the first {MAX_DIR_ENTRIES} entries by name; an \

@@ -566,7 +566,10 @@ async fn an_instance_id_shares_one_conversation_per_run() {
     let backend = AgentBackend::new(model.clone(), config(), ToolSet::new());
     let mut one = request(json!("q1"));
     one.instance_id = Some("writer".into());
+    one.instruction = Some("Write in French.".into());
     backend.call(&one).await.unwrap();
+    // The second call repeats no instruction: the conversation keeps the exchange, not the
+    // first call's options.
     let mut two = request(json!("q2"));
     two.instance_id = Some("writer".into());
     backend.call(&two).await.unwrap();
@@ -585,6 +588,8 @@ async fn an_instance_id_shares_one_conversation_per_run() {
             Message::User { text: "q2".into() },
         ]
     );
+    assert!(sent[0].system.contains("Write in French."));
+    assert!(!sent[1].system.contains("Write in French."));
     assert_eq!(sent[2].messages.len(), 1);
     backend.run_finished("t");
     assert!(
