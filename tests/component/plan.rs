@@ -489,6 +489,54 @@ async fn a_script_that_fails_on_the_placeholders_path_still_has_a_plan_saying_wh
     assert_eq!(error.kind().as_str(), "forbidden");
 }
 
+/// A phase `meta` declares that the plan never entered (the placeholders' path skipped it) is
+/// a warning naming it; a plan that enters every declared phase has none.
+#[tokio::test]
+async fn a_declared_phase_the_plan_never_entered_is_a_warning() {
+    let runtime = flowbox_tests::runtime();
+    let script = r#"
+meta = {"name": "triage", "description": "d",
+        "phases": [{"title": "decide"}, {"title": "escalate"}, {"title": "close"}]}
+async def main():
+    phase("decide")
+    verdict = await agent("decide", schema={"type": "object", "required": ["urgent"],
+                                              "properties": {"urgent": {"type": "boolean"}}})
+    if verdict["urgent"] is True and verdict["urgent"] is not False:
+        phase("escalate")
+        return await agent("page the on-call")
+    phase("close")
+    return "closed"
+"#;
+    let plan = runtime.plan(RunRequest::new(script)).await.unwrap();
+    let skipped: Vec<&str> = plan
+        .warnings
+        .iter()
+        .filter(|w| w.kind == WarningKind::PhaseNotEntered)
+        .map(|w| w.message.as_str())
+        .collect();
+    assert_eq!(skipped.len(), 1, "{:?}", plan.warnings);
+    let entered: Vec<&str> = plan.phases.iter().map(|p| p.name.as_str()).collect();
+    let missing = if entered.contains(&"escalate") {
+        "\"close\""
+    } else {
+        "\"escalate\""
+    };
+    assert!(skipped[0].contains(missing), "{skipped:?} {entered:?}");
+    let linear = "meta = {\"name\": \"n\", \"description\": \"d\", \"phases\": \
+                  [{\"title\": \"a\"}, {\"title\": \"b\"}]}\n\
+                  async def main():\n    phase(\"a\")\n    x = await agent(\"x\")\n    \
+                  phase(\"b\")\n    return x\n";
+    let plan = runtime.plan(RunRequest::new(linear)).await.unwrap();
+    assert!(
+        !plan
+            .warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::PhaseNotEntered),
+        "{:?}",
+        plan.warnings
+    );
+}
+
 /// A directory `notes` with `n` files (and a subdirectory, which is no file to review), granted
 /// as the runtime's code tools.
 fn granted_notes(n: usize) -> (tempfile::TempDir, ToolSet) {

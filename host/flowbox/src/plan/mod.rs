@@ -184,6 +184,9 @@ pub enum WarningKind {
     PlaceholderPath,
     /// The journal's replies could not be read: every expected figure is the default.
     HistoryUnreadable,
+    /// A phase `meta` declares that the plan never entered: its leaves, if a run enters it,
+    /// are not in the figures.
+    PhaseNotEntered,
 }
 
 /// A run the pre-launch gate refused: its plan passed [`Limits::gate_leaves`] or

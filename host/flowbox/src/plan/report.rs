@@ -28,6 +28,10 @@ pub(crate) struct Context<'a> {
     pub reply_dependent: Vec<ReplyDependence>,
     pub ended: Option<ErrorInfo>,
     pub fuel_used: u64,
+    /// The phases `meta` declares, when it declares them.
+    pub declared_phases: Option<Vec<String>>,
+    /// The phases the script entered on the placeholders' path.
+    pub entered_phases: Vec<String>,
 }
 
 /// The profile name of the backend's default model.
@@ -296,6 +300,24 @@ fn warnings(
             format!(
                 "the journal's replies could not be read ({error}): every leaf's expected \
                  output is the default"
+            ),
+        );
+    }
+    let skipped: Vec<String> = context
+        .declared_phases
+        .iter()
+        .flatten()
+        .filter(|declared| !context.entered_phases.contains(declared))
+        .map(|declared| format!("{declared:?}"))
+        .collect();
+    if !skipped.is_empty() {
+        warn(
+            WarningKind::PhaseNotEntered,
+            format!(
+                "meta declares phase(s) {} that the plan never entered: a run that enters them \
+                 (on other replies, or past where the plan ended) starts leaves these figures \
+                 leave out",
+                skipped.join(", ")
             ),
         );
     }

@@ -593,6 +593,8 @@ pub(crate) async fn plan(
         reply_dependent,
         ended,
         fuel_used,
+        declared_phases: ctx.record.declared_phases.take(),
+        entered_phases: std::mem::take(&mut ctx.record.phases),
     };
     let plan = plan::Plan::assemble(projection, context);
     // As a run's: unmapping the guest's memory is not the caller's wait.
