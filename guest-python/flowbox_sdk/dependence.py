@@ -4,11 +4,13 @@ matters — most of all for loops whose trip count a reply decides.
 
 The analysis is static and deliberately generous: a name is reply-dependent when anything it is
 assigned from is (an `await`, a primitive's result, another such name, a call of a function
-that returns one), without regard to scope or order; a function parameter is when a call passes
-it such a value, and a pipeline stage's first parameter always is. A construct is reported when
-its condition (or iterable: a comprehension's too, which may size a fan-out) depends on a
-reply, and a loop also when a `break` or `return`
-under such a condition ends it.
+that returns one), without regard to order; a function parameter is when any call passes it
+such a value, and a pipeline stage's first parameter always is. Names keep Python's scopes: a
+function's (or lambda's) parameters and the names its own body binds, short of its `global`
+and `nonlocal` ones, are its own; any other name is the enclosing function's or the module's
+(comprehensions and class bodies are not scopes here). A construct is reported when its
+condition (or iterable: a comprehension's too, which may size a fan-out) depends on a reply,
+and a loop also when a `break` or `return` under such a condition ends it.
 """
 
 import ast
@@ -25,6 +27,9 @@ _FILLING = frozenset({"append", "extend", "insert", "add", "update", "setdefault
 # Nodes are told apart by their exact type, as in `script.child_nodes` (cheaper than
 # `isinstance` in the guest; the tree is the parser's).
 _FUNCTIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef})
+_SCOPES = frozenset({ast.Lambda} | _FUNCTIONS)
+# A function's body: every statement class derives from `ast.stmt` directly.
+_STATEMENTS = frozenset(ast.stmt.__subclasses__())
 _FOR_LOOPS = frozenset({ast.For, ast.AsyncFor})
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp})
 _TARGET_ASSIGNMENTS = frozenset({ast.AugAssign, ast.AnnAssign, ast.NamedExpr})
@@ -37,34 +42,38 @@ _FLOWING = frozenset(
 # What has a `break` or `return` of its own.
 _NESTED = frozenset({ast.While, ast.Lambda} | _FOR_LOOPS | _FUNCTIONS)
 _EXITS = frozenset({ast.Break, ast.Return})
+# What binds a name of its own beside `ast.Name` (in a store or del context).
+_IMPORTS = frozenset({ast.Import, ast.ImportFrom})
+_NAMED_BINDINGS = frozenset({ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar})
 
 
 def reply_dependence(tree: ast.Module) -> list:
     """The reply-dependent constructs of `tree`, by line: dicts with `line`, `construct` and
     `loop_trip_count`."""
-    nodes = walk(tree)
-    tainted = _tainted_names(nodes)
+    scoped = _scoped_nodes(tree)
+    keys = _name_keys(scoped)
+    tainted = _tainted_names(scoped, keys)
     found = []
-    for node in nodes:
+    for node, _ in scoped:
         kind = type(node)
         if kind is ast.While:
-            if _depends(node.test, tainted) or _exits_on_reply(node, tainted):
+            if _depends(node.test, tainted, keys) or _exits_on_reply(node, tainted, keys):
                 found.append((node.lineno, "while", True))
         elif kind in _FOR_LOOPS:
-            if _depends(node.iter, tainted) or _exits_on_reply(node, tainted):
+            if _depends(node.iter, tainted, keys) or _exits_on_reply(node, tainted, keys):
                 found.append((node.lineno, "for", True))
         elif kind in _COMPREHENSIONS:
             # How many items (a fan-out's width, say) a reply decides.
-            if any(_depends(generator.iter, tainted) for generator in node.generators):
+            if any(_depends(generator.iter, tainted, keys) for generator in node.generators):
                 found.append((node.lineno, "comprehension", True))
         elif kind is ast.If:
-            if _depends(node.test, tainted):
+            if _depends(node.test, tainted, keys):
                 found.append((node.lineno, "if", False))
         elif kind is ast.IfExp:
-            if _depends(node.test, tainted):
+            if _depends(node.test, tainted, keys):
                 found.append((node.lineno, "conditional expression", False))
         elif kind is ast.Match:
-            if _depends(node.subject, tainted):
+            if _depends(node.subject, tainted, keys):
                 found.append((node.lineno, "match", False))
     found.sort()
     return [
@@ -73,50 +82,118 @@ def reply_dependence(tree: ast.Module) -> list:
     ]
 
 
-def _depends(node: ast.AST, tainted: set) -> bool:
+def _scoped_nodes(tree: ast.Module) -> list:
+    """Every node of `tree` as (node, scope), `scope` the innermost function or lambda whose
+    body holds it (None: the module). A function's decorators, defaults and annotations are
+    its enclosing scope's."""
+    scoped = [(tree, None)]
+    for node, scope in scoped:
+        kind = type(node)
+        if kind in _FUNCTIONS:
+            for child in child_nodes(node):
+                scoped.append((child, node if type(child) in _STATEMENTS else scope))
+        elif kind is ast.Lambda:
+            for child in child_nodes(node):
+                scoped.append((child, node if child is node.body else scope))
+        else:
+            for child in child_nodes(node):
+                scoped.append((child, scope))
+    return scoped
+
+
+def _name_keys(scoped: list) -> dict:
+    """The key of every `ast.Name` in `scoped` (and of every function's name, by its
+    definition), which tells its scope: (function, name) for a name local to a function, the
+    name itself for the module's. Flows and taint are by key, so each scope has its own."""
+    parents = {}
+    bound = {}
+    declared = {}
+    global_names = {}
+    for node, scope in scoped:
+        kind = type(node)
+        if kind in _SCOPES:
+            parents[node] = scope
+            bound[node] = set(_parameters(node, everything=True))
+        if scope is None:
+            continue
+        if kind is ast.Name:
+            if type(node.ctx) is not ast.Load:
+                bound[scope].add(node.id)
+        elif kind in _FUNCTIONS or kind in _NAMED_BINDINGS:
+            if node.name is not None:
+                bound[scope].add(node.name)
+        elif kind in _IMPORTS:
+            for alias in node.names:
+                bound[scope].add(alias.asname or alias.name.partition(".")[0])
+        elif kind is ast.MatchMapping:
+            if node.rest is not None:
+                bound[scope].add(node.rest)
+        elif kind is ast.Nonlocal:
+            declared.setdefault(scope, set()).update(node.names)
+        elif kind is ast.Global:
+            declared.setdefault(scope, set()).update(node.names)
+            global_names.setdefault(scope, set()).update(node.names)
+    for scope, names in declared.items():
+        bound[scope] -= names
+    keys = {}
+    for node, scope in scoped:
+        kind = type(node)
+        if kind is ast.Name or kind in _FUNCTIONS:
+            name = node.id if kind is ast.Name else node.name
+            # Outwards to the scope that binds it; a `global` one goes to the module.
+            while scope is not None and name not in bound[scope]:
+                scope = None if name in global_names.get(scope, ()) else parents[scope]
+            keys[node] = name if scope is None else (scope, name)
+    return keys
+
+
+def _depends(node: ast.AST, tainted: set, keys: dict) -> bool:
     """Whether evaluating `node` may read a reply."""
-    awaits, names = _reads(node)
+    awaits, names = _reads(node, keys)
     return awaits or not (names.isdisjoint(tainted) and names.isdisjoint(_PRIMITIVES))
 
 
-def _reads(node: ast.AST) -> tuple:
-    """Whether `node` awaits anything, and the names it reads or writes."""
+def _reads(node: ast.AST, keys: dict) -> tuple:
+    """Whether `node` awaits anything, and the keys of the names it reads or writes."""
     names = set()
     for child in walk(node):
         kind = type(child)
         if kind is ast.Await:
             return True, names
         if kind is ast.Name:
-            names.add(child.id)
+            names.add(keys[child])
     return False, names
 
 
-def _stored_names(target: ast.AST) -> list:
-    return [child.id for child in walk(target) if type(child) is ast.Name]
+def _stored_names(targets: list, keys: dict) -> list:
+    return [keys[child] for target in targets for child in walk(target) if type(child) is ast.Name]
 
 
-def _parameters(function) -> list:
+def _parameters(function, everything: bool = False) -> list:
+    """The names a call can pass `function` one by one; `everything`: its `*` and `**` too."""
     arguments = function.args
-    return [a.arg for a in arguments.posonlyargs + arguments.args] + [
+    names = [a.arg for a in arguments.posonlyargs + arguments.args] + [
         a.arg for a in arguments.kwonlyargs
     ]
+    if everything:
+        names.extend(a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None)
+    return names
 
 
-def _tainted_names(nodes: list) -> set:
-    """The reply-dependent names, from every node of the tree: a fixed point over the tree's
-    flows, each a set of names taking what a value holds, which are found once."""
+def _tainted_names(scoped: list, keys: dict) -> set:
+    """The keys of the reply-dependent names, from every node of the tree: a fixed point over
+    the tree's flows, each a set of names taking what a value holds, which are found once."""
     functions = {}
-    for node in nodes:
+    for node, _ in scoped:
         if type(node) in _FUNCTIONS:
-            functions.setdefault(node.name, []).append(node)
+            functions.setdefault(keys[node], []).append(node)
     # (names, None) always take a reply; (names, (awaits, read)) when the value awaits or
     # reads a reply-dependent name or a primitive.
     flows = []
-    for node in nodes:
+    for node, _ in scoped:
         if type(node) in _FLOWING:
-            for targets, value in _flows(node, functions):
-                names = [name for target in targets for name in _stored_names(target)]
-                flows.append((names, None if value is None else _reads(value)))
+            for names, value in _flows(node, functions, keys):
+                flows.append((names, None if value is None else _reads(value, keys)))
     tainted = set()
     changed = True
     while changed:
@@ -132,69 +209,71 @@ def _tainted_names(nodes: list) -> set:
     return tainted
 
 
-def _flows(node: ast.AST, functions: dict):
-    """(targets, value) pairs: `targets` take what `value` holds (`value` None: always)."""
+
+def _flows(node: ast.AST, functions: dict, keys: dict):
+    """(names, value) pairs: the keys `names` take what `value` holds (`value` None: always)."""
     kind = type(node)
     if kind is ast.Assign:
-        yield node.targets, node.value
+        yield _stored_names(node.targets, keys), node.value
     elif kind in _TARGET_ASSIGNMENTS:
         if node.value is not None:
-            yield [node.target], node.value
+            yield _stored_names([node.target], keys), node.value
     elif kind in _ITERATIONS:
-        yield [node.target], node.iter
+        yield _stored_names([node.target], keys), node.iter
     elif kind in _WITHS:
         for item in node.items:
             if item.optional_vars is not None:
-                yield [item.optional_vars], item.context_expr
+                yield _stored_names([item.optional_vars], keys), item.context_expr
     elif kind in _FUNCTIONS:
         # A function returning a reply makes its calls replies.
         for child in walk(node):
             if type(child) is ast.Return and child.value is not None:
-                yield [ast.Name(id=node.name)], child.value
+                yield [keys[node]], child.value
     elif kind is ast.Call:
-        yield from _call_flows(node, functions)
+        yield from _call_flows(node, functions, keys)
 
 
-def _call_flows(call: ast.Call, functions: dict):
+def _call_flows(call: ast.Call, functions: dict, keys: dict):
     func = call.func
     if type(func) is ast.Attribute and func.attr in _FILLING:
         # `items.append(reply)` fills `items` with it.
         for argument in call.args:
-            yield [func.value], argument
-    if type(func) is ast.Name and func.id == "pipeline":
+            yield _stored_names([func.value], keys), argument
+    if type(func) is not ast.Name:
+        return
+    if func.id == "pipeline":
         # A stage's first parameter is the previous stage's reply.
         for stage in call.args[1:]:
-            for function in _callables(stage, functions):
+            for function in _callables(stage, functions, keys):
                 parameters = _parameters(function)
                 if parameters:
-                    yield [ast.Name(id=parameters[0])], None
-    if type(func) is ast.Name and func.id in functions:
+                    yield [(function, parameters[0])], None
+    for function in functions.get(keys[func], ()):
         # A parameter takes what a call passes it.
-        for function in functions[func.id]:
-            parameters = _parameters(function)
-            for name, argument in zip(parameters, call.args):
-                yield [ast.Name(id=name)], argument
-            for keyword in call.keywords:
-                if keyword.arg in parameters:
-                    yield [ast.Name(id=keyword.arg)], keyword.value
+        parameters = _parameters(function)
+        for name, argument in zip(parameters, call.args):
+            yield [(function, name)], argument
+        for keyword in call.keywords:
+            if keyword.arg in parameters:
+                yield [(function, keyword.arg)], keyword.value
 
 
-def _callables(stage: ast.AST, functions: dict) -> list:
+def _callables(stage: ast.AST, functions: dict, keys: dict) -> list:
     kind = type(stage)
     if kind is ast.Lambda:
         return [stage]
     if kind is ast.Name:
-        return functions.get(stage.id, [])
+        return functions.get(keys[stage], [])
     return []
 
 
-def _exits_on_reply(loop: ast.AST, tainted: set) -> bool:
+def _exits_on_reply(loop: ast.AST, tainted: set, keys: dict) -> bool:
     """Whether a `break` or `return` of `loop`'s own body sits under a reply-dependent `if`."""
     for statement in loop.body:
         if type(statement) in _NESTED:
             continue
         for node in _own_nodes(statement):
-            if type(node) is ast.If and _depends(node.test, tainted):
+            if type(node) is ast.If and _depends(node.test, tainted, keys):
                 for branch in node.body + node.orelse:
                     if any(type(n) in _EXITS for n in _own_nodes(branch)):
                         return True

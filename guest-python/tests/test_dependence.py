@@ -90,3 +90,94 @@ def test_a_break_inside_a_nested_loop_belongs_to_that_loop():
         return 1
         """
     assert notes(script) == [(2, "for", True), (4, "if", False)]
+
+
+def test_a_helper_looping_over_its_own_parameter_does_not_take_a_module_reply_of_that_name():
+    script = """
+        async def review(items):
+            return await parallel([lambda x=x: agent(x) for x in items])
+
+        items = await agent("list some", schema={"type": "array", "items": {"type": "string"}})
+        first = await review(args["files"])
+        for item in items:
+            log(item)
+        return first
+        """
+    assert notes(script) == [(6, "for", True)]
+
+
+def test_a_helper_called_with_args_and_with_a_reply_depends_on_it():
+    script = """
+        def count(items):
+            n = 0
+            for item in items:
+                n += 1
+            return n
+
+        names = await agent("names", schema={"type": "array", "items": {"type": "string"}})
+        return count(args["files"]) + count(names)
+        """
+    assert notes(script) == [(3, "for", True)]
+
+
+def test_helpers_with_the_same_parameter_name_are_told_apart():
+    script = """
+        def shout(items):
+            return [item.upper() for item in items]
+
+        def whisper(items):
+            return [item.lower() for item in items]
+
+        words = await agent("words", schema={"type": "array", "items": {"type": "string"}})
+        return shout(words) + whisper(args["words"])
+        """
+    assert notes(script) == [(2, "comprehension", True)]
+
+
+def test_a_closure_reads_its_enclosing_function_s_reply():
+    script = """
+        async def gather(topic):
+            ideas = await agent(topic, schema={"type": "array", "items": {"type": "string"}})
+            def expand():
+                return [lambda idea=idea: agent(idea) for idea in ideas]
+            return await parallel(expand())
+
+        ideas = args["ideas"]
+        return await gather(args["topic"])
+        """
+    assert notes(script) == [(4, "comprehension", True)]
+
+
+def test_global_and_nonlocal_keep_the_outer_name():
+    script = """
+        async def fetch():
+            global drafts
+            drafts = await agent("drafts", schema={"type": "array", "items": {"type": "string"}})
+
+        async def collect():
+            found = []
+            async def more():
+                nonlocal found
+                found = await agent("more", schema={"type": "array", "items": {"type": "string"}})
+            await more()
+            return [len(item) for item in found]
+
+        drafts = []
+        await fetch()
+        for draft in drafts:
+            log(draft)
+        return await collect()
+        """
+    assert notes(script) == [(11, "comprehension", True), (15, "for", True)]
+
+
+def test_a_lambda_s_parameters_are_its_own():
+    script = """
+        item = await agent("one")
+        sizes = lambda item: [len(part) for part in item]
+        revised = await pipeline(
+            args["items"], agent, lambda prev, item: prev if prev["ok"] else agent(item)
+        )
+        return sizes(args["items"]), revised
+        """
+    assert notes(script) == [(4, "conditional expression", False)]
