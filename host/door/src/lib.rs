@@ -162,8 +162,20 @@ impl Door {
         self.token.is_none() && !self.insecure
     }
 
+    /// The names a `Host` header may give a door listening on `local` when it
+    /// [checks hosts](Self::checks_host): loopback's, and the address listened on.
+    pub fn host_names(local: SocketAddr) -> [String; 4] {
+        [
+            "localhost".to_owned(),
+            "127.0.0.1".to_owned(),
+            "::1".to_owned(),
+            local.ip().to_string(),
+        ]
+    }
+
     /// Whether a request with this `Host` header may come in through a door listening on
-    /// `local` (always, when the door [does not check hosts](Self::checks_host)).
+    /// `local`: one of the [`host_names`](Self::host_names) and the port listened on (always,
+    /// when the door [does not check hosts](Self::checks_host)).
     pub fn host_allowed(&self, host: Option<&str>, local: SocketAddr) -> bool {
         if !self.checks_host() {
             return true;
@@ -173,10 +185,9 @@ impl Door {
             return false;
         };
         let name = host.host().trim_start_matches('[').trim_end_matches(']');
-        let named = name.eq_ignore_ascii_case("localhost")
-            || name
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback() || ip == local.ip());
+        let named = Self::host_names(local)
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(name));
         named && host.port_u16().is_none_or(|port| port == local.port())
     }
 

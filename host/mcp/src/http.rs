@@ -34,12 +34,7 @@ pub(crate) async fn serve(
         .with_allowed_origins(door.allowed_origins())
         .enforce_origin_validation();
     config = if door.checks_host() {
-        config.with_allowed_hosts([
-            "localhost".to_owned(),
-            "127.0.0.1".to_owned(),
-            "::1".to_owned(),
-            local.ip().to_string(),
-        ])
+        config.with_allowed_hosts(Door::host_names(local))
     } else {
         config.disable_allowed_hosts()
     };
