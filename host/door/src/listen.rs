@@ -147,6 +147,7 @@ async fn connection(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.request_timeout)
+        .max_header_size(MAX_HEAD_BYTES)
         .max_buf_size(MAX_HEAD_BYTES);
     let mut served = pin!(builder.serve_connection(io, service));
     let mut watch = tokio::time::interval((limits.idle_timeout / 4).max(Duration::from_millis(50)));

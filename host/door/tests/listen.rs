@@ -152,3 +152,25 @@ async fn connections_past_the_bound_wait_until_one_closes() {
     // The real client waits behind the silent ones, but only until they are cut off.
     assert!(served(address).await.ends_with("hello"));
 }
+
+#[tokio::test]
+async fn a_request_head_over_64_kib_is_refused_and_others_are_served() {
+    let address = start(Limits::default()).await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let padding = "x".repeat(70 * 1024);
+    // The server may answer and close before the whole head is written.
+    let _ = stream
+        .write_all(
+            format!("GET / HTTP/1.1\r\nHost: localhost\r\nX-Pad: {padding}\r\n\r\n").as_bytes(),
+        )
+        .await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(!answer.contains("hello"), "{answer}");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 431"),
+        "{answer}"
+    );
+    assert!(served(address).await.ends_with("hello"));
+}

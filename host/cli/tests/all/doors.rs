@@ -341,12 +341,29 @@ fn the_web_view_behind_a_token_takes_a_bearer_or_a_one_time_login() {
     assert_eq!(again.status, 401, "a spent code: {}", again.body);
     assert_eq!(view.send("GET", "/login?code=nonsense", "", "").status, 401);
     assert_eq!(view.send("GET", "/login", "", "").status, 401);
-    // A new link was printed after the use, and works once.
-    let next = view.login_code(std::slice::from_ref(&code));
+    // A new link was printed after the use, and works once; 64 browser sessions are kept, the
+    // oldest dropped first.
+    let mut spent = vec![code];
+    let mut newest = String::new();
+    for _ in 0..64 {
+        let next = view.login_code(&spent);
+        let login = view.send("GET", &format!("/login?code={next}"), "", "");
+        assert_eq!(login.status, 303, "{}", login.body);
+        newest = login
+            .head
+            .lines()
+            .find_map(|line| line.strip_prefix("set-cookie: "))
+            .and_then(|cookie| cookie.split(';').next())
+            .expect("a session cookie")
+            .to_owned();
+        spent.push(next);
+    }
+    let newest = format!("Cookie: {newest}\r\n");
+    assert_eq!(view.send("GET", "/api/threads", &newest, "").status, 200);
     assert_eq!(
-        view.send("GET", &format!("/login?code={next}"), "", "")
-            .status,
-        303
+        view.send("GET", "/api/threads", &with_cookie, "").status,
+        401,
+        "the 65th session pushed out the first"
     );
     assert!(
         !view.lines().iter().any(|line| line.contains(TOKEN)),
