@@ -152,19 +152,23 @@ fn sampling_leaves_over_streamable_http() {
     serve_http(scratch.path(), &["--leaves", "sampling"], "http_sampling");
 }
 
-/// Starts `flowbox mcp --listen` on a free loopback port with `flags`, runs `scenario`
-/// against it, and stops it by its pid.
-fn serve_http(scratch: &Path, flags: &[&str], scenario: &str) {
-    let mut child = command_with_db(
-        &scratch.join("journal.db"),
-        &["mcp", "--listen", "127.0.0.1:0"],
-    )
-    .args(flags)
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("flowbox mcp --listen starts");
+/// `flowbox mcp --listen` on a free loopback port with `flags` and its journal at `db`: the
+/// process, the rest of its stderr, and its URL (`http://127.0.0.1:PORT/mcp`) once it listens.
+fn listening(
+    db: &Path,
+    flags: &[&str],
+) -> (
+    std::process::Child,
+    BufReader<std::process::ChildStderr>,
+    String,
+) {
+    let mut child = command_with_db(db, &["mcp", "--listen", "127.0.0.1:0"])
+        .args(flags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("flowbox mcp --listen starts");
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let url = loop {
         let mut line = String::new();
@@ -177,6 +181,13 @@ fn serve_http(scratch: &Path, flags: &[&str], scenario: &str) {
         }
     };
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    (child, stderr, url)
+}
+
+/// Starts `flowbox mcp --listen` on a free loopback port with `flags`, runs `scenario`
+/// against it, and stops it by its pid.
+fn serve_http(scratch: &Path, flags: &[&str], scenario: &str) {
+    let (mut child, mut stderr, url) = listening(&scratch.join("journal.db"), flags);
     let result = std::panic::catch_unwind(|| scenario_in(scenario, scratch, Some(&url)));
     // Stopped by its pid, whatever the scenario did.
     let _ = child.kill();
@@ -581,24 +592,11 @@ fn deleting_a_session_cancels_its_running_calls() {
             {"label": "^first$", "text": "first done", "latency_ms": 0},
             {"label": "^slow ", "text": "slow done", "latency_ms": 3000}]}),
     );
-    let mut child = command_with_db(&db, &["mcp", "--listen", "127.0.0.1:0"])
-        .args(["--backend", &backend_flag])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("flowbox mcp --listen starts");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let host = loop {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "never listened");
-        if let Some(url) = line
-            .trim()
-            .strip_prefix("flowbox mcp: listening on http://")
-        {
-            break url.trim_end_matches("/mcp").to_owned();
-        }
-    };
+    let (mut child, _stderr, url) = listening(&db, &["--backend", &backend_flag]);
+    let host = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
     let post = |session: Option<&str>, body: &Value| {
         let session = session
             .map(|id| format!("Mcp-Session-Id: {id}\r\nMCP-Protocol-Version: 2025-11-25\r\n"))
