@@ -122,6 +122,9 @@ class WitHost:
             )
         )  # fmt: skip
 
+    def placeholder_path(self, handle, constructs):
+        wit.placeholder_path(handle, constructs)
+
     def budget(self) -> BudgetState:
         state = wit.budget()
         return BudgetState(state.total, state.spent, state.total_usd, state.spent_usd)
@@ -162,9 +165,9 @@ class WitWorld(wit_world.WitWorld):
         except ScriptFailure as failure:
             raise _script_error(failure) from None
 
-    def plan_notes(self, script: str) -> str:
+    def plan_notes(self, script: str, read_only_tools: list) -> str:
         try:
-            return flowbox_sdk.plan_notes(HOST, script)
+            return flowbox_sdk.plan_notes(HOST, script, read_only_tools)
         except ScriptFailure as failure:
             raise _script_error(failure) from None
 

@@ -11,9 +11,18 @@ and `nonlocal` ones, are its own; any other name is the enclosing function's or 
 (comprehensions and class bodies are not scopes here). A construct is reported when its
 condition (or iterable: a comprehension's too, which may size a fan-out) depends on a reply,
 and a loop also when a `break` or `return` under such a condition ends it.
+
+A read-only tool's result is not a reply: a plan calls such a tool for real (a `list_dir` of a
+granted folder, say), so what it returns is what the run will get — as long as its arguments
+depend on no reply.
+
+Each construct also names the lines of its branches (a loop's body, an `if`'s two arms, a
+match's cases): whether, or how often, those run is what the placeholders decided, so a plan
+can tell which of its leaves it counted there.
 """
 
 import ast
+from typing import NamedTuple
 
 from .script import child_nodes, walk
 
@@ -47,39 +56,67 @@ _IMPORTS = frozenset({ast.Import, ast.ImportFrom})
 _NAMED_BINDINGS = frozenset({ast.ClassDef, ast.ExceptHandler, ast.MatchAs, ast.MatchStar})
 
 
-def reply_dependence(tree: ast.Module) -> list:
-    """The reply-dependent constructs of `tree`, by line: dicts with `line`, `construct` and
-    `loop_trip_count`."""
+class Construct(NamedTuple):
+    """A construct whose path a reply decides."""
+
+    line: int
+    construct: str  # `while`, `for`, `comprehension`, `if`, `conditional expression`, `match`
+    loop_trip_count: bool
+    # The (first, last) lines of the branches whose running the reply decides.
+    branches: tuple
+
+    def note(self) -> dict:
+        """As a plan lists it."""
+        return {"line": self.line, "construct": self.construct,
+                "loop_trip_count": self.loop_trip_count}  # fmt: skip
+
+
+def reply_dependence(tree: ast.Module, read_only: frozenset = frozenset()) -> list:
+    """The reply-dependent constructs of `tree`, by line, as `Construct`s. `read_only`: the
+    names of the tools a plan calls for real."""
     scoped = _scoped_nodes(tree)
     keys = _name_keys(scoped)
-    tainted = _tainted_names(scoped, keys)
+    reads = _Reads(keys, read_only)
+    tainted = _tainted_names(scoped, keys, reads)
+
+    def depends(node):
+        awaits, names = reads(node)
+        return awaits or not (names.isdisjoint(tainted) and names.isdisjoint(_PRIMITIVES))
+
     found = []
     for node, _ in scoped:
         kind = type(node)
         if kind is ast.While:
-            if _depends(node.test, tainted, keys) or _exits_on_reply(node, tainted, keys):
-                found.append((node.lineno, "while", True))
+            if depends(node.test) or _exits_on_reply(node, depends):
+                found.append(Construct(node.lineno, "while", True, (_span(node.body),)))
         elif kind in _FOR_LOOPS:
-            if _depends(node.iter, tainted, keys) or _exits_on_reply(node, tainted, keys):
-                found.append((node.lineno, "for", True))
+            if depends(node.iter) or _exits_on_reply(node, depends):
+                found.append(Construct(node.lineno, "for", True, (_span(node.body),)))
         elif kind in _COMPREHENSIONS:
             # How many items (a fan-out's width, say) a reply decides.
-            if any(_depends(generator.iter, tainted, keys) for generator in node.generators):
-                found.append((node.lineno, "comprehension", True))
+            if any(depends(generator.iter) for generator in node.generators):
+                found.append(Construct(node.lineno, "comprehension", True, (_span([node]),)))
         elif kind is ast.If:
-            if _depends(node.test, tainted, keys):
-                found.append((node.lineno, "if", False))
+            if depends(node.test):
+                arms = (node.body, node.orelse) if node.orelse else (node.body,)
+                found.append(Construct(node.lineno, "if", False, tuple(map(_span, arms))))
         elif kind is ast.IfExp:
-            if _depends(node.test, tainted, keys):
-                found.append((node.lineno, "conditional expression", False))
+            if depends(node.test):
+                arms = (_span([node.body]), _span([node.orelse]))
+                found.append(Construct(node.lineno, "conditional expression", False, arms))
         elif kind is ast.Match:
-            if _depends(node.subject, tainted, keys):
-                found.append((node.lineno, "match", False))
+            if depends(node.subject):
+                cases = tuple(
+                    (case.pattern.lineno, case.body[-1].end_lineno) for case in node.cases
+                )
+                found.append(Construct(node.lineno, "match", False, cases))
     found.sort()
-    return [
-        {"line": line, "construct": construct, "loop_trip_count": is_loop}
-        for line, construct, is_loop in found
-    ]
+    return found
+
+
+def _span(nodes: list) -> tuple:
+    """The first and last line of some consecutive nodes."""
+    return (nodes[0].lineno, nodes[-1].end_lineno)
 
 
 def _scoped_nodes(tree: ast.Module) -> list:
@@ -147,22 +184,46 @@ def _name_keys(scoped: list) -> dict:
     return keys
 
 
-def _depends(node: ast.AST, tainted: set, keys: dict) -> bool:
-    """Whether evaluating `node` may read a reply."""
-    awaits, names = _reads(node, keys)
-    return awaits or not (names.isdisjoint(tainted) and names.isdisjoint(_PRIMITIVES))
+class _Reads:
+    """What evaluating a node reads: `reads(node)` is whether it awaits anything but a
+    read-only tool's call, and the keys of the names it reads or writes (a read-only tool's
+    call adds its arguments', not the `call_tool` it names)."""
 
+    __slots__ = ("_keys", "_read_only")
 
-def _reads(node: ast.AST, keys: dict) -> tuple:
-    """Whether `node` awaits anything, and the keys of the names it reads or writes."""
-    names = set()
-    for child in walk(node):
-        kind = type(child)
-        if kind is ast.Await:
-            return True, names
-        if kind is ast.Name:
-            names.add(keys[child])
-    return False, names
+    def __init__(self, keys: dict, read_only: frozenset):
+        self._keys = keys
+        self._read_only = read_only
+
+    def __call__(self, node: ast.AST) -> tuple:
+        names = set()
+        skipped = set()
+        for child in walk(node):
+            kind = type(child)
+            if kind is ast.Await:
+                tool = self._read_only_call(child.value)
+                if tool is None:
+                    return True, names
+                skipped.add(tool)
+            elif kind is ast.Name and child not in skipped:
+                names.add(self._keys[child])
+        return False, names
+
+    def _read_only_call(self, value: ast.AST):
+        """The `call_tool` name of `call_tool("a read-only tool", ...)`, else None."""
+        if type(value) is not ast.Call or not self._read_only:
+            return None
+        func, arguments = value.func, value.args
+        if (
+            type(func) is ast.Name
+            and func.id == "call_tool"
+            and self._keys[func] == "call_tool"  # the module's, not a local of that name
+            and arguments
+            and type(arguments[0]) is ast.Constant
+            and arguments[0].value in self._read_only
+        ):
+            return func
+        return None
 
 
 def _stored_names(targets: list, keys: dict) -> list:
@@ -180,7 +241,7 @@ def _parameters(function, everything: bool = False) -> list:
     return names
 
 
-def _tainted_names(scoped: list, keys: dict) -> set:
+def _tainted_names(scoped: list, keys: dict, reads: _Reads) -> set:
     """The keys of the reply-dependent names, from every node of the tree: a fixed point over
     the tree's flows, each a set of names taking what a value holds, which are found once."""
     functions = {}
@@ -193,7 +254,7 @@ def _tainted_names(scoped: list, keys: dict) -> set:
     for node, _ in scoped:
         if type(node) in _FLOWING:
             for names, value in _flows(node, functions, keys):
-                flows.append((names, None if value is None else _reads(value, keys)))
+                flows.append((names, None if value is None else reads(value)))
     tainted = set()
     changed = True
     while changed:
@@ -267,13 +328,13 @@ def _callables(stage: ast.AST, functions: dict, keys: dict) -> list:
     return []
 
 
-def _exits_on_reply(loop: ast.AST, tainted: set, keys: dict) -> bool:
+def _exits_on_reply(loop: ast.AST, depends) -> bool:
     """Whether a `break` or `return` of `loop`'s own body sits under a reply-dependent `if`."""
     for statement in loop.body:
         if type(statement) in _NESTED:
             continue
         for node in _own_nodes(statement):
-            if type(node) is ast.If and _depends(node.test, tainted, keys):
+            if type(node) is ast.If and depends(node.test):
                 for branch in node.body + node.orelse:
                     if any(type(n) in _EXITS for n in _own_nodes(branch)):
                         return True

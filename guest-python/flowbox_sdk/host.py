@@ -87,6 +87,10 @@ class Host(Protocol):
     def branch_failed(self, failure: BranchFailure) -> None:
         """Reports a branch that raised and became None, for the run's summary."""
 
+    def placeholder_path(self, handle: int, constructs: list[int]) -> None:
+        """In a plan's run only: the leaf `handle` started in branches of the reply-dependent
+        constructs at these lines, which the plan entered on placeholder replies."""
+
     def budget(self) -> BudgetState: ...
 
     def sleep(self, nanoseconds: int) -> None: ...

@@ -4,6 +4,7 @@ coroutine or generator, so no frame (and no path to globals) hangs off anything 
 """
 
 import inspect
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,7 @@ from .errors import CallFailed, describe_error, exception_for, exception_message
 from .host import PARALLEL, PIPELINE, AgentOptions, BranchFailure, Host, Path
 from .jsonvalue import NotJson, encode_basestring, from_json, to_json
 from .scheduler import PARK, CoroutineTask, Scheduler
-from .script import caller_line, function_line, script_line
+from .script import FILENAME, caller_line, function_line, script_line
 
 # --- awaiting ------------------------------------------------------------------------------
 
@@ -60,6 +61,52 @@ class _Awaitable:
     def __repr__(self) -> str:
         state = "awaited" if self._awaited else "not awaited yet"
         return f"<{self._what}: {state}>"
+
+
+# --- a plan's placeholder path ---------------------------------------------------------------
+
+
+class _Placeholders:
+    """In a plan's run: which branches of reply-dependent constructs hold each leaf it starts,
+    so the plan can say which of its leaves the placeholder replies led to. A call is in a
+    branch when a script frame on the stack is on one of its lines, or the group it belongs
+    to was awaited in one."""
+
+    __slots__ = ("_branches", "_groups")
+
+    def __init__(self, branches: list):
+        self._branches = branches  # (first line, last line, the construct's line)
+        self._groups = {}  # group number -> the constructs holding the await of the group
+
+    def holding(self, path: Path) -> set:
+        """The lines of the constructs whose branches hold the current call, under `path`."""
+        constructs = set()
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename == FILENAME:
+                line = frame.f_lineno
+                for first, last, construct in self._branches:
+                    if first <= line <= last:
+                        constructs.add(construct)
+            frame = frame.f_back
+        for position in path:
+            constructs |= self._groups.get(position[0], set())
+        return constructs
+
+    def group(self, number: int, path: Path) -> None:
+        """Group `number` is being awaited under `path`: its calls inherit the branches."""
+        self._groups[number] = self.holding(path)
+
+
+# Set for a plan's run only (see `follow_placeholders`).
+_placeholders: _Placeholders | None = None
+
+
+def follow_placeholders(branches: list | None) -> None:
+    """Marks the coming run a plan's, whose placeholders decide `branches` ((first line, last
+    line, construct line) triples); None: a run's, which marks nothing."""
+    global _placeholders
+    _placeholders = None if branches is None else _Placeholders(branches)
 
 
 # --- agent and call_tool --------------------------------------------------------------------
@@ -113,10 +160,16 @@ class AgentCall(_LeafCall):
         self._request = request  # the prompt's JSON text and the options, or None
 
     def _start(self, path):
+        host = self._scheduler.host
         try:
-            return self._scheduler.host.start_agent(*self._request, path)
+            handle = host.start_agent(*self._request, path)
         except CallFailed as failure:
             raise exception_for(failure) from None
+        if _placeholders is not None:
+            constructs = _placeholders.holding(path)
+            if constructs:
+                host.placeholder_path(handle, sorted(constructs))
+        return handle
 
 
 class ToolCall(_LeafCall):
@@ -160,6 +213,8 @@ class _GroupWait(_Wait):
         scheduler = self._group._scheduler
         parent = self._parent = scheduler.current
         number = scheduler.new_group()
+        if _placeholders is not None:
+            _placeholders.group(number, parent.path)
         tasks = self._group._tasks(self, parent.path, number)
         if not tasks:
             raise StopIteration([])

@@ -1,6 +1,7 @@
 """The entry points behind the WIT exports: `check` parses and checks a script; `run` also runs
 it against a host and returns its result as JSON text; `plan_notes` lists what of it a plan's
-placeholder replies decide. Every way a script can fail leaves here
+placeholder replies decide, and has the plan's run that follows on the instance say which of its
+leaves those replies led to. Every way a script can fail leaves here
 as a `ScriptFailure` carrying the WIT error kind, a message and, when known, the script's line.
 """
 
@@ -23,7 +24,7 @@ from .guard import check_script
 from .host import Host
 from .jsonvalue import NotJson, from_json, to_json
 from .modules import full_builtins, safe_builtins
-from .primitives import is_awaitable, make_primitives
+from .primitives import follow_placeholders, is_awaitable, make_primitives
 from .scheduler import Scheduler
 from .script import (
     MEMORY_ERRORS,
@@ -72,19 +73,34 @@ def check(host: Host, source: str) -> str:
     return to_json(prepared.meta, "meta")
 
 
-def plan_notes(host: Host, source: str) -> str:
-    """The constructs whose path depends on a reply, as JSON text (see `dependence`). Only
-    parsing is checked: a plan runs the script next, which checks the rest."""
+# The branches the placeholders decide, by `plan_notes` for the plan's run that follows.
+_plan_branches: list | None = None
+
+
+def plan_notes(host: Host, source: str, read_only_tools: list = ()) -> str:
+    """The constructs whose path depends on a reply, as JSON text (see `dependence`;
+    `read_only_tools` are the tools the plan calls for real). The run that follows on this
+    instance (the plan's) tells the host which leaves start in their branches. Only parsing is
+    checked: that run checks the rest."""
+    global _plan_branches
     try:
         tree = parse(source)
     except (RecursionError, MemoryError):
         # Nesting too deep to parse: the run that follows says so with its line.
         return "[]"
-    return to_json(reply_dependence(tree), "plan notes")
+    constructs = reply_dependence(tree, frozenset(read_only_tools))
+    _plan_branches = [
+        (first, last, construct.line)
+        for construct in constructs
+        for first, last in construct.branches
+    ]
+    return to_json([construct.note() for construct in constructs], "plan notes")
 
 
 def run(host: Host, source: str, args_json: str) -> str:
     """Runs the script with its JSON arguments; returns the result as JSON text."""
+    global _plan_branches
+    branches, _plan_branches = _plan_branches, None  # a plan's, when `plan_notes` came first
     settings = host.settings()
     if not settings.guard or may_use_random(source):
         # The host makes WASI randomness deterministic per run; seeding from it makes the
@@ -107,6 +123,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         namespace["__builtins__"] = full_builtins(kit.print_function)
     namespace["args"] = args
     previous_limit = sys.getrecursionlimit()
+    follow_placeholders(branches or None)
     try:
         sys.setrecursionlimit(settings.recursion_limit)
         entry = prepared.entry
@@ -119,6 +136,7 @@ def run(host: Host, source: str, args_json: str) -> str:
         raise _script_error(error) from None
     finally:
         sys.setrecursionlimit(previous_limit)
+        follow_placeholders(None)
     return _result_json(result, kit.returned.line)
 
 

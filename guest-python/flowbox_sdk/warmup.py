@@ -94,6 +94,9 @@ class WarmupHost:
     def branch_failed(self, failure):
         pass
 
+    def placeholder_path(self, handle, constructs):
+        pass
+
     def budget(self) -> BudgetState:
         return BudgetState(None, 0)
 

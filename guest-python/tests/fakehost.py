@@ -122,6 +122,9 @@ class FakeHost:
     def branch_failed(self, failure):
         self.calls.append(("branch_failed", (failure,)))
 
+    def placeholder_path(self, handle, constructs):
+        self.calls.append(("placeholder_path", (handle, constructs)))
+
     def budget(self) -> BudgetState:
         self.calls.append(("budget", ()))
         return BudgetState(self.budget_total, self.spent, self.budget_usd, self.spent_usd)

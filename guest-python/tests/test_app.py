@@ -258,12 +258,12 @@ def test_check_returns_meta_or_a_wit_error(guest, host):
 def test_plan_notes_list_reply_dependent_constructs_or_a_wit_error(guest, host):
     app, _, types = guest
     script = "r = await agent('x')\nif r:\n    pass\nreturn 1\n"
-    notes = json.loads(app.WitWorld().plan_notes(script))
+    notes = json.loads(app.WitWorld().plan_notes(script, []))
     assert notes == [{"line": 2, "construct": "if", "loop_trip_count": False}]
     with pytest.raises(types.Err):
-        app.WitWorld().plan_notes("x = (\n")
+        app.WitWorld().plan_notes("x = (\n", [])
     # The guard is the run's to apply.
-    assert app.WitWorld().plan_notes("import os\nreturn 1\n") == "[]"
+    assert app.WitWorld().plan_notes("import os\nreturn 1\n", []) == "[]"
     assert host.named("started") == []
 
 

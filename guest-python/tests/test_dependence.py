@@ -1,17 +1,24 @@
 """Which constructs a plan's placeholder replies decide: loops whose trip count depends on a
 reply, and branches on replies; and what is left alone."""
 
-from fakehost import src
+import json
 
+from fakehost import AgentRequest, FakeHost, echo, src
+
+from flowbox_sdk import runner
 from flowbox_sdk.dependence import reply_dependence
 from flowbox_sdk.script import parse
 
 
-def notes(script: str) -> list:
+def notes(script: str, read_only: frozenset = frozenset()) -> list:
     return [
-        (note["line"], note["construct"], note["loop_trip_count"])
-        for note in reply_dependence(parse(src(script)))
+        (note.line, note.construct, note.loop_trip_count)
+        for note in reply_dependence(parse(src(script)), read_only)
     ]
+
+
+def branches(script: str) -> list:
+    return [(note.line, note.branches) for note in reply_dependence(parse(src(script)))]
 
 
 def test_a_loop_until_a_check_passes_depends_on_the_reply():
@@ -181,3 +188,131 @@ def test_a_lambda_s_parameters_are_its_own():
         return sizes(args["items"]), revised
         """
     assert notes(script) == [(4, "conditional expression", False)]
+
+
+def test_a_read_only_tool_s_listing_is_not_a_reply():
+    script = """
+        files = await call_tool("list_dir", path="docs")
+        for f in files:
+            await agent(f)
+        notes = await call_tool("search", query="x")
+        for n in notes:
+            await agent(n)
+        return 1
+        """
+    read_only = frozenset({"list_dir", "read_file"})
+    assert notes(script, read_only) == [(5, "for", True)]
+    # Without the tool marked read-only, its listing is a reply like any other.
+    assert notes(script) == [(2, "for", True), (5, "for", True)]
+
+
+def test_a_read_only_tool_called_on_a_reply_is_a_reply():
+    script = """
+        plan = await agent("which file?")
+        text = await call_tool("read_file", path=plan)
+        if text:
+            await agent(text)
+        return 1
+        """
+    assert notes(script, frozenset({"read_file"})) == [(3, "if", False)]
+
+
+def test_a_local_named_call_tool_is_not_the_primitive():
+    script = """
+        async def main():
+            call_tool = agent
+            listing = await call_tool("list_dir")
+            if listing:
+                return 1
+            return 0
+        """
+    assert notes(script, frozenset({"list_dir"})) == [(4, "if", False)]
+
+
+def test_each_construct_names_the_lines_of_its_branches():
+    script = """
+        verdict = await agent("check", schema={"type": "object"})
+        if not verdict["ok"]:
+            fixed = await agent("fix")
+        else:
+            fixed = None
+        while not verdict["ok"]:
+            verdict = await agent("again")
+        extra = [await agent(x) for x in verdict["todo"]]
+        short = await agent("a") if verdict["short"] else await agent(
+            "b")
+        match verdict["kind"]:
+            case "x":
+                await agent("x")
+            case _:
+                pass
+        return fixed
+        """
+    assert branches(script) == [
+        (2, ((3, 3), (5, 5))),
+        (6, ((7, 7),)),
+        (8, ((8, 8),)),
+        (9, ((9, 9), (9, 10))),
+        (11, ((12, 13), (14, 15))),
+    ]
+
+
+def plan_run(script: str, agent) -> tuple:
+    """Notes then runs `script` as a plan does, on one host whose leaves `agent` answers;
+    returns the leaves' prompts and the placeholder paths reported, by prompt."""
+    host = FakeHost()
+    host.agent = agent
+    runner.plan_notes(host, src(script))
+    host.run(src(script))
+    handles = {}
+    for handle, request in host.requests.items():
+        if isinstance(request, AgentRequest):
+            handles[handle] = json.loads(request.prompt)
+    marked = {handles[handle]: lines for handle, lines in host.named("placeholder_path")}
+    return sorted(handles.values()), marked
+
+
+def test_a_plan_s_run_marks_the_leaves_a_placeholder_led_into_a_retry():
+    script = """
+        async def fix(draft):
+            return await agent("fix " + draft)
+
+        draft = await agent("draft")
+        verdict = await agent("check", schema={"type": "object"})
+        if not verdict["echo"] == "check":
+            draft = await fix(draft)
+        if verdict["echo"] == "check":
+            reviews = await parallel([lambda: agent("r1"), lambda: agent("r2")])
+        return draft
+        """
+    prompts, marked = plan_run(script, echo)
+    assert prompts == ["check", "draft", "r1", "r2"]
+    # The echoed verdict took the second branch: its fan-out, awaited there, is marked.
+    assert marked == {"r1": [8], "r2": [8]}
+
+    prompts, marked = plan_run(script, lambda request: {"echo": "no"} if request.schema else "d")
+    assert prompts == ["check", "draft", "fix d"]
+    # A helper called from the branch starts its leaf there.
+    assert marked == {"fix d": [6]}
+
+
+def test_a_run_reports_no_placeholder_path_and_a_plan_s_notes_last_one_run():
+    script = """
+        verdict = await agent("check")
+        while verdict != "echo: check":
+            verdict = await agent("again")
+        if verdict:
+            await agent("more")
+        return 1
+        """
+    host = FakeHost()
+    host.run(src(script))
+    assert host.named("placeholder_path") == []
+    _, marked = plan_run(script, echo)
+    assert marked == {"more": [4]}
+    # The notes were the one plan's: the next run on the instance is a run again.
+    host = FakeHost()
+    runner.plan_notes(host, src(script))
+    host.run(src(script))
+    host.run(src(script))
+    assert len(host.named("placeholder_path")) == 1

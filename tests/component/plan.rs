@@ -537,6 +537,74 @@ async def main():
     );
 }
 
+/// A review that retries on a verdict and fans out when it passes: the placeholder verdict
+/// takes one of the two branches, and the plan's phase table says which leaves it counted there.
+const RETRY: &str = r#"
+meta = {"name": "review", "description": "d", "phases": [{"title": "draft"}, {"title": "check"}]}
+async def main():
+    phase("draft")
+    draft = await agent("draft")
+    phase("check")
+    verdict = await agent("check", schema={"type": "object", "required": ["ok"],
+                                           "properties": {"ok": {"type": "boolean"}}})
+    if verdict["ok"] is not True:
+        draft = await redo(draft)
+    else:
+        await parallel([lambda: agent("polish"), lambda: agent("proofread")])
+    return draft
+
+async def redo(draft):
+    return await agent("redo " + draft)
+"#;
+
+#[tokio::test]
+async fn the_phase_table_counts_the_leaves_a_placeholder_led_into_a_branch() {
+    let runtime = flowbox_tests::runtime();
+    let plan = runtime.plan(RunRequest::new(RETRY)).await.unwrap();
+    let phases: Vec<(&str, u32, u32, &[u32])> = plan
+        .phases
+        .iter()
+        .map(|p| {
+            let lines = p.placeholder_path_lines.as_slice();
+            (p.name.as_str(), p.leaves, p.placeholder_path_leaves, lines)
+        })
+        .collect();
+    // The fake backend's placeholder for a boolean is `false`... or `true`: either way the
+    // branch taken is counted and marked with the `if` at line 9, never the leaves before it.
+    let taken = plan.leaves - 2;
+    assert!(taken == 1 || taken == 2, "{plan:?}");
+    assert_eq!(
+        phases,
+        [
+            ("draft", 1, 0, &[][..]),
+            ("check", 1 + taken, taken, &[9][..])
+        ]
+    );
+    assert_eq!(plan.placeholder_path_leaves, taken);
+    let warning = plan
+        .warnings
+        .iter()
+        .find(|w| w.kind == WarningKind::PlaceholderPath)
+        .expect("a placeholder-path warning");
+    assert!(
+        warning.message.contains(&format!(
+            "{taken} of the leaves counted started in branches the placeholders led to \
+             (constructs at lines 9)"
+        )),
+        "{}",
+        warning.message
+    );
+    // Profiles carry the same count.
+    assert_eq!(plan.profiles[0].placeholder_path_leaves, taken);
+    // A straight script has none.
+    let plan = runtime
+        .plan(RunRequest::new("x = await agent('a')\nreturn x\n"))
+        .await
+        .unwrap();
+    assert_eq!(plan.placeholder_path_leaves, 0);
+    assert_eq!(plan.phases[0].placeholder_path_lines, Vec::<u32>::new());
+}
+
 /// A directory `notes` with `n` files (and a subdirectory, which is no file to review), granted
 /// as the runtime's code tools.
 fn granted_notes(n: usize) -> (tempfile::TempDir, ToolSet) {
@@ -581,6 +649,9 @@ async fn a_plan_runs_read_only_tools_so_a_fan_out_over_a_listing_plans_as_wide_a
     assert_eq!((plan.leaves, plan.widest_fanout), (7, 7));
     assert_eq!(plan.tool_calls, 2);
     assert_eq!(plan.script_tools, ["list_dir", "read_file"]);
+    // What read-only tools return is what the run gets: no construct depends on a reply.
+    assert_eq!(plan.reply_dependent, [], "{plan:?}");
+    assert_eq!(plan.placeholder_path_leaves, 0);
     let outcome = runtime.run(PER_FILE, json!({})).await;
     assert_eq!(outcome.result.unwrap(), json!(7));
     assert_eq!(plan.leaves, outcome.summary.leaves);

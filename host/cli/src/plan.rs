@@ -149,15 +149,38 @@ pub(crate) fn render(plan: &Plan) -> String {
 
 fn table_header(first: &str) -> String {
     format!(
-        "{first:<40} {:>6} {:>7} {:>5} {:>9} {:>8} {:>9} {:>8} {:>8}",
-        "leaves", "fan-out", "waves", "input", "output~", "output<=", "usd~", "usd<="
+        "{first:<40} {:>6} {:>7} {:>5} {:>9} {:>8} {:>9} {:>8} {:>8}  {}",
+        "leaves",
+        "fan-out",
+        "waves",
+        "input",
+        "output~",
+        "output<=",
+        "usd~",
+        "usd<=",
+        "placeholders led to"
     )
 }
 
 fn table_row(name: &str, group: &PlanGroup) -> String {
     let dollars = |usd: Option<f64>| usd.map_or("?".to_owned(), |usd| format!("{usd:.4}"));
+    // The leaves a reply-dependent branch holds, and the lines of its constructs.
+    let led = if group.placeholder_path_leaves == 0 {
+        "-".to_owned()
+    } else {
+        let lines: Vec<String> = group
+            .placeholder_path_lines
+            .iter()
+            .map(u32::to_string)
+            .collect();
+        format!(
+            "{} (line {})",
+            group.placeholder_path_leaves,
+            lines.join(", ")
+        )
+    };
     format!(
-        "{name:<40} {:>6} {:>7} {:>5} {:>9} {:>8} {:>9} {:>8} {:>8}",
+        "{name:<40} {:>6} {:>7} {:>5} {:>9} {:>8} {:>9} {:>8} {:>8}  {led}",
         group.leaves,
         group.widest_fanout,
         group.waves,

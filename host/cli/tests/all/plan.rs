@@ -362,3 +362,42 @@ fn plan_lists_a_granted_directory_for_real_and_counts_the_leaves_the_run_starts(
     let output = flowbox(&["run", &script, "--no-journal", "--json"]);
     assert_eq!(stdout_json(&output)["error"], *ended);
 }
+
+/// A draft, a check, and a redo when the check fails: which the plan counted depends on the
+/// placeholder verdict.
+const RETRY: &str = r#"phase("draft")
+draft = await agent("draft")
+phase("check")
+verdict = await agent("check", schema={"type": "object", "required": ["ok"],
+                                       "properties": {"ok": {"type": "boolean"}}})
+if verdict["ok"] is not True or verdict["ok"] is True:
+    draft = await agent("redo " + draft)
+return draft
+"#;
+
+#[test]
+fn the_phase_table_says_which_leaves_the_placeholders_led_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_file(&dir, "retry.py", RETRY);
+    let output = flowbox(&["plan", &script]);
+    assert_exit(&output, 0);
+    let text = String::from_utf8_lossy(&output.stdout);
+    let row = |name: &str| {
+        text.lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row in\n{text}"))
+            .to_owned()
+    };
+    assert!(row("phase").ends_with("  placeholders led to"), "{text}");
+    assert!(row("draft").ends_with("  -"), "{text}");
+    assert!(row("check").ends_with("  1 (line 6)"), "{text}");
+    assert!(text.contains("reply-dependent: line 6 if"), "{text}");
+
+    let output = flowbox(&["plan", &script, "--json"]);
+    let plan = &stdout_json(&output)["plan"];
+    assert_eq!(plan["placeholder_path_leaves"], 1);
+    assert_eq!(
+        plan["phases"][1]["placeholder_path_lines"],
+        serde_json::json!([6])
+    );
+}

@@ -74,12 +74,32 @@ impl Calls {
             estimate,
             kind,
             round: projection.round,
+            handle: leaf.call_id,
+            placeholder_path: Vec::new(),
         });
         self.finished.push_back(Finished {
             handle: leaf.call_id,
             result,
             duration: Duration::ZERO,
         });
+    }
+
+    /// Notes that the projected leaf `handle` started in branches of the reply-dependent
+    /// constructs at `constructs` (their lines), which the placeholders led to. Outside a
+    /// projection, or for a handle that is not a projected leaf, it does nothing.
+    pub(crate) fn project_placeholder_path(&mut self, handle: u64, constructs: Vec<u32>) {
+        let Some(projection) = &mut self.projection else {
+            return;
+        };
+        // The leaf just started: the newest, or close to it.
+        if let Some(leaf) = projection
+            .leaves
+            .iter_mut()
+            .rev()
+            .find(|l| l.handle == handle)
+        {
+            leaf.placeholder_path = constructs;
+        }
     }
 
     /// Records a projected `call_tool` and, unless the tool is read-only, answers it at once

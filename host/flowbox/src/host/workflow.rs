@@ -145,6 +145,15 @@ impl host::Host for RunCtx {
         Ok(())
     }
 
+    fn placeholder_path(
+        &mut self,
+        call: host::Handle,
+        constructs: Vec<u32>,
+    ) -> wasmtime::Result<()> {
+        self.calls.project_placeholder_path(call, constructs);
+        Ok(())
+    }
+
     fn budget(&mut self) -> wasmtime::Result<BudgetState> {
         let (total_usd, spent_usd) = self.calls.dollars();
         Ok(BudgetState {

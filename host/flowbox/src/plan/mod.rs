@@ -82,6 +82,10 @@ pub struct Plan {
     /// How many leaves' expected output is the default (nothing alike in the journal, or no
     /// journal).
     pub expected_from_default: u32,
+    /// How many of the leaves counted started in a branch of a reply-dependent construct that
+    /// the placeholder replies led into (a retry on a verdict, say): a run may start them fewer
+    /// or more times, or never. The phases and profiles say where they are.
+    pub placeholder_path_leaves: u32,
     /// The date the price table was written, when there is one.
     pub prices_written: Option<String>,
     /// The same figures per phase, in the order the script entered them (leaves before the
@@ -136,6 +140,10 @@ pub struct PlanGroup {
     pub expected_from_history: u32,
     /// Leaves whose expected output is the default.
     pub expected_from_default: u32,
+    /// Its leaves that started in a branch the placeholder replies led into.
+    pub placeholder_path_leaves: u32,
+    /// The lines of the reply-dependent constructs whose branches hold those leaves.
+    pub placeholder_path_lines: Vec<u32>,
     /// The host tools its leaves may use.
     pub tools: Vec<String>,
 }
@@ -224,6 +232,11 @@ pub(crate) struct ProjectedLeaf {
     pub kind: LeafKind,
     /// The round it started in: leaves of one round are in flight together.
     pub round: u32,
+    /// Its call's handle.
+    pub handle: u64,
+    /// The lines of the reply-dependent constructs whose branches it started in (the
+    /// placeholders led there); empty when none did.
+    pub placeholder_path: Vec<u32>,
 }
 
 /// What a projection's calls saw, for its plan.

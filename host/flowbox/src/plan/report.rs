@@ -106,6 +106,7 @@ impl Plan {
             expected_usd: all.expected_usd,
             expected_from_history: all.expected_from_history,
             expected_from_default: all.expected_from_default,
+            placeholder_path_leaves: all.placeholder_path_leaves,
             prices_written: prices.map(|p| p.written().to_owned()),
             phases,
             profiles,
@@ -149,6 +150,8 @@ fn group<'a>(
     let mut tools = BTreeSet::new();
     let (mut input, mut output, mut expected_output, mut count) = (0u64, 0u64, 0u64, 0u32);
     let mut from_history = 0u32;
+    let mut placeholder_leaves = 0u32;
+    let mut placeholder_lines = BTreeSet::new();
     let (mut picos, mut expected_picos) = (Some(0u128), Some(0u128));
     for &Counted { leaf, expected } in leaves {
         let estimate = &leaf.estimate;
@@ -157,6 +160,8 @@ fn group<'a>(
         output = output.saturating_add(estimate.max_output_tokens);
         expected_output = expected_output.saturating_add(expected.output_tokens);
         from_history += u32::from(expected.from_history);
+        placeholder_leaves += u32::from(!leaf.placeholder_path.is_empty());
+        placeholder_lines.extend(leaf.placeholder_path.iter().copied());
         tools.extend(estimate.tools.iter().cloned());
         let price = prices.and_then(|table| table.price(&estimate.model).ok());
         let likely = Usage {
@@ -184,6 +189,8 @@ fn group<'a>(
         expected_usd: expected_picos.map(usd),
         expected_from_history: from_history,
         expected_from_default: count - from_history,
+        placeholder_path_leaves: placeholder_leaves,
+        placeholder_path_lines: placeholder_lines.into_iter().collect(),
         tools: tools.into_iter().collect(),
     }
 }
@@ -336,14 +343,30 @@ fn warnings(
                 loops.join(", ")
             )
         };
+        let led = if all.placeholder_path_leaves == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {} of the leaves counted started in branches the placeholders led to \
+                 (constructs at lines {}): a run may start them fewer or more times, or never",
+                all.placeholder_path_leaves,
+                lines(&all.placeholder_path_lines)
+            )
+        };
         warn(
             WarningKind::PlaceholderPath,
             format!(
                 "{} construct(s) branch on replies, and the plan followed the placeholders' \
-                 path{loops}",
+                 path{loops}{led}",
                 context.reply_dependent.len()
             ),
         );
     }
     warnings
+}
+
+/// Line numbers as `3, 7, 12`.
+fn lines(lines: &[u32]) -> String {
+    let lines: Vec<String> = lines.iter().map(u32::to_string).collect();
+    lines.join(", ")
 }

@@ -547,8 +547,14 @@ pub(crate) async fn plan(
     let mut notes = None;
     let outcome = tokio::time::timeout(limits.timeout, async {
         let instance = instantiate(shared, &mut store).await?;
+        let read_only: Vec<String> = shared
+            .tools
+            .read_only_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
         match instance
-            .call_plan_notes(&mut store, &request.script)
+            .call_plan_notes(&mut store, &request.script, &read_only)
             .await?
         {
             Ok(text) => notes = Some(text),
