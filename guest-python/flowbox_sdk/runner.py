@@ -123,7 +123,8 @@ def run(host: Host, source: str, args_json: str) -> str:
         namespace["__builtins__"] = full_builtins(kit.print_function)
     namespace["args"] = args
     previous_limit = sys.getrecursionlimit()
-    follow_placeholders(branches or None)
+    if branches:
+        follow_placeholders(branches)
     try:
         sys.setrecursionlimit(settings.recursion_limit)
         entry = prepared.entry
@@ -136,7 +137,8 @@ def run(host: Host, source: str, args_json: str) -> str:
         raise _script_error(error) from None
     finally:
         sys.setrecursionlimit(previous_limit)
-        follow_placeholders(None)
+        if branches:
+            follow_placeholders(None)
     return _result_json(result, kit.returned.line)
 
 
