@@ -11,7 +11,7 @@ import gc
 import time
 
 import wit_world
-from componentize_py_types import Err, Ok
+from componentize_py_types import Err
 from wit_world.imports import host as wit
 
 import flowbox_sdk
@@ -102,10 +102,10 @@ class WitHost:
         # Each as `Completion`, made in C, without a Python call per completion for the usual
         # success.
         return [
-            _new_completion((handle, True, outcome.value))
-            if type(outcome) is Ok
-            else _new_completion((handle, False, _failure(outcome.value)))
-            for handle, outcome in completions
+            _new_completion((handle, True, reply))
+            if error is None
+            else _new_completion((handle, False, _failure(error)))
+            for handle, reply, error in completions
         ]
 
     def phase(self, title):

@@ -544,8 +544,19 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             raise TypeError(f"phase() title must be a str, not {type(title).__name__}")
         host.phase(title)
 
-    def agent(
-        prompt,
+    def agent(prompt, **options) -> AgentCall:
+        if isinstance(prompt, str):
+            prompt_json = encode_basestring(prompt)  # to_json's own fast path, two calls sooner
+        else:
+            prompt_json = _json_argument("agent", prompt, "prompt")
+        # The usual call sets no option: one test rather than one per option (each bytecode
+        # costs the guest hundreds of fuel, and a fan-out makes this call for every leaf).
+        if not options:
+            return AgentCall(scheduler, (prompt_json, None))
+        return with_options(prompt_json, **options)
+
+    def with_options(
+        prompt_json,
         *,
         schema=None,
         agent_type=None,
@@ -555,10 +566,6 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
         tools=None,
         instance_id=None,
     ) -> AgentCall:
-        if isinstance(prompt, str):
-            prompt_json = encode_basestring(prompt)  # to_json's own fast path, two calls sooner
-        else:
-            prompt_json = _json_argument("agent", prompt, "prompt")
         if (
             schema is None
             and agent_type is None
@@ -593,6 +600,15 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
         options = AgentOptions(schema_json, agent_type, label, instruction, model, tools,
                                instance_id)  # fmt: skip
         return AgentCall(scheduler, (prompt_json, options))
+
+    # As scripts see it: an unknown option's error names `agent()`, and the signature is the
+    # contract's, the prompt then the options.
+    with_options.__qualname__ = "agent"
+    options_signature = inspect.signature(with_options)
+    prompt, *option_parameters = options_signature.parameters.values()
+    agent.__signature__ = options_signature.replace(
+        parameters=[prompt.replace(name="prompt"), *option_parameters]
+    )
 
     def call_tool(name, /, **kwargs) -> ToolCall:
         if not isinstance(name, str):

@@ -75,12 +75,9 @@ class WitFake:
             except CallFailed as failure:
                 raise self._err(failure) from None
             return [
-                (
-                    completion.handle,
-                    self.types.Ok(completion.payload)
-                    if completion.ok
-                    else self._err(completion.payload),
-                )
+                (completion.handle, completion.payload, None)
+                if completion.ok
+                else (completion.handle, "", self._err(completion.payload).value)
                 for completion in completions
             ]
 

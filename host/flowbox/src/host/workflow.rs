@@ -102,7 +102,10 @@ impl host::Host for RunCtx {
         Ok(batch.map(|completions| {
             completions
                 .into_iter()
-                .map(|c| (c.handle, c.outcome.map_err(to_wit)))
+                .map(|c| match c.outcome {
+                    Ok(reply) => (c.handle, reply, None),
+                    Err(failure) => (c.handle, String::new(), Some(to_wit(failure))),
+                })
                 .collect()
         }))
     }
