@@ -556,7 +556,7 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
         return with_options(prompt_json, **options)
 
     def with_options(
-        prompt_json,
+        prompt,  # as JSON text; named as `agent`'s, whose signature this is
         *,
         schema=None,
         agent_type=None,
@@ -575,7 +575,7 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             and tools is None
             and instance_id is None
         ):
-            return AgentCall(scheduler, (prompt_json, None))
+            return AgentCall(scheduler, (prompt, None))
         schema_json = None
         if schema is not None:
             if not isinstance(schema, dict):
@@ -599,16 +599,13 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             tools = list(tools)
         options = AgentOptions(schema_json, agent_type, label, instruction, model, tools,
                                instance_id)  # fmt: skip
-        return AgentCall(scheduler, (prompt_json, options))
+        return AgentCall(scheduler, (prompt, options))
 
-    # As scripts see it: an unknown option's error names `agent()`, and the signature is the
-    # contract's, the prompt then the options.
+    # As scripts see it: an unknown option's error names `agent()`, and `agent`'s signature
+    # (`inspect.signature` follows `__wrapped__`) is the contract's, the prompt then the
+    # options. Nothing is computed here: the snapshot that holds it would make every run dearer.
     with_options.__qualname__ = "agent"
-    options_signature = inspect.signature(with_options)
-    prompt, *option_parameters = options_signature.parameters.values()
-    agent.__signature__ = options_signature.replace(
-        parameters=[prompt.replace(name="prompt"), *option_parameters]
-    )
+    agent.__wrapped__ = with_options
 
     def call_tool(name, /, **kwargs) -> ToolCall:
         if not isinstance(name, str):
