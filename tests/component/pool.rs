@@ -318,3 +318,15 @@ return sorted(holders)
         .unwrap();
     assert_eq!(holders, json!(["random", "statistics"]));
 }
+
+/// The floor the bench measures start-up against instantiates a real guest, and leaves the
+/// runtime as it was.
+#[tokio::test]
+async fn the_instance_floor_instantiates_a_guest_and_changes_nothing() {
+    let runtime = flowbox_tests::runtime();
+    let floor = runtime.instance_floor().await.unwrap();
+    assert!(floor > Duration::ZERO);
+    let outcome = runtime.run("return 1", json!({})).await;
+    assert_eq!(outcome.result.unwrap(), json!(1));
+    assert_eq!(outcome.summary.leaves, 0);
+}

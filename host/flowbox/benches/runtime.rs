@@ -142,6 +142,32 @@ async fn measure_pooled(runtime: &Runtime, iterations: usize) -> Stats {
     }
 }
 
+/// The floor: what a fresh instance costs wasmtime itself (`Runtime::instance_floor`),
+/// `iterations` times after two warm-ups.
+async fn measure_floor(runtime: &Runtime, iterations: usize) -> Stats {
+    let mut times = Vec::with_capacity(iterations);
+    for _ in 0..iterations + 2 {
+        times.push(
+            runtime
+                .instance_floor()
+                .await
+                .expect("the guest instantiates"),
+        );
+    }
+    let mut times = times.split_off(2);
+    times.sort();
+    Stats {
+        median: times[times.len() / 2],
+        p90: times[times.len() * 9 / 10],
+        iterations,
+    }
+}
+
+/// `figure` as a multiple of the floor, to one decimal.
+fn over_floor(figure: Duration, floor: &Stats) -> f64 {
+    (figure.as_secs_f64() / floor.median.as_secs_f64() * 10.0).round() / 10.0
+}
+
 /// The peer's figures for the same workloads (`benches/peer/`), or why there are none.
 fn peer_figures() -> Value {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peer/run.sh");
@@ -450,6 +476,7 @@ async fn async_main() {
     let fake = runtime(Arc::new(FakeBackend::new()), Limits::default());
     let build = build_start.elapsed();
 
+    let floor = measure_floor(&fake, 200).await;
     let trivial = measure(&fake, TRIVIAL, json!({}), 200).await;
     // The warm pool: what a full pool of 4 adds to resident memory before its first run (so
     // before anything is pre-faulted), then trivial runs from it, then how much of its
@@ -624,6 +651,12 @@ async fn async_main() {
 
     let results = json!({
         "runtime_build_ms": ms(build),
+        "floor_fresh_instance": floor.json(),
+        "over_floor": {
+            "trivial_run": over_floor(trivial.median, &floor),
+            "trivial_run_from_pool": over_floor(trivial_pooled.median, &floor),
+            "one_leaf": over_floor(one_leaf.median, &floor),
+        },
         "trivial_run": trivial.json(),
         "one_leaf": one_leaf.json(),
         "parallel_100": parallel_100.json(),
@@ -720,16 +753,37 @@ async fn async_main() {
         "",
     );
     row(
+        "floor: instantiate + a trivial export",
+        format!("{:.3} ms", ms(floor.median)),
+        "",
+    );
+    row(
         "trivial run",
-        format!("{:.3} ms", ms(trivial.median)),
+        format!(
+            "{:.3} ms, ×{} floor",
+            ms(trivial.median),
+            over_floor(trivial.median, &floor)
+        ),
         "≤ 2 ms",
     );
     row(
         "trivial run from the warm pool",
-        format!("{:.3} ms", ms(trivial_pooled.median)),
+        format!(
+            "{:.3} ms, ×{} floor",
+            ms(trivial_pooled.median),
+            over_floor(trivial_pooled.median, &floor)
+        ),
         "≤ peer warm",
     );
-    row("one leaf", format!("{:.3} ms", ms(one_leaf.median)), "");
+    row(
+        "one leaf",
+        format!(
+            "{:.3} ms, ×{} floor",
+            ms(one_leaf.median),
+            over_floor(one_leaf.median, &floor)
+        ),
+        "",
+    );
     row(
         "parallel 100",
         format!("{:.2} ms", ms(parallel_100.median)),

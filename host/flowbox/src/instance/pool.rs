@@ -413,32 +413,7 @@ async fn instantiate(
     backend: &Arc<dyn LeafBackend>,
     profile: &Arc<PageProfile>,
 ) -> Option<Warm> {
-    let limits = Limits {
-        fuel: INSTANTIATION_FUEL,
-        memory_bytes: u64::MAX,
-        ..Limits::default()
-    };
-    let thread_id = "warm-pool".to_owned();
-    let setup = RunSetup {
-        // Nothing listens to the placeholder's events.
-        events: Arc::new(RunEvents::new(
-            thread_id.clone(),
-            Arc::new(EventHub::new(1)),
-        )),
-        thread_id,
-        limits: limits.clone(),
-        guard: true,
-        start_unix_nanos: 0,
-        checkpoints: Checkpoints::default(),
-    };
-    // The run's own state, pricing included, replaces this placeholder at hand-over.
-    let pricing = Pricing {
-        prices: None,
-        fanout: None,
-        projection: false,
-    };
-    let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, setup, pricing);
-    let mut store = new_store(engine, ctx).ok()?;
+    let mut store = placeholder_store(engine, backend)?;
     let unmapping = prefault::hold_unmapping();
     let before = Mappings::now();
     let instance = pre.instantiate_async(&mut store).await.ok()?;
@@ -464,4 +439,38 @@ async fn instantiate(
         profile: Arc::clone(profile),
     };
     Some(warm)
+}
+
+/// A store for an instance no run owns yet: ample fuel, no memory cap, no journal, and events
+/// nobody listens to. The run's own state replaces it at hand-over.
+pub(crate) fn placeholder_store(
+    engine: &Engine,
+    backend: &Arc<dyn LeafBackend>,
+) -> Option<Store<RunCtx>> {
+    let limits = Limits {
+        fuel: INSTANTIATION_FUEL,
+        memory_bytes: u64::MAX,
+        ..Limits::default()
+    };
+    let thread_id = "warm-pool".to_owned();
+    let setup = RunSetup {
+        // Nothing listens to the placeholder's events.
+        events: Arc::new(RunEvents::new(
+            thread_id.clone(),
+            Arc::new(EventHub::new(1)),
+        )),
+        thread_id,
+        limits: limits.clone(),
+        guard: true,
+        start_unix_nanos: 0,
+        checkpoints: Checkpoints::default(),
+    };
+    // The run's own state, pricing included, replaces this placeholder at hand-over.
+    let pricing = Pricing {
+        prices: None,
+        fanout: None,
+        projection: false,
+    };
+    let ctx = RunCtx::new(Arc::clone(backend), ToolSet::new(), None, setup, pricing);
+    new_store(engine, ctx).ok()
 }

@@ -400,6 +400,29 @@ impl Runtime {
         self.shared.pool.as_ref().map(WarmPool::stats)
     }
 
+    /// What a fresh instance of the guest costs wasmtime itself, the floor every start-up
+    /// figure is measured against (`make bench`): a new store, the pre-linked guest
+    /// instantiated into it and its trivial `warm-up` export called (which is also where the
+    /// guest's runtime sets itself up), timed on this thread; the store is dropped after.
+    pub async fn instance_floor(&self) -> Result<std::time::Duration, RunError> {
+        let shared = &self.shared;
+        let mut store = crate::instance::pool::placeholder_store(&shared.engine, &shared.backend)
+            .ok_or_else(|| RunError::Host("cannot make a store".into()))?;
+        let start = std::time::Instant::now();
+        let instance = shared
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| RunError::Host(format!("cannot instantiate the guest: {e}")))?;
+        instance
+            .call_warm_up(&mut store)
+            .await
+            .map_err(|e| RunError::Host(format!("the guest's warm-up failed: {e}")))?;
+        let floor = start.elapsed();
+        crate::instance::retire::retire(store);
+        Ok(floor)
+    }
+
     /// SHA-256 (hex) of the guest component this build embeds: with the crate's version, what
     /// names a deployment of the same code (a distributed engine keeps in-flight runs on it).
     pub fn guest_sha256(&self) -> &'static str {
