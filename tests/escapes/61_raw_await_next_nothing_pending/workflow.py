@@ -3,7 +3,7 @@ from wit_world.imports import host
 
 def await_raw():
     try:
-        return [[handle, json.loads(outcome.value)] for handle, outcome in host.await_next()]
+        return [[handle, json.loads(reply)] for handle, reply, _ in host.await_next()]
     except Exception as error:
         return "refused: " + error.value.message
 
