@@ -46,6 +46,16 @@ struct Stats {
 }
 
 impl Stats {
+    /// The median and 90th percentile of some timings.
+    fn of(mut times: Vec<Duration>) -> Stats {
+        times.sort();
+        Stats {
+            median: times[times.len() / 2],
+            p90: times[times.len() * 9 / 10],
+            iterations: times.len(),
+        }
+    }
+
     fn json(&self) -> Value {
         json!({
             "median_ms": ms(self.median),
@@ -109,12 +119,7 @@ async fn measure(runtime: &Runtime, script: &str, args: Value, iterations: usize
         run_ok(runtime, script, args.clone()).await;
         times.push(start.elapsed());
     }
-    times.sort();
-    Stats {
-        median: times[times.len() / 2],
-        p90: times[times.len() * 9 / 10],
-        iterations,
-    }
+    Stats::of(times)
 }
 
 /// A trivial run from the warm pool, `iterations` times: before each (untimed) the pool is
@@ -133,13 +138,7 @@ async fn measure_pooled(runtime: &Runtime, iterations: usize) -> Stats {
         run_ok(runtime, TRIVIAL, json!({})).await;
         times.push(start.elapsed());
     }
-    let mut times = times.split_off(2);
-    times.sort();
-    Stats {
-        median: times[times.len() / 2],
-        p90: times[times.len() * 9 / 10],
-        iterations,
-    }
+    Stats::of(times.split_off(2))
 }
 
 /// The floor: what a fresh instance costs wasmtime itself (`Runtime::instance_floor`),
@@ -154,13 +153,7 @@ async fn measure_floor(runtime: &Runtime, iterations: usize) -> Stats {
                 .expect("the guest instantiates"),
         );
     }
-    let mut times = times.split_off(2);
-    times.sort();
-    Stats {
-        median: times[times.len() / 2],
-        p90: times[times.len() * 9 / 10],
-        iterations,
-    }
+    Stats::of(times.split_off(2))
 }
 
 /// `figure` as a multiple of the floor, to one decimal.
@@ -213,17 +206,7 @@ async fn measure_alternating(
             times.push(start.elapsed());
         }
     }
-    times
-        .into_iter()
-        .map(|mut times| {
-            times.sort();
-            Stats {
-                median: times[times.len() / 2],
-                p90: times[times.len() * 9 / 10],
-                iterations,
-            }
-        })
-        .collect()
+    times.into_iter().map(Stats::of).collect()
 }
 
 /// Plans and runs `script` `iterations` times each, alternating (after a warm-up of both):
@@ -247,15 +230,7 @@ async fn measure_plan_and_run(
         run_ok(runtime, script, args.clone()).await;
         runs.push(start.elapsed());
     }
-    let stats = |mut times: Vec<Duration>| {
-        times.sort();
-        Stats {
-            median: times[times.len() / 2],
-            p90: times[times.len() * 9 / 10],
-            iterations,
-        }
-    };
-    (stats(plans), stats(runs))
+    (Stats::of(plans), Stats::of(runs))
 }
 
 async fn run_ok(runtime: &Runtime, script: &str, args: Value) -> Value {
@@ -382,12 +357,7 @@ async fn resume_benchmark(
         times.push(start.elapsed());
         assert_eq!(resumed.result.expect("the replay succeeds"), json!(1000));
     }
-    times.sort();
-    Stats {
-        median: times[times.len() / 2],
-        p90: times[times.len() * 9 / 10],
-        iterations: times.len(),
-    }
+    Stats::of(times)
 }
 
 /// The environment variable that makes this benchmark measure one part and print it as JSON.

@@ -187,20 +187,22 @@ fn plan_expects_the_output_the_journal_recorded_else_the_default() {
     assert_eq!(refused["ok"], false);
 }
 
+/// A `--backend` that answers as the fake one does and logs every call to the file it returns.
+fn logged_fake(dir: &tempfile::TempDir) -> (String, std::path::PathBuf) {
+    let log = dir.path().join("calls.jsonl");
+    let config = format!(
+        r#"{{"fallback": "fake", "call_log": {:?}}}"#,
+        log.to_str().unwrap()
+    );
+    (scripted_backend(dir, "backend.json", config), log)
+}
+
 #[test]
 fn a_gate_below_the_plan_refuses_the_run_before_any_leaf_with_the_plan() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("journal.db");
     // The scripted backend's call log would show any call that was made.
-    let log = dir.path().join("calls.jsonl");
-    let backend = scripted_backend(
-        &dir,
-        "backend.json",
-        format!(
-            r#"{{"fallback": "fake", "call_log": {:?}}}"#,
-            log.to_str().unwrap()
-        ),
-    );
+    let (backend, log) = logged_fake(&dir);
     let output = flowbox(&[
         "run",
         "examples/review.py",
@@ -310,15 +312,7 @@ fn plan_lists_a_granted_directory_for_real_and_counts_the_leaves_the_run_starts(
     }
     let notes = notes.to_str().unwrap();
     let script = write_file(&dir, "per_file.py", PER_FILE);
-    let log = dir.path().join("calls.jsonl");
-    let backend = scripted_backend(
-        &dir,
-        "backend.json",
-        format!(
-            r#"{{"fallback": "fake", "call_log": {:?}}}"#,
-            log.to_str().unwrap()
-        ),
-    );
+    let (backend, log) = logged_fake(&dir);
     let common = ["--backend", &backend, "--allow-read", notes, "--json"];
 
     let mut args = vec!["plan", &script];
