@@ -477,7 +477,9 @@ async fn gate(shared: &Shared, request: &RunRequest, thread_id: &str) -> Result<
         return Ok(());
     }
     // The same thread id seeds the same randomness, so the plan measures the run it admits.
-    let plan = plan(shared, request, Some(thread_id)).await?;
+    // What the gate checks is the ceiling, which needs no history: the journal's replies are
+    // read only for a refusal's plan, which a person reads.
+    let plan = plan(shared, request, Some(thread_id), false).await?;
     let mut reasons = Vec::new();
     if let Some(gate) = gate_leaves
         && plan.leaves > gate
@@ -505,6 +507,7 @@ async fn gate(shared: &Shared, request: &RunRequest, thread_id: &str) -> Result<
     if reasons.is_empty() {
         return Ok(());
     }
+    let plan = self::plan(shared, request, Some(thread_id), true).await?;
     Err(RunError::GateRefused(Box::new(GateRefusal {
         reason: reasons.join("; "),
         plan,
@@ -513,11 +516,14 @@ async fn gate(shared: &Shared, request: &RunRequest, thread_id: &str) -> Result<
 
 /// Projects a run of `request` into its plan: the real guest, under the request's limits (or
 /// the runtime's), with every call but a read-only tool's answered by a placeholder; nothing is
-/// journaled or published, and nothing that changes anything is called. `thread_id` seeds the guest's randomness, as it would the run's.
+/// journaled or published, and nothing that changes anything is called. `thread_id` seeds the
+/// guest's randomness, as it would the run's. With `learn`, the expected output comes from the
+/// journal's replies; without, every leaf expects the default.
 pub(crate) async fn plan(
     shared: &Shared,
     request: &RunRequest,
     thread_id: Option<&str>,
+    learn: bool,
 ) -> Result<plan::Plan, RunError> {
     let limits = request
         .limits
@@ -582,11 +588,12 @@ pub(crate) async fn plan(
         .map_err(|e| RunError::Guest(format!("plan-notes returned invalid JSON: {e}")))?;
     let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
     // A journal that cannot be read leaves the plan its defaults, and says so.
-    let (history, history_error) =
-        match plan::History::read(shared.store.as_deref(), shared.backend.as_ref()).await {
-            Ok(history) => (history, None),
-            Err(error) => (plan::History::default(), Some(error.to_string())),
-        };
+    let journal = shared.store.as_deref().filter(|_| learn);
+    let (history, history_error) = match plan::History::read(journal, shared.backend.as_ref()).await
+    {
+        Ok(history) => (history, None),
+        Err(error) => (plan::History::default(), Some(error.to_string())),
+    };
     let ctx = store.data_mut();
     let projection = ctx.calls.take_projection().unwrap_or_default();
     let context = plan::Context {

@@ -328,7 +328,7 @@ impl Runtime {
     /// phase and per profile. A script that does not pass its checks is an error, as for a
     /// run; one that fails on the placeholders' path still has a plan, which says where.
     pub async fn plan(&self, request: RunRequest) -> Result<Plan, RunError> {
-        run::plan(&self.shared, &request, request.thread_id.as_deref()).await
+        run::plan(&self.shared, &request, request.thread_id.as_deref(), true).await
     }
 
     /// Resumes a journaled thread: a finished one returns its recorded outcome; an interrupted
