@@ -8,6 +8,7 @@ snapshots the interpreter, so whatever it imports is all that exists at run time
 # import lazily.
 import functools
 import gc
+import random
 import time
 
 import wit_world
@@ -59,10 +60,6 @@ def _printable(text: str) -> str:
 
 class WitHost:
     """The SDK's host protocol over the generated import functions."""
-
-    def settings(self) -> Settings:
-        settings = wit.settings()
-        return Settings(settings.guard, settings.recursion_limit)
 
     def started(self, meta_json):
         wit.started(None if meta_json is None else _printable(meta_json))
@@ -153,15 +150,15 @@ class WitWorld(wit_world.WitWorld):
     def warm_up(self) -> None:
         """Nothing: the call alone makes componentize-py's runtime set itself up (see the WIT)."""
 
-    def run(self, script: str, args: str) -> str:
+    def run(self, script: str, args: str, guard: bool, recursion_limit: int) -> str:
         try:
-            return flowbox_sdk.run(HOST, script, args)
+            return flowbox_sdk.run(HOST, script, args, Settings(guard, recursion_limit))
         except ScriptFailure as failure:
             raise _script_error(failure) from None
 
-    def check(self, script: str) -> str:
+    def check(self, script: str, guard: bool) -> str:
         try:
-            return _printable(flowbox_sdk.check(HOST, script))
+            return _printable(flowbox_sdk.check(script, guard))
         except ScriptFailure as failure:
             raise _script_error(failure) from None
 
@@ -186,3 +183,18 @@ flowbox_sdk.make_ready(HOST)
 gc.collect()
 gc.freeze()
 gc.set_threshold(20_000)
+
+
+# componentize-py's runtime reseeds `random` on an instance's first export call (the warm-up),
+# from 2,496 random bytes, with the `random.seed` it looks up once this module is imported. A
+# run seeds the generator itself, from the run's deterministic randomness and only when its
+# script can reach it (see `runner.run`), so that reseeding is work no run uses: the runtime
+# gets a stand-in instead, which puts `random.seed` back for scripts and draws nothing.
+_seed = random.seed
+
+
+def _first_seed() -> None:
+    random.seed = _seed
+
+
+random.seed = _first_seed

@@ -15,8 +15,15 @@ Path = list[tuple[int, int, int, int | None]]
 
 
 class Settings(NamedTuple):
+    """How the host wants a run to behave: the WIT `run` export's `guard` and
+    `recursion-limit`."""
+
     guard: bool
     recursion_limit: int
+
+
+# The host's defaults, for runs the SDK's own callers (its warm-up, its tests) start.
+DEFAULT_SETTINGS = Settings(True, 1000)
 
 
 class BudgetState(NamedTuple):
@@ -65,8 +72,6 @@ class AgentOptions(NamedTuple):
 
 
 class Host(Protocol):
-    def settings(self) -> Settings: ...
-
     def started(self, meta_json: str | None) -> None: ...
 
     def start_agent(self, prompt: str, options: AgentOptions | None, path: Path) -> int:

@@ -280,24 +280,25 @@ def _body_form(tree: ast.Module) -> str | None:
 
 def _return_as_result(tree: ast.Module) -> int | None:
     """Turns a direct body's final `return value` into an assignment of RESULT, at the same
-    place, and returns its line; a final bare `return` becomes `pass`."""
+    place, and returns its line; a final bare `return` becomes `pass`. The statement changes
+    class in place (`Return` and `Assign` have the same layout), which costs less than making
+    a new one."""
     last = tree.body[-1]
     if type(last) is not ast.Return:
         return None
-    place = {
-        "lineno": last.lineno,
-        "col_offset": last.col_offset,
-        "end_lineno": last.end_lineno,
-        "end_col_offset": last.end_col_offset,
-    }
     if last.value is None:
-        tree.body[-1] = _new_node(ast.Pass, **place)
+        last.__class__ = ast.Pass
         return None
-    target = _new_node(ast.Name, id=RESULT, ctx=_STORE, **place)
-    tree.body[-1] = _new_node(
-        ast.Assign, targets=[target], value=last.value, type_comment=None, **place
-    )
-    return last.lineno
+    line = last.lineno
+    last.targets = [
+        _new_node(
+            ast.Name, id=RESULT, ctx=_STORE, lineno=line, col_offset=last.col_offset,
+            end_lineno=last.end_lineno, end_col_offset=last.end_col_offset,
+        )
+    ]  # fmt: skip
+    last.type_comment = None
+    last.__class__ = ast.Assign
+    return line
 
 
 _STORE = ast.Store()

@@ -13,7 +13,7 @@ every call at once with a fixed reply; nothing of them survives but the interpre
 import json
 
 from .errors import CallFailed, ScriptFailure
-from .host import BudgetState, Completion, Settings
+from .host import BudgetState, Completion
 from .runner import check, plan_notes, run
 
 # The shapes of script the SDK runs most: the three forms, leaves one at a time, fanned out and
@@ -66,9 +66,6 @@ class WarmupHost:
         self._pending = []
         self._handles = 0
 
-    def settings(self) -> Settings:
-        return Settings(True, 1000)
-
     def started(self, meta_json):
         pass
 
@@ -117,7 +114,7 @@ def warm_up(rounds: int = 3) -> list:
     for _ in range(rounds):
         results = []
         for script in SCRIPTS:
-            check(WarmupHost(), script)
+            check(script, True)
             plan_notes(WarmupHost(), script)
             results.append(run(WarmupHost(), script, ARGS))
         try:

@@ -81,10 +81,6 @@ class FakeHost:
 
     # --- the protocol ----------------------------------------------------------------------
 
-    def settings(self) -> Settings:
-        self.calls.append(("settings", ()))
-        return Settings(self.guard, self.recursion_limit)
-
     def started(self, meta_json):
         self.calls.append(("started", (meta_json,)))
 
@@ -169,27 +165,36 @@ class FakeHost:
         return [failure for (failure,) in self.named("branch_failed")]
 
     @property
+    def settings(self) -> Settings:
+        """What the host's `run` export passes the guest."""
+        return Settings(self.guard, self.recursion_limit)
+
+    @property
     def agent_requests(self) -> list:
         return [request for (request,) in self.named("start_agent")]
 
     def run(self, source: str, args=None):
         """Runs a script and returns its decoded result."""
-        return json.loads(runner.run(self, source, json.dumps(args if args is not None else {})))
+        return json.loads(runner.run(
+            self, source, json.dumps(args if args is not None else {}), self.settings
+        ))
 
     def fail(self, source: str, args=None) -> ScriptFailure:
         """Runs a script that must fail; returns the failure."""
         try:
-            result = runner.run(self, source, json.dumps(args if args is not None else {}))
+            result = runner.run(
+            self, source, json.dumps(args if args is not None else {}), self.settings
+        )
         except ScriptFailure as failure:
             return failure
         raise AssertionError(f"the script succeeded with {result}")
 
     def check(self, source: str):
-        return json.loads(runner.check(self, source))
+        return json.loads(runner.check(source, self.guard))
 
     def check_fails(self, source: str) -> ScriptFailure:
         try:
-            meta = runner.check(self, source)
+            meta = runner.check(source, self.guard)
         except ScriptFailure as failure:
             return failure
         raise AssertionError(f"the check passed with meta {meta}")

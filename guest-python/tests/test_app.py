@@ -4,6 +4,7 @@ with the import functions the component would get from the host replaced by a fa
 import importlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -51,10 +52,6 @@ class WitFake:
     def install(self, monkeypatch):
         wit, host = self.wit, self.host
 
-        def settings():
-            state = host.settings()
-            return wit.RunSettings(guard=state.guard, recursion_limit=state.recursion_limit)
-
         def start_agent(prompt, options, path):
             self.agent_requests.append((prompt, options, path))
             record = None if options is None else AgentOptions(**vars(options))
@@ -91,7 +88,6 @@ class WitFake:
             )
 
         functions = {
-            "settings": settings,
             "started": host.started,
             "start_agent": start_agent,
             "start_tool": start_tool,
@@ -105,12 +101,20 @@ class WitFake:
             monkeypatch.setattr(wit, name, function)
 
 
+def run_export(app, script: str, args: str, guard: bool = True, recursion_limit: int = 1000):
+    """The `run` export, as the host calls it."""
+    return app.WitWorld().run(script, args, guard, recursion_limit)
+
+
 @pytest.fixture
 def guest(bindings, monkeypatch, host):
     """A fresh import of app.py wired to `host`; time.sleep is restored afterwards."""
     monkeypatch.setattr(time, "sleep", time.sleep)
+    monkeypatch.setattr(random, "seed", random.seed)
     sys.modules.pop("app", None)
     app = importlib.import_module("app")
+    # What componentize-py's runtime does on an instance's first export call.
+    random.seed()
     wit = importlib.import_module("wit_world.imports.host")
     types = importlib.import_module("componentize_py_types")
     fake = WitFake(wit, types, host)
@@ -128,7 +132,7 @@ def test_run_returns_json_text_and_passes_paths_as_they_are(guest, host):
         return {"pair": pair, "args": args}
         """
     )
-    result = app.WitWorld().run(script, '{"k": [1]}')
+    result = run_export(app, script, '{"k": [1]}')
     assert json.loads(result) == {
         "pair": ["echo: a", {"tool": "t", "arguments": {"q": 1}}],
         "args": {"k": [1]},
@@ -145,14 +149,14 @@ def test_run_returns_json_text_and_passes_paths_as_they_are(guest, host):
 def test_pipeline_paths_cross_with_their_stage(guest, host):
     app, fake, _ = guest
     script = "return await pipeline(['x'], lambda item: item, lambda prev: agent(prev))\n"
-    assert json.loads(app.WitWorld().run(script, "{}")) == ["echo: x"]
+    assert json.loads(run_export(app, script, "{}")) == ["echo: x"]
     _, _, path = fake.agent_requests[0]
     assert path == [(1, 0, 1, 2)]
 
 
 def test_a_call_without_options_sends_none(guest):
     app, fake, _ = guest
-    app.WitWorld().run("return await agent('plain')\n", "{}")
+    run_export(app, "return await agent('plain')\n", "{}")
     assert fake.agent_requests == [('"plain"', None, [])]
 
 
@@ -166,7 +170,7 @@ def test_every_agent_option_reaches_its_record_field(guest):
         )
         """
     )  # fmt: skip
-    app.WitWorld().run(script, "{}")
+    run_export(app, script, "{}")
     prompt, options, path = fake.agent_requests[0]
     assert (prompt, path) == ('"p"', [])
     assert vars(options) == {
@@ -193,7 +197,7 @@ def test_every_agent_option_reaches_its_record_field(guest):
 def test_text_that_is_not_utf8_is_a_value_error_not_a_crash(guest, host, call):
     app, fake, _ = guest
     script = f"try:\n    await {call}\nexcept ValueError as e:\n    return str(e)\n"
-    message = json.loads(app.WitWorld().run(script, "{}"))
+    message = json.loads(run_export(app, script, "{}"))
     assert "lone surrogate" in message
     assert fake.agent_requests == [] and host.named("start_tool") == []
 
@@ -201,14 +205,14 @@ def test_text_that_is_not_utf8_is_a_value_error_not_a_crash(guest, host, call):
 def test_logs_results_and_errors_never_carry_a_lone_surrogate(guest, host):
     app, _, types = guest
     world = importlib.import_module("wit_world")
-    app.WitWorld().run('log("a\\ud800b")\nphase("\\udfff")\nreturn 1\n', "{}")
+    run_export(app, 'log("a\\ud800b")\nphase("\\udfff")\nreturn 1\n', "{}")
     assert host.logs == ["a\\ud800b"] and host.named("phase") == [("\\udfff",)]
     with pytest.raises(types.Err) as raised:
-        app.WitWorld().run('return {"k": "\\ud800"}\n', "{}")
+        run_export(app, 'return {"k": "\\ud800"}\n', "{}")
     assert raised.value.value.kind == world.ScriptErrorKind.INVALID_RESULT
     assert "lone surrogate" in raised.value.value.message
     with pytest.raises(types.Err) as raised:
-        app.WitWorld().run('raise ValueError("\\ud800")\nreturn 1\n', "{}")
+        run_export(app, 'raise ValueError("\\ud800")\nreturn 1\n', "{}")
     assert raised.value.value.message == "\\ud800"
     raised.value.value.message.encode("utf-8")
 
@@ -217,7 +221,7 @@ def test_script_errors_become_wit_script_errors(guest):
     app, _, types = guest
     world = importlib.import_module("wit_world")
     with pytest.raises(types.Err) as raised:
-        app.WitWorld().run("x = 1\nraise KeyError('k')\nreturn 1\n", "{}")
+        run_export(app, "x = 1\nraise KeyError('k')\nreturn 1\n", "{}")
     assert raised.value.value == world.ScriptError(
         world.ScriptErrorKind.UNCAUGHT, "'k'", 2, "KeyError"
     )
@@ -238,17 +242,17 @@ def test_every_script_error_kind_maps(guest, script, kind):
     app, _, types = guest
     world = importlib.import_module("wit_world")
     with pytest.raises(types.Err) as raised:
-        app.WitWorld().run(script, "{}")
+        run_export(app, script, "{}")
     assert raised.value.value.kind == world.ScriptErrorKind[kind]
 
 
 def test_check_returns_meta_or_a_wit_error(guest, host):
     app, _, types = guest
-    meta = app.WitWorld().check('meta = {"name": "n", "description": "d"}\nreturn 1\n')
+    meta = app.WitWorld().check('meta = {"name": "n", "description": "d"}\nreturn 1\n', True)
     assert json.loads(meta) == {"name": "n", "description": "d"}
-    assert app.WitWorld().check("return 1\n") == "null"
+    assert app.WitWorld().check("return 1\n", True) == "null"
     with pytest.raises(types.Err):
-        app.WitWorld().check("import os\nreturn 1\n")
+        app.WitWorld().check("import os\nreturn 1\n", True)
     assert host.named("started") == []
 
 
@@ -293,7 +297,7 @@ def test_call_errors_map_both_at_start_and_on_completion(guest, host, kind, exce
         raise CallFailed(kind, "no reply")
 
     host.agent = agent
-    result = json.loads(app.WitWorld().run(script, "{}"))
+    result = json.loads(run_export(app, script, "{}"))
     assert result == [[exception, "no start"], [exception, "no reply"]]
 
 
@@ -301,7 +305,7 @@ def test_await_next_error_is_reported(guest, host):
     app, _, types = guest
     host.await_error = CallFailed("invalid-request", "nothing is pending")
     with pytest.raises(types.Err) as raised:
-        app.WitWorld().run("return await agent('x')\n", "{}")
+        run_export(app, "return await agent('x')\n", "{}")
     assert (
         raised.value.value.message == "the host could not deliver completions: nothing is pending"
     )
@@ -316,19 +320,23 @@ def test_budget_settings_log_and_phase_pass_through(guest, host):
         "return [budget.total, budget.remaining(), budget.total_usd, budget.spent_usd(),"
         " budget.remaining_usd()]\n"
     )
-    assert json.loads(app.WitWorld().run(script, "{}")) == [10, 6, 2.5, 0.75, 1.75]
+    assert json.loads(run_export(app, script, "{}")) == [10, 6, 2.5, 0.75, 1.75]
     assert host.named("phase") == [("P",)] and host.logs == ["hi"]
 
 
 def test_settings_are_honoured(guest, host):
-    app, _, _ = guest
+    app, _, types = guest
     host.guard = False
-    assert json.loads(app.WitWorld().run("import os\nreturn os.sep\n", "{}")) == os.sep
+    script = "import os\nreturn os.sep\n"
+    assert json.loads(run_export(app, script, "{}", guard=False)) == os.sep
+    with pytest.raises(types.Err) as raised:
+        run_export(app, script, "{}", guard=True)
+    assert raised.value.value.kind.name == "FORBIDDEN"
 
 
 def test_time_sleep_advances_the_virtual_clock(guest, host):
     app, _, _ = guest
-    assert json.loads(app.WitWorld().run("import time\ntime.sleep(0.25)\nreturn 1\n", "{}")) == 1
+    assert json.loads(run_export(app, "import time\ntime.sleep(0.25)\nreturn 1\n", "{}")) == 1
     assert host.named("sleep") == [(250_000_000,)]
 
 
@@ -336,7 +344,24 @@ def test_random_is_reseeded_from_wasi_randomness_every_run(guest, monkeypatch):
     app, _, _ = guest
     script = "import random\nreturn [random.random(), random.randint(1, 10**9)]\n"
     monkeypatch.setattr(os, "urandom", lambda n: b"\x01" * n)
-    first = app.WitWorld().run(script, "{}")
-    assert app.WitWorld().run(script, "{}") == first
+    first = run_export(app, script, "{}")
+    assert run_export(app, script, "{}") == first
     monkeypatch.setattr(os, "urandom", lambda n: b"\x02" * n)
-    assert app.WitWorld().run(script, "{}") != first
+    assert run_export(app, script, "{}") != first
+
+
+def test_the_runtimes_reseeding_draws_nothing_and_gives_scripts_the_real_seed(
+    bindings, monkeypatch
+):
+    real_seed = random.seed
+    monkeypatch.setattr(random, "seed", random.seed)
+    sys.modules.pop("app", None)
+    importlib.import_module("app")
+    try:
+        assert random.seed is not real_seed  # the stand-in the runtime looks up
+        state = random.getstate()
+        random.seed()  # the runtime's reseeding, on the first export call
+        assert random.getstate() == state
+        assert random.seed == real_seed
+    finally:
+        sys.modules.pop("app", None)

@@ -214,9 +214,9 @@ def test_top_level_statements_of_main_form_run_before_main(host):
     assert host.logs == ["module level", "in main"]
 
 
-def test_started_comes_after_settings_and_before_the_script_runs(host):
+def test_started_comes_before_the_script_runs(host):
     host.run("log('go')\nreturn 1\n")
-    assert [name for name, _ in host.calls] == ["settings", "started", "log"]
+    assert [name for name, _ in host.calls] == ["started", "log"]
 
 
 def test_no_entry_point(host):
@@ -273,7 +273,7 @@ def test_check_returns_meta_and_runs_nothing(host):
         )
     )
     assert meta == {"name": "n", "description": "d", "phases": [{"title": "Plan"}]}
-    assert [name for name, _ in host.calls] == ["settings"]
+    assert host.calls == []
 
 
 def test_check_returns_null_without_meta(host):
@@ -292,7 +292,7 @@ def test_invalid_args_json(host):
     from flowbox_sdk.script import ScriptFailure
 
     try:
-        runner.run(host, "return 1\n", "{not json")
+        runner.run(host, "return 1\n", "{not json", host.settings)
     except ScriptFailure as failure:
         assert (failure.kind, failure.exception) == ("uncaught", "ValueError")
         assert "args are not valid JSON" in failure.message

@@ -66,7 +66,6 @@ def test_three_pending_leaves_need_exactly_one_await_next(host):
     host.run(script)
     names = [name for name, _ in host.calls]
     assert names == [
-        "settings",
         "started",
         "start_agent",
         "start_agent",

@@ -156,7 +156,7 @@ def test_a_script_reconfiguring_json_changes_nothing_the_sdk_sends_or_reads(
 ):
     host = FakeHost(guard=guard)
     host.agent = lambda request: {"verdict": "ok", "scores": [1, 2]}
-    result = runner.run(host, src(reconfigure + USE_THE_PRIMITIVES), "{}")
+    result = runner.run(host, src(reconfigure + USE_THE_PRIMITIVES), "{}", host.settings)
     assert result == (
         '{"reply": {"verdict": "ok", "scores": [1, 2]}, '
         '"tool": {"tool": "echo", "arguments": {"items": [1, 2], "text": "é"}}, '

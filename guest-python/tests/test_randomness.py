@@ -31,7 +31,8 @@ def test_the_text_decides_whether_a_script_may_use_random(source, may):
 def _state_after(source: str, guard: bool):
     random.seed(7)
     before = random.getstate()
-    runner.run(FakeHost(guard=guard), source, "{}")
+    host = FakeHost(guard=guard)
+    runner.run(host, source, "{}", host.settings)
     return before, random.getstate()
 
 

@@ -172,11 +172,13 @@ struct Counted {
 }
 
 impl RandomStream {
-    pub(crate) fn new(seed: &str, stream: &str) -> Self {
-        Self(Arc::new(Mutex::new(Counted {
-            random: SeededRandom::new(seed, stream),
-            drawn: 0,
-        })))
+    /// The stream, moved on uncounted past its first `passed` words.
+    pub(crate) fn new(seed: &str, stream: &str, passed: u64) -> Self {
+        let mut random = SeededRandom::new(seed, stream);
+        for _ in 0..passed {
+            random.next();
+        }
+        Self(Arc::new(Mutex::new(Counted { random, drawn: 0 })))
     }
 
     /// The words drawn so far.
@@ -233,12 +235,18 @@ pub(crate) struct Randomness {
     pub(crate) insecure: RandomStream,
 }
 
+/// The words the guest's set-up drew from the secure stream until it stopped reseeding
+/// `random` on an instance's first call (2,496 bytes, a word each): every thread's secure stream
+/// starts past them, so a thread draws the numbers it drew in the builds before, and their
+/// journals replay.
+const FORMER_SET_UP_WORDS: u64 = 2_496;
+
 impl Randomness {
     /// The streams of thread `thread_id`.
     pub(crate) fn new(thread_id: &str) -> Self {
         Self {
-            secure: RandomStream::new(thread_id, "secure"),
-            insecure: RandomStream::new(thread_id, "insecure"),
+            secure: RandomStream::new(thread_id, "secure", FORMER_SET_UP_WORDS),
+            insecure: RandomStream::new(thread_id, "insecure", 0),
         }
     }
 
@@ -311,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_stream_counts_whole_words_and_skipping_them_is_drawing_them() {
-        let drawn = RandomStream::new("thread-a", "secure");
+        let drawn = RandomStream::new("thread-a", "secure", 0);
         let mut draws = drawn.clone();
         let mut bytes = [0u8; 20];
         draws.try_fill_bytes(&mut bytes).unwrap();
@@ -320,7 +328,7 @@ mod tests {
         // Three words for the 20 bytes, one each for the numbers, seen through either clone.
         assert_eq!((drawn.drawn(), draws.drawn()), (5, 5));
 
-        let mut skipped = RandomStream::new("thread-a", "secure");
+        let mut skipped = RandomStream::new("thread-a", "secure", 0);
         skipped.skip(5);
         assert_eq!(skipped.drawn(), 5);
         assert_eq!(
@@ -328,10 +336,20 @@ mod tests {
             draws.try_next_u64().unwrap()
         );
 
+        // A thread's secure stream starts, uncounted, past what the former set-up drew.
+        let mut passed = RandomStream::new("thread-b", "secure", 0);
+        passed.skip(FORMER_SET_UP_WORDS);
+        let started = Randomness::new("thread-b");
+        assert_eq!(started.drawn(), [0, 0]);
+        assert_eq!(
+            started.secure.clone().try_next_u64().unwrap(),
+            passed.try_next_u64().unwrap()
+        );
+
         let randomness = Randomness::new("thread-b");
         randomness.skip([3, 0]);
         assert_eq!(randomness.drawn(), [3, 0]);
-        let mut fresh = RandomStream::new("thread-b", "insecure");
+        let mut fresh = RandomStream::new("thread-b", "insecure", 0);
         assert_eq!(
             randomness.insecure.clone().try_next_u64().unwrap(),
             fresh.try_next_u64().unwrap()
@@ -341,16 +359,16 @@ mod tests {
     #[test]
     fn random_bytes_are_fixed_by_the_seed() {
         let draw = |seed: &str| {
-            let mut rng = RandomStream::new(seed, "secure");
+            let mut rng = RandomStream::new(seed, "secure", 0);
             let mut bytes = [0u8; 20];
             rng.try_fill_bytes(&mut bytes).unwrap();
             bytes
         };
         assert_eq!(draw("thread-a"), draw("thread-a"));
         assert_ne!(draw("thread-a"), draw("thread-b"));
-        let mut other_stream = RandomStream::new("thread-a", "insecure");
+        let mut other_stream = RandomStream::new("thread-a", "insecure", 0);
         assert_ne!(other_stream.try_next_u64().unwrap(), {
-            let mut same = RandomStream::new("thread-a", "secure");
+            let mut same = RandomStream::new("thread-a", "secure", 0);
             same.try_next_u64().unwrap()
         });
     }

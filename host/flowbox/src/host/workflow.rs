@@ -8,7 +8,7 @@ use flowbox_store::{BranchFailure, CallErrorKind, GroupKind, Summary};
 use serde_json::Value;
 
 use crate::RunError;
-use crate::bindings::host::{self, BudgetState, CallError, Completion, RunSettings};
+use crate::bindings::host::{self, BudgetState, CallError, Completion};
 use crate::calls::decode::{self, CallFailure};
 use crate::error::MAX_EXCEPTION_NAME_BYTES;
 use crate::events::{EventKind, MetaPhase};
@@ -22,13 +22,6 @@ const MAX_BRANCH_MESSAGE_BYTES: usize = 1 << 10;
 const MAX_WARNINGS: usize = 20;
 
 impl host::Host for RunCtx {
-    fn settings(&mut self) -> wasmtime::Result<RunSettings> {
-        Ok(RunSettings {
-            guard: self.guard,
-            recursion_limit: self.limits.recursion_limit,
-        })
-    }
-
     async fn started(&mut self, meta: Option<String>) -> wasmtime::Result<()> {
         let meta: Value = match meta {
             Some(text) => serde_json::from_str(&text).unwrap_or(Value::Null),

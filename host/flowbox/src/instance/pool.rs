@@ -57,7 +57,7 @@ pub struct WarmPoolStats {
     pub memory_bytes: u64,
     /// Of that, what is pre-faulted, in bytes: private and resident already, so that a run
     /// takes no page fault when it first writes there: on Linux 5.14 or later, the pages that
-    /// runs from the pool have written (~1.8 MiB an instance for trivial scripts), once one
+    /// runs from the pool have written (~1 MiB an instance for trivial scripts), once one
     /// has ended; until then, and on other systems, nothing (the memory stays copy-on-write
     /// until a run writes to it). The pages runs only read are mapped ahead too, which costs
     /// no memory of their own (they are the compiled guest file's, shared).

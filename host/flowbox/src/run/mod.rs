@@ -274,7 +274,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
     let mut store = fresh_store(shared, setup, false)?;
     let outcome = tokio::time::timeout(limits.timeout, async {
         let instance = instantiate(shared, &mut store).await?;
-        instance.call_check(&mut store, script).await
+        instance.call_check(&mut store, script, true).await
     })
     .await;
     let meta = guest_result(outcome, &store, &limits)?;
@@ -298,7 +298,7 @@ async fn call_run(
             Some(instance) => instance,
             None => instantiate(shared, store).await?,
         };
-        instance.call_run(&mut *store, script, args).await
+        run_export(store, &instance, script, args).await
     })
     .await;
     let text = guest_result(outcome, store, limits)?;
@@ -319,6 +319,21 @@ async fn call_run(
             exception: None,
         })
     })
+}
+
+/// The guest's `run` export for `script` in `instance`, with the run's guard and recursion
+/// limit.
+async fn run_export(
+    store: &mut Store<RunCtx>,
+    instance: &Workflow,
+    script: &str,
+    args: &str,
+) -> wasmtime::Result<Result<String, crate::bindings::ScriptError>> {
+    let guard = store.data().guard;
+    let recursion_limit = store.data().limits.recursion_limit;
+    instance
+        .call_run(&mut *store, script, args, guard, recursion_limit)
+        .await
 }
 
 /// What a call of one of the guest's exports ended with, as a run error when it did not
@@ -566,9 +581,7 @@ pub(crate) async fn plan(
             Ok(text) => notes = Some(text),
             Err(rejected) => return Ok(Err(rejected)),
         }
-        instance
-            .call_run(&mut store, &request.script, &args_text)
-            .await
+        run_export(&mut store, &instance, &request.script, &args_text).await
     })
     .await;
     let ended = match guest_result(outcome, &store, &limits) {
