@@ -85,7 +85,10 @@ class Scheduler:
         self.host = host
         self.current: Task | None = None  # the task being stepped, if any
         self._ready = deque()  # (task, value to send, exception to throw)
-        self._blocked = {}  # handle -> the task waiting for that call
+        # Handle -> the task waiting for that call. An awaitable blocks a task by adding it
+        # here; the task is resumed with that call's `Completion` (never None, so a resumed
+        # iterator can tell it from a start).
+        self.blocked = {}
         self._groups = 0
 
     def run(self, coroutine: Coroutine) -> Any:
@@ -114,17 +117,12 @@ class Scheduler:
         self._groups += 1
         return self._groups
 
-    def block_on(self, handle: int) -> None:
-        """Blocks the current task until the host completes `handle`; the task is resumed with
-        that call's `Completion` (never None, so a resumed iterator can tell it from a start)."""
-        self._blocked[handle] = self.current
-
     def resume(self, task: Task, value: Any = None, error: BaseException | None = None) -> None:
         """Queues a blocked task to continue with `value`, or with `error` raised at its await."""
         self._ready.append((task, value, error))
 
     def _wait_for_host(self) -> None:
-        if not self._blocked:
+        if not self.blocked:
             # Every task is blocked yet no call is pending: an SDK bug, never a script's.
             raise RuntimeError("flowbox scheduler deadlock: no task can run and no call is pending")
         try:
@@ -133,7 +131,7 @@ class Scheduler:
             raise RuntimeError(
                 f"the host could not deliver completions: {failure.message}"
             ) from None
-        blocked = self._blocked
+        blocked = self.blocked
         ready = self._ready
         for completion in completions:
             task = blocked.pop(completion.handle, None)
