@@ -39,6 +39,9 @@ _SKIP_WHITESPACE = json.decoder.WHITESPACE.match
 _DecodeError = json.decoder.JSONDecodeError
 
 
+# The values `check_json` has nothing to check in (None too): the encoder writes them as they are.
+_SCALARS = frozenset({bool, int})
+
 # One value reached by the walk: (value, parent step or None, key, depth), where the key is how
 # the value is reached from its parent (a dict key or a list index). A plain tuple: a
 # NamedTuple's Python-level __new__ would cost more than the rest of the step.
@@ -49,7 +52,8 @@ def to_json(value: Any, root: str) -> str:
     """Serializes `value` as JSON text, or raises `NotJson` naming the path under `root`."""
     if isinstance(value, str):
         return encode_basestring(value)  # what the encoder does for a str, with nothing to check
-    check_json(value, root)
+    if value is not None and type(value) not in _SCALARS:
+        check_json(value, root)
     try:
         return "".join(_ENCODE(value, 0))
     except (ValueError, TypeError) as error:  # e.g. an int too long to write as digits

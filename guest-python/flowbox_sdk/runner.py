@@ -107,7 +107,8 @@ def run(host: Host, source: str, args_json: str, settings: Settings = DEFAULT_SE
         random.seed(os.urandom(32))
     prepared = _prepare(source, settings.guard)
     try:
-        args = from_json(args_json)
+        # The usual arguments, none, without the decoder.
+        args = {} if args_json == "{}" else from_json(args_json)
     except ValueError as error:
         raise ScriptFailure(
             UNCAUGHT, f"args are not valid JSON: {error}", None, "ValueError"
@@ -128,7 +129,12 @@ def run(host: Host, source: str, args_json: str, settings: Settings = DEFAULT_SE
         sys.setrecursionlimit(settings.recursion_limit)
         entry = prepared.entry
         if entry.function is None:
-            result = kit.scheduler.run(_run_body(entry.code, namespace))
+            # A direct body that awaits evaluates to a coroutine of it, which the scheduler
+            # drives; one that never awaits has run by now, and needs no scheduler at all.
+            body = eval(entry.code, namespace)
+            if body is not None:
+                kit.scheduler.run(_await_body(body))
+            result = namespace.get(RESULT)
         else:
             exec(entry.code, namespace)
             result = kit.scheduler.run(_call_entry(namespace[entry.function]))
@@ -219,13 +225,10 @@ def _prepare(source: str, guard: bool) -> _Prepared:
         ) from None
 
 
-async def _run_body(code, namespace: dict) -> Any:
-    """Runs a direct body compiled as the module (see `script.build`): code that awaits
-    evaluates to a coroutine of the body. Its result is what its final `return` assigned."""
-    body = eval(code, namespace)
-    if body is not None:
-        await body
-    return namespace.get(RESULT)
+async def _await_body(body) -> None:
+    """Awaits a direct body compiled as the module (see `script.build`), which assigns its
+    result to RESULT."""
+    await body
 
 
 async def _call_entry(entry) -> Any:

@@ -1,6 +1,6 @@
 """The three script forms, entry-point detection, syntax errors and the run/check lifecycle."""
 
-from fakehost import src
+from fakehost import FakeHost, src
 
 
 def test_meta_and_async_main(host):
@@ -98,6 +98,13 @@ def test_a_direct_body_as_the_module_returns_its_final_value_and_keeps_its_lines
     assert (failure.kind, failure.line) == ("invalid-result", 3)
     failure = host.fail("x = await agent('a')\nraise KeyError(x)\nreturn 1\n")
     assert (failure.kind, failure.line, failure.exception) == ("uncaught", 2, "KeyError")
+    # A body that never awaits runs without the scheduler: the same results and errors.
+    assert host.run("x = args['n']\nreturn [x, None]\n", {"n": 2}) == [2, None]
+    failure = host.fail("x = 1\nraise KeyError(x)\nreturn 1\n")
+    assert (failure.kind, failure.line, failure.exception) == ("uncaught", 2, "KeyError")
+    quiet = FakeHost()
+    assert quiet.run("x = 1\nreturn x\n") == 1
+    assert quiet.calls == [("started", (None,))]
 
 
 def test_an_early_return_ends_a_direct_body(host):
@@ -307,6 +314,12 @@ def test_args_are_decoded_fresh_for_each_run(host):
     assert host.run(script, payload) == {"items": [1, 2, 3, 4]}
     assert host.run(script, payload) == {"items": [1, 2, 3, 4]}
     assert payload == {"items": [1, 2, 3]}
+
+
+def test_empty_args_are_a_dict_of_the_runs_own(host):
+    script = "args['added'] = True\nreturn args\n"
+    assert host.run(script) == {"added": True}
+    assert host.run(script, {}) == {"added": True}
 
 
 def test_json_aliases(host):
