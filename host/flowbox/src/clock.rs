@@ -144,6 +144,13 @@ impl SeededRandom {
         }
     }
 
+    /// Moves on by `words`.
+    fn advance(&mut self, words: u64) {
+        for _ in 0..words {
+            self.next();
+        }
+    }
+
     fn next(&mut self) -> u64 {
         let s = &mut self.state;
         let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
@@ -169,16 +176,19 @@ struct Counted {
     random: SeededRandom,
     /// Words (8 bytes, each draw taking whole ones) drawn so far.
     drawn: u64,
+    /// Words the generator still passes, uncounted, before its first draw (see `new`).
+    unpassed: u64,
 }
 
 impl RandomStream {
-    /// The stream, moved on uncounted past its first `passed` words.
+    /// The stream, moved on uncounted past its first `passed` words. It moves when first
+    /// drawn from, as most runs never draw from a stream at all.
     pub(crate) fn new(seed: &str, stream: &str, passed: u64) -> Self {
-        let mut random = SeededRandom::new(seed, stream);
-        for _ in 0..passed {
-            random.next();
-        }
-        Self(Arc::new(Mutex::new(Counted { random, drawn: 0 })))
+        Self(Arc::new(Mutex::new(Counted {
+            random: SeededRandom::new(seed, stream),
+            drawn: 0,
+            unpassed: passed,
+        })))
     }
 
     /// The words drawn so far.
@@ -188,18 +198,13 @@ impl RandomStream {
 
     /// Moves on as if `words` had been drawn.
     pub(crate) fn skip(&self, words: u64) {
-        self.draw(
-            |random| {
-                for _ in 0..words {
-                    random.next();
-                }
-            },
-            words,
-        );
+        self.draw(|random| random.advance(words), words);
     }
 
     fn draw<T>(&self, draw: impl FnOnce(&mut SeededRandom) -> T, words: u64) -> T {
         let mut counted = self.lock();
+        let unpassed = std::mem::take(&mut counted.unpassed);
+        counted.random.advance(unpassed);
         counted.drawn += words;
         draw(&mut counted.random)
     }
@@ -343,6 +348,15 @@ mod tests {
         assert_eq!(started.drawn(), [0, 0]);
         assert_eq!(
             started.secure.clone().try_next_u64().unwrap(),
+            passed.try_next_u64().unwrap()
+        );
+        // A pooled run's skip comes after those words, and only the skip is counted.
+        let handed_over = Randomness::new("thread-b");
+        handed_over.skip([3, 0]);
+        passed.skip(2);
+        assert_eq!(handed_over.drawn(), [3, 0]);
+        assert_eq!(
+            handed_over.secure.clone().try_next_u64().unwrap(),
             passed.try_next_u64().unwrap()
         );
 
