@@ -6,7 +6,7 @@ GUEST := components/flowbox_guest.wasm.gz
 GUEST_SOURCES := $(shell find guest-python -name '*.py' -not -path '*/tests/*') \
 	wit/flowbox.wit host/flowbox/contract/script.json guest-python/build.sh
 
-.PHONY: all guest build demo test test-guest lint doc out-of-tree bench fuzz
+.PHONY: all guest build demo test test-guest lint doc out-of-tree bench fuzz python test-python
 .PHONY: test-browser bench-view bench-history
 
 all: build
@@ -28,6 +28,16 @@ test: guest test-guest lint doc
 
 test-guest:
 	guest-python/test.sh
+
+# The Python package (python/, docs/python.md): `make python` builds its wheel into
+# target/wheels with the pinned maturin; `make test-python` also runs its tests against the
+# installed wheel.
+python: guest
+	python/test.sh build
+
+test: test-python
+test-python: guest
+	python/test.sh
 
 lint: guest
 	$(CARGO) fmt --all -- --check

@@ -38,6 +38,8 @@ mod book {
     struct Events;
     #[doc = include_str!("../docs/embedding.md")]
     struct Embedding;
+    #[doc = include_str!("../docs/python.md")]
+    struct Python;
     #[doc = include_str!("../docs/warm-pool.md")]
     struct WarmPool;
     #[doc = include_str!("../docs/orchestrator.md")]

@@ -62,7 +62,7 @@ pub use async_trait::async_trait;
 /// Leaf backends: what answers a script's `agent(...)` calls. [`LeafBackend`] and the types
 /// it speaks are at the crate root.
 pub mod backends {
-    pub use flowbox_backends::schema::SchemaError;
+    pub use flowbox_backends::schema::{SchemaError, reply_problems};
     pub use flowbox_backends::{
         APPROXIMATE_BYTES_PER_TOKEN, AgentBackend, AgentConfig, AgentTemplate, CheckedBackend,
         DEFAULT_BASE_PROMPT, DEFAULT_OUTPUT_LIMIT, FakeBackend, LEAF_ADDENDUM, LeafCatalog,

@@ -60,6 +60,13 @@ pub fn check(schema: &Value) -> Result<(), SchemaError> {
     check_cost(schema)
 }
 
+/// What is wrong with a leaf's structured `reply` under `schema`, or `None` when it matches:
+/// the check the agent loop makes before it accepts a reply, for backends that produce replies
+/// some other way (an embedder's own code, say). Fails when the schema itself cannot be used.
+pub fn reply_problems(schema: &Value, reply: &Value) -> Result<Option<String>, SchemaError> {
+    Ok(validate::ReplyValidator::new(schema)?.problems(reply))
+}
+
 /// Refuses a schema whose validator would be too costly to build (memory, stack); [`check`]
 /// includes this.
 pub fn check_cost(schema: &Value) -> Result<(), SchemaError> {

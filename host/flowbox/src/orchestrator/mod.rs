@@ -23,6 +23,7 @@ pub use guidance::{Guidance, PATTERNS};
 pub use output::{WorkflowError, WorkflowErrorKind, WorkflowOutput, WorkflowSummary};
 pub use tool::{
     DEFAULT_MAX_RESULT_BYTES, RUN_WORKFLOW, RUN_WORKFLOW_DESCRIPTION, WorkflowInput, WorkflowTool,
+    hint,
 };
 
 /// How the root agent behaves.

@@ -229,8 +229,9 @@ fn workflow_error(error: &crate::RunError) -> WorkflowError {
 }
 
 /// What to do about an error of `kind` (an uncaught `exception`), for a model that is about
-/// to retry: every kind has one.
-fn hint(kind: RunErrorKind, exception: Option<&str>) -> &'static str {
+/// to retry: every kind has one. The `run_workflow` tool's errors carry it, and so do the
+/// Python package's exceptions.
+pub fn hint(kind: RunErrorKind, exception: Option<&str>) -> &'static str {
     use RunErrorKind as K;
     match kind {
         K::Forbidden => {

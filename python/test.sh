@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the Python package's wheel and runs its tests against the installed wheel.
+#   python/test.sh            -> target/wheels/flowbox-*.whl, then pytest python/tests on
+#                                CPython 3.11 and, when pyenv has it, 3.13 (the abi3 wheel is
+#                                the same file for both)
+#   python/test.sh build      -> only the wheel
+# The pinned maturin and pytest live in target/python-venv (and target/python313-venv);
+# installing them is skipped when they are already there.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+requirements=python/tests/requirements.txt
+
+venv() { # venv DIR PYTHON: a virtualenv with the pinned requirements
+    if [[ ! -f "$1/installed" || "$requirements" -nt "$1/installed" ]]; then
+        "$2" -m venv "$1"
+        "$1/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+        touch "$1/installed"
+    fi
+}
+
+venv target/python-venv python3
+rm -rf target/wheels
+target/python-venv/bin/maturin build --quiet --release --locked -m python/Cargo.toml --out target/wheels
+wheel="$(ls target/wheels/flowbox-*.whl)"
+[[ "${1:-}" == "build" ]] && exit 0
+
+pythons=(target/python-venv)
+python313="$(command -v pyenv >/dev/null && echo "$(pyenv root)/versions/3.13.0/bin/python3" || true)"
+if [[ -x "$python313" ]]; then
+    venv target/python313-venv "$python313"
+    pythons+=(target/python313-venv)
+fi
+for env in "${pythons[@]}"; do
+    "$env/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+    echo "python/tests on $("$env/bin/python" --version)"
+    "$env/bin/pytest" -q python/tests
+done

@@ -1,0 +1,49 @@
+"""Events: as an async iterator and as a callback."""
+
+import time
+
+import flowbox
+
+
+def test_events_arrive_in_order_for_a_run(run):
+    async def leaf(request):
+        return "ok"
+
+    rt = flowbox.Runtime(leaf)
+
+    async def main():
+        async with rt.events(lossless=True) as events:
+            outcome = await rt.run("phase('one')\nlog('hello')\nreturn await agent('x')")
+            seen = []
+            async for event in events:
+                seen.append(event)
+                if event.type == "run_finished":
+                    break
+        return outcome, seen
+
+    outcome, seen = run(main())
+    types = [event.type for event in seen]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert ["phase", "log", "leaf_started", "leaf_finished"] == [
+        t for t in types if t in ("phase", "log", "leaf_started", "leaf_finished")
+    ]
+    assert [event.seq for event in seen] == list(range(1, len(seen) + 1))
+    assert {event.thread_id for event in seen} == {outcome.thread_id}
+    log = next(event for event in seen if event.type == "log")
+    assert log.data["message"] == "hello"
+
+
+def test_a_callback_gets_every_event_and_can_stop():
+    got = []
+    rt = flowbox.Runtime("fake")
+    stop = rt.subscribe(got.append, lossless=True)
+    rt.run_sync("log('a')\nreturn 1")
+    # Delivery runs on the engine's thread, a moment behind the outcome.
+    deadline = time.monotonic() + 30
+    while not any(event.type == "run_finished" for event in got) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop()
+    count = len(got)
+    assert got[0].type == "run_started" and got[-1].type == "run_finished"
+    rt.run_sync("return 2")
+    assert len(got) == count
