@@ -21,6 +21,19 @@ venv() { # venv DIR PYTHON: a virtualenv with the pinned requirements
 }
 
 venv target/python-venv python3
+# workflow-middleware's own package (its examples, which the drop-in's tests run with the
+# import changed), pinned by version and checked by hash; nothing of it is committed.
+wm=target/workflow-middleware
+wm_sdist=workflow_middleware-0.1.0.tar.gz
+wm_sha256=dbe292e5480267cb55aacc4710b39f1f6d83b1c830d2f05c9a29e39eb8e5f2ea
+if [[ ! -d "$wm/workflow_middleware-0.1.0" ]]; then
+    target/python-venv/bin/pip download --quiet --disable-pip-version-check --no-deps \
+        --no-binary :all: -d "$wm" workflow-middleware==0.1.0
+    echo "$wm_sha256  $wm/$wm_sdist" | sha256sum --check --quiet
+    tar -xzf "$wm/$wm_sdist" -C "$wm"
+fi
+target/python-venv/bin/ruff check --quiet python
+target/python-venv/bin/ruff format --quiet --check python
 rm -rf target/wheels
 target/python-venv/bin/maturin build --quiet --release --locked -m python/Cargo.toml --out target/wheels
 wheel="$(ls target/wheels/flowbox-*.whl)"

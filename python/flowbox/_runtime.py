@@ -97,7 +97,9 @@ class Runtime:
         }
         self._journal = journal
         try:
-            self._native = _native.Runtime(_json.dumps(config, "the configuration"), self._dispatcher)
+            self._native = _native.Runtime(
+                _json.dumps(config, "the configuration"), self._dispatcher
+            )
         except ValueError as error:
             raise errors.SetupError(str(error), kind="host_failure") from None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -121,7 +123,9 @@ class Runtime:
         raises it). A new ``thread_id`` names the run in the journal; an existing one of a
         finished thread returns its recorded outcome without running."""
         request = self._request(script, args, thread_id, limits)
-        return _outcome(await self._call(lambda done: _limits_checked(self._native.run, request, done)))
+        return _outcome(
+            await self._call(lambda done: _limits_checked(self._native.run, request, done))
+        )
 
     async def resume(self, thread_id: str, *, limits: Limits | None = None) -> Outcome:
         """Resumes an interrupted journaled thread: finished leaves are answered from the
@@ -134,7 +138,9 @@ class Runtime:
             )
         text = _json.dumps(limits.to_dict(), "limits") if limits is not None else None
         return _outcome(
-            await self._call(lambda done: _limits_checked(self._native.resume, thread_id, text, done))
+            await self._call(
+                lambda done: _limits_checked(self._native.resume, thread_id, text, done)
+            )
         )
 
     async def check(self, script: str) -> Any:
@@ -188,7 +194,9 @@ class Runtime:
         it gets everything, and scripts' ``log`` and ``phase`` wait while it is far behind."""
         return Events(self._native, asyncio.get_running_loop(), lossless)
 
-    def subscribe(self, callback: Callable[[Event], None], *, lossless: bool = False) -> Callable[[], None]:
+    def subscribe(
+        self, callback: Callable[[Event], None], *, lossless: bool = False
+    ) -> Callable[[], None]:
         """Calls ``callback`` with every event from now on, from the engine's thread (keep it
         quick; an exception it raises is reported and ends the subscription). Returns the
         function that stops it."""
@@ -213,6 +221,13 @@ class Runtime:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def guidance(self, *, patterns: bool = True) -> str:
+        """The text that teaches a root model to write scripts for this runtime: the script
+        contract, this runtime's limits, leaf options and tools, and (unless ``patterns`` is
+        false) the pattern library. Append it to the model's own system prompt
+        (``docs/orchestrator.md``)."""
+        return self._native.guidance(patterns)
 
     @property
     def guest_sha256(self) -> str:
@@ -359,7 +374,9 @@ class _Dispatcher:
     def tool(self, name: str, arguments: str, completion: Any) -> Callable[[], None]:
         return self._start(self._answer_tool, (name, arguments), completion)
 
-    def _start(self, answer: Callable[..., Any], args: tuple[str, str], completion: Any) -> Callable[[], None]:
+    def _start(
+        self, answer: Callable[..., Any], args: tuple[str, str], completion: Any
+    ) -> Callable[[], None]:
         loop = self.loop
         if loop is None or loop.is_closed():
             raise RuntimeError("no event loop is serving this runtime's runs")

@@ -81,7 +81,9 @@ class Summary:
         known = {f.name for f in dataclasses.fields(cls)}
         values = {key: value for key, value in data.items() if key in known}
         values["failed_branches"] = [
-            BranchFailure(**{k: b.get(k) for k in ("group", "index", "stage", "exception", "message")})
+            BranchFailure(
+                **{k: b.get(k) for k in ("group", "index", "stage", "exception", "message")}
+            )
             for b in data.get("failed_branches", [])
         ]
         return cls(**values)

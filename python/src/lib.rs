@@ -16,6 +16,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use flowbox::orchestrator::{Guidance, RUN_WORKFLOW_DESCRIPTION};
 use flowbox::store::view::ThreadRecord;
 use flowbox::{ErrorInfo, RunError, RunOutcome};
 use pyo3::exceptions::PyValueError;
@@ -202,6 +203,17 @@ impl Runtime {
         }
     }
 
+    /// The guidance that teaches a root model the script contract and what this runtime has
+    /// (its limits, leaf options and tools), with or without the pattern library.
+    fn guidance(&self, patterns: bool) -> String {
+        let guidance = if patterns {
+            Guidance::new(&self.runtime)
+        } else {
+            Guidance::without_patterns(&self.runtime)
+        };
+        guidance.text().to_owned()
+    }
+
     /// The SHA-256 of the guest component this runtime runs.
     fn guest_sha256(&self) -> &'static str {
         self.runtime.guest_sha256()
@@ -257,6 +269,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Runtime>()?;
     module.add_class::<Handle>()?;
     module.add_class::<bridge::Completion>()?;
+    module.add("RUN_WORKFLOW_DESCRIPTION", RUN_WORKFLOW_DESCRIPTION)?;
     module.add(
         "InvalidLimits",
         module.py().get_type::<config::InvalidLimits>(),

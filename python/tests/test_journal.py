@@ -48,7 +48,16 @@ WORKER = textwrap.dedent(
 
 def worker(tmp_path, mode, die_at):
     return subprocess.run(
-        [sys.executable, "-c", WORKER, str(tmp_path / "journal.db"), "t-1", str(tmp_path / "calls.log"), str(die_at), mode],
+        [
+            sys.executable,
+            "-c",
+            WORKER,
+            str(tmp_path / "journal.db"),
+            "t-1",
+            str(tmp_path / "calls.log"),
+            str(die_at),
+            mode,
+        ],
         input=SCRIPT,
         capture_output=True,
         text=True,

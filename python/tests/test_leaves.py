@@ -75,7 +75,9 @@ def test_a_structured_leaf_returns_a_value_that_matches_its_schema():
         return {"score": 2**70, "ok": True}
 
     rt = flowbox.Runtime(leaf)
-    schema = "{'type': 'object', 'properties': {'score': {'type': 'integer'}}, 'required': ['score']}"
+    schema = (
+        "{'type': 'object', 'properties': {'score': {'type': 'integer'}}, 'required': ['score']}"
+    )
     result = rt.run_sync(f"return await agent('rate', schema={schema})").unwrap()
     assert result == {"score": 2**70, "ok": True}
 

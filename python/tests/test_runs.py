@@ -33,7 +33,7 @@ def test_json_crosses_both_ways_unchanged():
         "float": 0.1 + 0.2,
         "tiny": 5e-324,
         "minus_zero": -0.0,
-        "text": "naïve ✓ \u0000 \"quoted\"",
+        "text": 'naïve ✓ \u0000 "quoted"',
         "nested": [{"b": 1, "a": 2}, None, True],
     }
     result = rt.run_sync("return {'echo': args, 'keys': list(args)}", args).unwrap()

@@ -15,7 +15,9 @@ def add(a: int, b: int = 0) -> int:
 
 
 @flowbox.tool(read_only=True, result_schema={"type": "array", "items": {"type": "string"}})
-async def lookup(keys: list[str], mode: Literal["upper", "lower"] = "upper", note: Optional[str] = None):
+async def lookup(
+    keys: list[str], mode: Literal["upper", "lower"] = "upper", note: Optional[str] = None
+):
     """Looks keys up."""
     await asyncio.sleep(0)
     return [key.upper() if mode == "upper" else key.lower() for key in keys]
@@ -81,7 +83,9 @@ def test_tool_failures_reach_the_script_as_tool_errors():
     rt = flowbox.Runtime("fake", tools=[add, boom, not_json])
 
     def message(call):
-        script = f"try:\n    await {call}\nexcept ToolError as e:\n    return str(e)\nreturn 'no error'"
+        script = (
+            f"try:\n    await {call}\nexcept ToolError as e:\n    return str(e)\nreturn 'no error'"
+        )
         return rt.run_sync(script).unwrap()
 
     assert "ValueError: bad 3" in message("call_tool('boom', x=3)")
