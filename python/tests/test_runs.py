@@ -212,3 +212,23 @@ def test_a_runtime_serves_one_event_loop_at_a_time():
     assert rt.run_sync("return await agent('x')").unwrap() == "ok"
     thread.join()
     assert errors_seen and "one event loop at a time" in errors_seen[0]
+
+
+def test_a_plan_counts_the_leaves_without_calling_them():
+    called = []
+
+    async def leaf(request):
+        called.append(request.prompt)
+        return "x"
+
+    rt = flowbox.Runtime(leaf)
+    script = (
+        "meta = {'name': 'fan', 'description': 'd'}\n"
+        "r = await parallel([lambda i=i: agent(f'item {i}') for i in range(args['n'])])\n"
+        "return await agent('sum up', schema={'type': 'object'})"
+    )
+    plan = asyncio.run(rt.plan(script, {"n": 4}))
+    assert (plan["name"], plan["leaves"], plan["widest_fanout"], plan["waves"]) == ("fan", 5, 4, 2)
+    assert called == []
+    with pytest.raises(errors.ScriptRejected):
+        asyncio.run(rt.plan("import os\nreturn 1"))

@@ -1,0 +1,104 @@
+"""The built-in provider backends from Python, against a loopback server that speaks OpenAI's
+Chat Completions: a leaf agent's turns, its token counts, and a Python tool in its loop."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import flowbox
+
+
+class ChatCompletions(BaseHTTPRequestHandler):
+    """A leaf's first turn calls the `lookup` tool; the next answers with the tool's result."""
+
+    requests: list = []
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append((self.path, body))
+        tool_results = [m for m in body["messages"] if m["role"] == "tool"]
+        if tool_results:
+            message = {"role": "assistant", "content": f"found: {tool_results[-1]['content']}"}
+            finish = "stop"
+        else:
+            call = {"keys": ["x", "y"]}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call-1",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": json.dumps(call)},
+                    }
+                ],
+            }
+            finish = "tool_calls"
+        reply = {
+            "id": "r",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    ChatCompletions.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ChatCompletions)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+
+
+def test_an_openai_leaf_agent_calls_a_python_tool_in_its_loop(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    looked_up = []
+
+    @flowbox.tool(script=False)
+    async def lookup(keys: list[str]) -> dict:
+        """Looks keys up."""
+        looked_up.append(keys)
+        return {key: key.upper() for key in keys}
+
+    rt = flowbox.Runtime(flowbox.Provider.openai("test-model", base_url=server), tools=[lookup])
+    outcome = rt.run_sync("return await agent('find x and y')")
+    assert outcome.unwrap() == 'found: {"x":"X","y":"Y"}'
+    assert looked_up == [["x", "y"]]
+    # Two model turns, each counted as the provider reported it.
+    assert (outcome.summary.input_tokens, outcome.summary.output_tokens) == (22, 10)
+    assert outcome.summary.estimated_tokens == 0
+    paths = {path for path, _ in ChatCompletions.requests}
+    assert paths == {"/v1/chat/completions"}
+    first = ChatCompletions.requests[0][1]
+    assert first["model"] == "test-model"
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["lookup"]
+    # A tool offered to leaves only is not callable from scripts.
+    script = (
+        "try:\n    await call_tool('lookup', keys=[])\nexcept ToolError as e:\n    return str(e)"
+    )
+    assert "no tool named" in rt.run_sync(script).unwrap()
+
+
+def test_a_provider_that_cannot_be_reached_fails_the_leaf(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    rt = flowbox.Runtime(
+        flowbox.Provider.openai("m", base_url="http://127.0.0.1:9/v1"),
+        limits=flowbox.Limits(timeout=60),
+    )
+    script = "try:\n    await agent('x')\nexcept AgentError as e:\n    return [e.kind, e.retryable]"
+    kind, retryable = rt.run_sync(script).unwrap()
+    assert kind == "transport" and retryable is True
