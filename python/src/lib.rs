@@ -38,13 +38,22 @@ struct Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        // Without waiting: a thread of the executor may be waiting for the GIL that the
-        // dropping thread holds.
-        if let Some(executor) = self.executor.get_mut().ok().and_then(Option::take) {
+        let Some(executor) = self.executor.get_mut().ok().and_then(Option::take) else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            // Dropped on one of its own threads, which cannot wait for the others.
             executor.shutdown_background();
+            return;
         }
+        // Wait without the GIL for the threads to drop their work: one may be finishing a call
+        // into Python, and must not still be doing so when the interpreter exits.
+        Python::attach(|py| py.detach(|| executor.shutdown_timeout(CLOSE_TIMEOUT)));
     }
 }
+
+/// How long dropping a runtime waits for its threads to drop the work in flight.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A piece of work in flight, which `cancel` stops.
 #[pyclass(module = "flowbox._native", frozen)]
