@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import dataclasses
 import inspect
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Union
 
 from . import _json, _native, errors
@@ -360,91 +359,124 @@ class Events:
 
 
 class _Dispatcher:
-    """Where the native engine's calls to Python leaves and tools arrive, on its threads: each
-    is started as a task on the runs' event loop and answers through its completion."""
+    """Where the native engine's calls to Python leaves and tools arrive. The engine queues
+    them on its bridge and wakes the dispatcher once per batch (from its own thread); on the
+    event loop, the dispatcher takes the whole queue and starts each call as a task, or cancels
+    the task of a call no longer waited for. The answers go back in batches too, once per turn
+    of the loop."""
 
     def __init__(self, leaf: Callable[[LeafRequest], Any] | None, tools: dict[str, Tool]) -> None:
         self.leaf_function = leaf
-        self.tools = tools
+        self.leaf_is_async = leaf is not None and _is_async(leaf)
+        self.tools = {name: (tool, _is_async(tool.function)) for name, tool in tools.items()}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.answers: list[tuple[Any, str, str, bool]] = []
+        self.bridge: Any = None
 
-    def leaf(self, request: str, conversation: str, completion: Any) -> Callable[[], None]:
-        return self._start(self._answer_leaf, (request, conversation), completion)
-
-    def tool(self, name: str, arguments: str, completion: Any) -> Callable[[], None]:
-        return self._start(self._answer_tool, (name, arguments), completion)
-
-    def _start(
-        self, answer: Callable[..., Any], args: tuple[str, str], completion: Any
-    ) -> Callable[[], None]:
+    def wake(self, bridge: Any) -> None:
+        """Called from an engine thread: drain the bridge on the event loop soon."""
         loop = self.loop
         if loop is None or loop.is_closed():
             raise RuntimeError("no event loop is serving this runtime's runs")
-        state: dict[str, Any] = {"cancelled": False, "task": None}
+        loop.call_soon_threadsafe(self._drain, bridge)
 
-        def start() -> None:
-            if not state["cancelled"]:
-                state["task"] = loop.create_task(_settle(answer(*args), completion))
+    def _drain(self, bridge: Any) -> None:
+        loop = self.loop
+        assert loop is not None
+        for message in bridge.take():
+            kind, call_id = message[0], message[1]
+            if kind == "cancel":
+                task = self.tasks.pop(call_id, None)
+                if task is not None:
+                    task.cancel()
+                continue
+            completion, fields = message[2], message[3]
+            if kind == "leaf":
+                answer = self._answer_leaf(fields)
+            else:
+                answer = self._answer_tool(*fields)
+            task = loop.create_task(self._settle(answer, completion, bridge))
+            self.tasks[call_id] = task
+            task.add_done_callback(lambda _, call_id=call_id: self.tasks.pop(call_id, None))
 
-        def cancel_on_loop() -> None:
-            state["cancelled"] = True
-            if state["task"] is not None:
-                state["task"].cancel()
-
-        def cancel() -> None:
-            try:
-                loop.call_soon_threadsafe(cancel_on_loop)
-            except RuntimeError:
-                pass  # The loop closed, and its tasks with it.
-
-        loop.call_soon_threadsafe(start)
-        return cancel
-
-    async def _answer_leaf(self, request_text: str, conversation_text: str) -> str:
-        data = _json.loads(request_text)
-        fields = {name: data.get(name) for name in _REQUEST_FIELDS}
-        request = LeafRequest(**fields, conversation=_json.loads(conversation_text))
-        assert self.leaf_function is not None
-        reply = await _call_user(self.leaf_function, request)
-        return _reply_json(reply, request)
-
-    async def _answer_tool(self, name: str, arguments_text: str) -> str:
-        tool = self.tools[name]
-        arguments = _json.loads(arguments_text)
-        result = await _call_user(tool.function, **arguments)
+    async def _settle(
+        self, answer: Awaitable[tuple[str, str]], completion: Any, bridge: Any
+    ) -> None:
         try:
-            return _json.dumps(result, f"the result of tool {name}")
+            kind, payload = await answer
+        except asyncio.CancelledError:
+            raise  # The run stopped waiting for this call.
+        except _Refused as error:
+            self._answer(bridge, completion, "error", str(error), False)
+        except errors.LeafError as error:
+            self._answer(bridge, completion, "error", str(error), error.retryable)
+        except Exception as error:  # noqa: BLE001 - every failure becomes the call's error
+            retryable = bool(getattr(error, "retryable", False))
+            self._answer(bridge, completion, "error", f"{type(error).__name__}: {error}", retryable)
+        else:
+            self._answer(bridge, completion, kind, payload, False)
+
+    def _answer(
+        self, bridge: Any, completion: Any, kind: str, payload: str, retryable: bool
+    ) -> None:
+        if not self.answers:
+            self.bridge = bridge
+            assert self.loop is not None
+            self.loop.call_soon(self._flush)
+        self.answers.append((completion, kind, payload, retryable))
+
+    def _flush(self) -> None:
+        answers, self.answers = self.answers, []
+        # Held only from a drain to the flush of its answers: the bridge holds the dispatcher.
+        bridge, self.bridge = self.bridge, None
+        bridge.settle(answers)
+
+    async def _answer_leaf(self, fields: tuple[Any, Any]) -> tuple[str, str]:
+        (thread_id, call_id, key, prompt, prompt_is_json, schema), rest = fields
+        agent_type, label, instruction, model, tools, instance_id, conversation = rest
+        request = LeafRequest(
+            thread_id=thread_id,
+            call_id=call_id,
+            idempotency_key=key,
+            prompt=_json.loads(prompt) if prompt_is_json else prompt,
+            schema=_json.loads(schema) if schema is not None else None,
+            agent_type=agent_type,
+            label=label,
+            instruction=instruction,
+            model=model,
+            tools=tools,
+            instance_id=instance_id,
+            conversation=_json.loads(conversation) if conversation is not None else [],
+        )
+        assert self.leaf_function is not None
+        reply = await _call_user(self.leaf_function, self.leaf_is_async, request)
+        return _reply_payload(reply, request)
+
+    async def _answer_tool(self, name: str, arguments_text: str) -> tuple[str, str]:
+        tool, is_async = self.tools[name]
+        arguments = _json.loads(arguments_text)
+        result = await _call_user(tool.function, is_async, **arguments)
+        try:
+            return "json", _json.dumps(result, f"the result of tool {name}")
         except _json.NotJson as error:
             raise _Refused(str(error)) from None
-
-
-_REQUEST_FIELDS = [f.name for f in dataclasses.fields(LeafRequest) if f.name != "conversation"]
 
 
 class _Refused(Exception):
     """A Python answer that flowbox cannot take: its message says why."""
 
 
-async def _settle(answer: Any, completion: Any) -> None:
-    try:
-        text = await answer
-    except asyncio.CancelledError:
-        raise  # The run stopped waiting for this call.
-    except _Refused as error:
-        completion.err(str(error), False)
-    except errors.LeafError as error:
-        completion.err(str(error), error.retryable)
-    except Exception as error:  # noqa: BLE001 - every failure becomes the call's error
-        retryable = bool(getattr(error, "retryable", False))
-        completion.err(f"{type(error).__name__}: {error}", retryable)
-    else:
-        completion.ok(text)
-
-
-async def _call_user(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+def _is_async(function: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
         getattr(function, "__call__", None)
-    ):
+    )
+
+
+async def _call_user(
+    function: Callable[..., Any], is_async: bool, *args: Any, **kwargs: Any
+) -> Any:
+    if is_async:
         return await function(*args, **kwargs)
     result = await asyncio.to_thread(function, *args, **kwargs)
     if inspect.isawaitable(result):
@@ -452,9 +484,13 @@ async def _call_user(function: Callable[..., Any], *args: Any, **kwargs: Any) ->
     return result
 
 
-def _reply_json(reply: Any, request: LeafRequest) -> str:
+def _reply_payload(reply: Any, request: LeafRequest) -> tuple[str, str]:
+    """A leaf's reply as the bridge takes it: `("text", str)` for plain text, else `("json",
+    '{"value", "usage"}')`."""
+    if isinstance(reply, str) and request.schema is None:
+        return "text", reply
     if not isinstance(reply, LeafReply):
-        if request.schema is None and not isinstance(reply, str):
+        if request.schema is None:
             raise _Refused(
                 "a leaf without a schema replies with text (a str or a LeafReply), not a "
                 f"{type(reply).__name__}"
@@ -473,7 +509,7 @@ def _reply_json(reply: Any, request: LeafRequest) -> str:
         _json.check(payload["value"], "the leaf's reply")
     except _json.NotJson as error:
         raise _Refused(str(error)) from None
-    return _json.dumps(payload)
+    return "json", _json.dumps(payload)
 
 
 def _backend_config(backend: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::bridge::Bridge;
 use crate::leaf::PythonLeaf;
 use crate::tool::{PythonTool, ToolConfig};
 
@@ -65,14 +66,13 @@ enum BackendConfig {
 
 impl Config {
     /// The runtime this configuration describes; Python leaves and tools are called through
-    /// `dispatcher`.
-    pub(crate) fn build(self, dispatcher: Py<PyAny>) -> Result<flowbox::Runtime, String> {
-        let dispatcher = Arc::new(dispatcher);
+    /// `bridge`.
+    pub(crate) fn build(self, bridge: Arc<Py<Bridge>>) -> Result<flowbox::Runtime, String> {
         let mut script_tools = ToolSet::new();
         let mut leaf_tools = ToolSet::new();
         for tool in self.tools {
             let (script, leaves) = (tool.script, tool.leaves);
-            let tool = Arc::new(PythonTool::new(tool, Arc::clone(&dispatcher)));
+            let tool = Arc::new(PythonTool::new(tool, Arc::clone(&bridge)));
             for (wanted, set) in [(script, &mut script_tools), (leaves, &mut leaf_tools)] {
                 if wanted {
                     set.insert(tool.clone())
@@ -80,7 +80,7 @@ impl Config {
                 }
             }
         }
-        let backend = self.backend.build(dispatcher, leaf_tools)?;
+        let backend = self.backend.build(bridge, leaf_tools)?;
         let mut builder = flowbox::Runtime::builder()
             .shared_backend(backend)
             .code_tools(script_tools)
@@ -106,7 +106,7 @@ impl Config {
 impl BackendConfig {
     fn build(
         self,
-        dispatcher: Arc<Py<PyAny>>,
+        bridge: Arc<Py<Bridge>>,
         tools: ToolSet,
     ) -> Result<Arc<dyn LeafBackend>, String> {
         // Offline backends refuse what a real agent would: unknown profiles, tools, types.
@@ -121,7 +121,7 @@ impl BackendConfig {
             Arc::new(AgentBackend::new(chat, config, tools)) as Arc<dyn LeafBackend>
         };
         Ok(match self {
-            Self::Python => Arc::new(PythonLeaf::new(dispatcher)),
+            Self::Python => Arc::new(PythonLeaf::new(bridge)),
             Self::Fake => checked(Arc::new(FakeBackend::new()), tools),
             Self::Scripted { path } => {
                 let scripted = ScriptedBackend::from_file(&path).map_err(|e| e.to_string())?;

@@ -9,13 +9,13 @@ use pyo3::prelude::*;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::bridge;
+use crate::bridge::{self, Bridge, Request};
 
 /// A leaf backend whose calls go to the Python dispatcher's `leaf`, which awaits the user's
 /// leaf function on the caller's event loop. It keeps each instance's conversation (the
 /// prompts and replies so far of the calls that share an `instance_id`) to hand the next call.
 pub(crate) struct PythonLeaf {
-    dispatcher: Arc<Py<PyAny>>,
+    bridge: Arc<Py<Bridge>>,
     conversations: Mutex<HashMap<(String, String), Vec<Value>>>,
 }
 
@@ -34,9 +34,9 @@ struct Reply {
 }
 
 impl PythonLeaf {
-    pub(crate) fn new(dispatcher: Arc<Py<PyAny>>) -> Self {
+    pub(crate) fn new(bridge: Arc<Py<Bridge>>) -> Self {
         Self {
-            dispatcher,
+            bridge,
             conversations: Mutex::new(HashMap::new()),
         }
     }
@@ -70,12 +70,18 @@ impl PythonLeaf {
 
     /// The reply the Python side gave, held to the request: text without a schema, a value
     /// that matches it with one.
-    fn reply(request: &LeafRequest, text: &str) -> Result<LeafReply, BackendError> {
-        let reply: Reply = serde_json::from_str(text).map_err(|error| {
-            BackendError::terminal(format!(
-                "the Python leaf's reply could not be read: {error}"
-            ))
-        })?;
+    fn reply(request: &LeafRequest, answer: bridge::Reply) -> Result<LeafReply, BackendError> {
+        let reply = match answer {
+            bridge::Reply::Text(text) => Reply {
+                value: Value::String(text),
+                usage: None,
+            },
+            bridge::Reply::Json(text) => serde_json::from_str(&text).map_err(|error| {
+                BackendError::terminal(format!(
+                    "the Python leaf's reply could not be read: {error}"
+                ))
+            })?,
+        };
         match &request.schema {
             None if !reply.value.is_string() => {
                 return Err(BackendError::terminal(format!(
@@ -123,13 +129,16 @@ fn kind_of(value: &Value) -> &'static str {
 #[flowbox::async_trait]
 impl LeafBackend for PythonLeaf {
     async fn call(&self, request: &LeafRequest) -> Result<LeafReply, BackendError> {
-        let payload = serde_json::to_string(request).expect("requests serialise");
-        let conversation =
-            serde_json::to_string(&self.conversation(request)).expect("conversations serialise");
-        let text = bridge::call(&self.dispatcher, "leaf", (payload, conversation))
-            .await
-            .map_err(|failure| BackendError::failed(failure.message, failure.retryable))?;
-        let reply = Self::reply(request, &text)?;
+        let conversation = self.conversation(request);
+        let conversation = (!conversation.is_empty())
+            .then(|| serde_json::to_string(&conversation).expect("conversations serialise"));
+        let answer = bridge::call(
+            &self.bridge,
+            Request::Leaf(Box::new(request.clone()), conversation),
+        )
+        .await
+        .map_err(|failure| BackendError::failed(failure.message, failure.retryable))?;
+        let reply = Self::reply(request, answer)?;
         self.remember(request, &reply);
         Ok(reply)
     }

@@ -24,6 +24,7 @@ use pyo3::prelude::*;
 use serde_json::{Value, json};
 use tokio::task::AbortHandle;
 
+use crate::bridge::Bridge;
 use crate::config::{Config, RequestConfig};
 
 /// A flowbox runtime: the engine, the compiled guest, the backend and the journal.
@@ -79,15 +80,19 @@ impl Runtime {
     fn new(py: Python<'_>, config: &str, dispatcher: Py<PyAny>) -> PyResult<Self> {
         let config: Config = serde_json::from_str(config)
             .map_err(|error| PyValueError::new_err(format!("invalid configuration: {error}")))?;
+        let threads = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("flowbox")
+            .build()
+            .map_err(|error| {
+                PyValueError::new_err(format!("cannot start the runtime's threads: {error}"))
+            })?;
+        let bridge = Bridge::new(dispatcher.clone_ref(py), threads.handle().clone());
+        let bridge = Arc::new(Py::new(py, bridge)?);
         py.detach(|| {
-            let threads = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .thread_name("flowbox")
-                .build()
-                .map_err(|error| format!("cannot start the runtime's threads: {error}"))?;
             let runtime = {
                 let _context = threads.enter();
-                config.build(dispatcher)?
+                config.build(bridge)?
             };
             Ok(Self {
                 runtime: Arc::new(runtime),
@@ -278,6 +283,7 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Runtime>()?;
     module.add_class::<Handle>()?;
     module.add_class::<bridge::Completion>()?;
+    module.add_class::<Bridge>()?;
     module.add("RUN_WORKFLOW_DESCRIPTION", RUN_WORKFLOW_DESCRIPTION)?;
     module.add(
         "InvalidLimits",

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::bridge;
+use crate::bridge::{self, Bridge, Request};
 
 /// How the Python package describes one tool.
 #[derive(Debug, Deserialize)]
@@ -28,7 +28,7 @@ pub(crate) struct ToolConfig {
 /// caller's event loop (a plain function in a worker thread).
 pub(crate) struct PythonTool {
     config: ToolConfig,
-    dispatcher: Arc<Py<PyAny>>,
+    bridge: Arc<Py<Bridge>>,
 }
 
 impl std::fmt::Debug for PythonTool {
@@ -40,8 +40,8 @@ impl std::fmt::Debug for PythonTool {
 }
 
 impl PythonTool {
-    pub(crate) fn new(config: ToolConfig, dispatcher: Arc<Py<PyAny>>) -> Self {
-        Self { config, dispatcher }
+    pub(crate) fn new(config: ToolConfig, bridge: Arc<Py<Bridge>>) -> Self {
+        Self { config, bridge }
     }
 }
 
@@ -65,13 +65,11 @@ impl Tool for PythonTool {
 
     async fn call(&self, arguments: Value) -> Result<Value, ToolError> {
         let arguments = serde_json::to_string(&arguments).expect("arguments serialise");
-        let text = bridge::call(
-            &self.dispatcher,
-            "tool",
-            (self.config.name.clone(), arguments),
-        )
-        .await
-        .map_err(|failure| ToolError::Failed(failure.message))?;
+        let request = Request::Tool(self.config.name.clone(), arguments);
+        let answer = bridge::call(&self.bridge, request)
+            .await
+            .map_err(|failure| ToolError::Failed(failure.message))?;
+        let (bridge::Reply::Json(text) | bridge::Reply::Text(text)) = answer;
         serde_json::from_str(&text).map_err(|error| {
             ToolError::Failed(format!(
                 "tool {}: its result could not be read: {error}",
