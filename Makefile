@@ -67,6 +67,12 @@ test-browser: build
 	tests/browser/setup.sh
 	node tests/browser/view.mjs target/release/flowbox target/browser/out
 
+# flowbox from Python against pydantic-monty and pyeryx: target/bench/python.json.
+.PHONY: bench-python
+bench: bench-python
+bench-python: guest
+	python/bench/bench.sh
+
 # What journaling a run's events adds per leaf: target/bench/history.json.
 bench-history: guest
 	$(CARGO) bench --locked -p flowbox --bench history

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import FlowboxError
 
@@ -170,17 +170,205 @@ class LeafRequest:
 
 
 @dataclass(frozen=True)
+class Position:
+    """Where a call sits in one enclosing ``parallel``/``pipeline`` group (a call's ``path``
+    holds one per group, outermost first): the group's number in the run, its kind, the
+    branch's or item's index in it, the group's size, and a pipeline item's stage."""
+
+    group: int
+    kind: str | None
+    index: int
+    size: int
+    stage: int | None = None
+
+
+@dataclass(frozen=True)
 class Event:
-    """One thing that happened in a run: its ``type`` (``run_started``, ``leaf_started``,
-    ``leaf_finished``, ``log``, ``phase``, ``run_finished``, ...; ``docs/events.md`` lists them)
-    and the fields of that type in ``data``."""
+    """One thing that happened in a run: the base of the typed events below, each with its
+    ``type`` (as in the event stream's JSON, ``docs/events.md``) and its fields."""
 
     thread_id: str
+    #: Position in the run's stream, from 1, without holes (a :class:`Gap` counts what a slow
+    #: subscriber missed).
     seq: int
-    type: str
-    data: dict[str, Any]
+    type: ClassVar[str] = "event"
+
+    @staticmethod
+    def from_json(event: dict[str, Any]) -> Event:
+        """The typed event for one event of the stream's JSON."""
+        cls = _EVENTS.get(event.get("type", ""))
+        if cls is None:
+            return UnknownEvent(event["thread_id"], event["seq"], event.get("type", ""), event)
+        values = {f.name: event.get(f.name) for f in dataclasses.fields(cls)}
+        return cls(**{**values, **cls._convert(event)})
 
     @classmethod
-    def from_json(cls, event: dict[str, Any]) -> Event:
-        event = dict(event)
-        return cls(event.pop("thread_id"), event.pop("seq"), event.pop("type"), event)
+    def _convert(cls, event: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    """The script passed its checks and is about to start; its ``meta`` name and phases."""
+
+    name: str | None = None
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    type: ClassVar[str] = "run_started"
+
+
+@dataclass(frozen=True)
+class Phase(Event):
+    """The script entered a phase."""
+
+    title: str = ""
+    type: ClassVar[str] = "phase"
+
+
+@dataclass(frozen=True)
+class Log(Event):
+    """A ``log`` or ``print`` line."""
+
+    message: str = ""
+    type: ClassVar[str] = "log"
+
+
+def _path(event: dict[str, Any]) -> dict[str, Any]:
+    return {"path": [Position(**{"stage": None, "kind": None, **p}) for p in event.get("path", [])]}
+
+
+@dataclass(frozen=True)
+class LeafStarted(Event):
+    """A leaf got a concurrency slot and started."""
+
+    call_id: int = 0
+    label: str | None = None
+    agent_type: str | None = None
+    prompt_preview: str = ""
+    path: list[Position] = field(default_factory=list)
+    type: ClassVar[str] = "leaf_started"
+
+    @classmethod
+    def _convert(cls, event: dict[str, Any]) -> dict[str, Any]:
+        return _path(event)
+
+
+@dataclass(frozen=True)
+class LeafFinished(Event):
+    """A leaf finished (``replayed``: its answer came from the journal)."""
+
+    call_id: int = 0
+    ok: bool = True
+    tokens: int = 0
+    duration_ms: int = 0
+    replayed: bool = False
+    error: str | None = None
+    type: ClassVar[str] = "leaf_finished"
+
+
+@dataclass(frozen=True)
+class LeafToolCalled(Event):
+    """A leaf agent called one of its host tools."""
+
+    call_id: int = 0
+    name: str = ""
+    type: ClassVar[str] = "leaf_tool_called"
+
+
+@dataclass(frozen=True)
+class LeafToolFinished(Event):
+    """A host tool a leaf agent called returned."""
+
+    call_id: int = 0
+    name: str = ""
+    ok: bool = True
+    duration_ms: int = 0
+    error: str | None = None
+    type: ClassVar[str] = "leaf_tool_finished"
+
+
+@dataclass(frozen=True)
+class ToolCalled(Event):
+    """The script called a host tool (``call_tool``)."""
+
+    call_id: int = 0
+    name: str = ""
+    path: list[Position] = field(default_factory=list)
+    type: ClassVar[str] = "tool_called"
+
+    @classmethod
+    def _convert(cls, event: dict[str, Any]) -> dict[str, Any]:
+        return _path(event)
+
+
+@dataclass(frozen=True)
+class ToolFinished(Event):
+    """A host tool the script called returned."""
+
+    call_id: int = 0
+    ok: bool = True
+    duration_ms: int = 0
+    replayed: bool = False
+    error: str | None = None
+    type: ClassVar[str] = "tool_finished"
+
+
+@dataclass(frozen=True)
+class BudgetWarning(Event):
+    """The run's tokens crossed 80 % of its budget, or reached it."""
+
+    spent: int = 0
+    total: int = 0
+    type: ClassVar[str] = "budget_warning"
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    """The run ended: whether it produced a result, its summary, and its error."""
+
+    ok: bool = True
+    summary: Summary | None = None
+    error: FlowboxError | None = None
+    type: ClassVar[str] = "run_finished"
+
+    @classmethod
+    def _convert(cls, event: dict[str, Any]) -> dict[str, Any]:
+        from .errors import from_json
+
+        summary = Summary.from_json(event["summary"])
+        error = event.get("error")
+        return {"summary": summary, "error": from_json(error, summary) if error else None}
+
+
+@dataclass(frozen=True)
+class Gap(Event):
+    """This subscriber fell behind and missed ``missed`` events."""
+
+    missed: int = 0
+    type: ClassVar[str] = "gap"
+
+
+@dataclass(frozen=True)
+class UnknownEvent(Event):
+    """An event of a type this package does not know (from a newer engine): its JSON."""
+
+    type_name: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+_EVENTS: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        RunStarted,
+        Phase,
+        Log,
+        LeafStarted,
+        LeafFinished,
+        LeafToolCalled,
+        LeafToolFinished,
+        ToolCalled,
+        ToolFinished,
+        BudgetWarning,
+        RunFinished,
+        Gap,
+    )
+}

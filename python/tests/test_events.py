@@ -30,7 +30,12 @@ def test_events_arrive_in_order_for_a_run(run):
     assert [event.seq for event in seen] == list(range(1, len(seen) + 1))
     assert {event.thread_id for event in seen} == {outcome.thread_id}
     log = next(event for event in seen if event.type == "log")
-    assert log.data["message"] == "hello"
+    assert isinstance(log, flowbox.Log) and log.message == "hello"
+    started = next(event for event in seen if isinstance(event, flowbox.LeafStarted))
+    assert started.prompt_preview == "x" and started.path == []
+    finished = seen[-1]
+    assert isinstance(finished, flowbox.RunFinished) and finished.ok
+    assert finished.summary.leaves == 1 and finished.error is None
 
 
 def test_a_callback_gets_every_event_and_can_stop():
@@ -47,3 +52,27 @@ def test_a_callback_gets_every_event_and_can_stop():
     assert got[0].type == "run_started" and got[-1].type == "run_finished"
     rt.run_sync("return 2")
     assert len(got) == count
+
+
+def test_events_are_typed_with_their_positions_and_errors(run):
+    rt = flowbox.Runtime("fake")
+
+    async def main():
+        async with rt.events(lossless=True) as events:
+            outcome = await rt.run("await pipeline([1, 2], lambda x: agent(str(x)))\nreturn 1 / 0")
+            seen = []
+            async for event in events:
+                seen.append(event)
+                if isinstance(event, flowbox.RunFinished):
+                    break
+        return outcome, seen
+
+    outcome, seen = run(main())
+    starts = [event for event in seen if isinstance(event, flowbox.LeafStarted)]
+    assert [start.path[0].index for start in starts] == [0, 1]
+    assert {(p.kind, p.size, p.stage) for s in starts for p in s.path} == {("pipeline", 2, 1)}
+    finished = seen[-1]
+    assert not finished.ok and isinstance(finished.error, flowbox.errors.ScriptFailed)
+    assert finished.error.exception == "ZeroDivisionError" and finished.error.line == 2
+    unknown = flowbox.Event.from_json({"thread_id": "t", "seq": 1, "type": "new_kind", "x": 1})
+    assert isinstance(unknown, flowbox.UnknownEvent) and unknown.type_name == "new_kind"

@@ -151,13 +151,13 @@ class Runtime:
             if event.thread_id != thread_id:
                 continue
             if event.type == "phase":
-                self._phase = event.data["title"]
+                self._phase = event.title
                 self._phases.append(self._phase)
                 self._emit({"type": "phase", "index": len(self._phases) - 1, "title": self._phase})
             elif event.type == "leaf_started":
-                self._start_signal(event.data["call_id"]).set()
+                self._start_signal(event.call_id).set()
             elif event.type == "log":
-                self._emit({"type": "log", "message": event.data["message"]})
+                self._emit({"type": "log", "message": event.message})
 
     def _start_signal(self, call_id: int) -> asyncio.Event:
         return self._started.setdefault(call_id, asyncio.Event())
