@@ -47,6 +47,9 @@ if [[ -x "$python313" ]]; then
 fi
 for env in "${pythons[@]}"; do
     "$env/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+    # The installed package type-checks, and its stub says what the native module has.
+    (cd target && "../$env/bin/python" -m mypy --no-error-summary -p flowbox \
+        && "../$env/bin/python" -m mypy.stubtest flowbox._native)
     echo "python/tests on $("$env/bin/python" --version)"
     "$env/bin/pytest" -q python/tests
 done

@@ -1,24 +1,32 @@
 # The native module (python/src): a flowbox runtime driven by JSON text and callbacks. Each
 # method that does work returns a Handle at once and calls `done` with one JSON object when the
-# work ends, from the engine's thread.
+# work ends, from the engine's thread. python/test.sh checks this stub against the module.
 
-from typing import Any, Callable
+from typing import Any, Callable, final
+
+from typing_extensions import Self
+
+__all__ = ["Bridge", "Completion", "Handle", "InvalidLimits", "RUN_WORKFLOW_DESCRIPTION", "Runtime"]
 
 RUN_WORKFLOW_DESCRIPTION: str
 
 class InvalidLimits(ValueError): ...
 
+@final
 class Handle:
     def cancel(self) -> None: ...
 
+@final
 class Completion: ...
 
+@final
 class Bridge:
     def take(self) -> list[tuple[Any, ...]]: ...
     def settle(self, answers: list[tuple[Completion, str, str, bool]]) -> None: ...
 
+@final
 class Runtime:
-    def __init__(self, config: str, dispatcher: Any) -> None: ...
+    def __new__(cls, config: str, dispatcher: Any) -> Self: ...
     def run(self, request: str, done: Callable[[str], None]) -> Handle: ...
     def resume(self, thread_id: str, limits: str | None, done: Callable[[str], None]) -> Handle: ...
     def check(self, script: str, done: Callable[[str], None]) -> Handle: ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import inspect
 import os
 import weakref
@@ -398,7 +399,10 @@ class _Dispatcher:
                 answer = self._answer_tool(*fields)
             task = loop.create_task(self._settle(answer, completion, bridge))
             self.tasks[call_id] = task
-            task.add_done_callback(lambda _, call_id=call_id: self.tasks.pop(call_id, None))
+            task.add_done_callback(functools.partial(self._forget, call_id))
+
+    def _forget(self, call_id: int, task: asyncio.Task[None]) -> None:
+        self.tasks.pop(call_id, None)
 
     async def _settle(
         self, answer: Awaitable[tuple[str, str]], completion: Any, bridge: Any

@@ -102,13 +102,14 @@ def _json_placeholder(schema: dict[str, Any], name: str) -> Any:
             key: _json_placeholder(properties.get(key, {}), key)
             for key in schema.get("required", [])
         }
-    return {
+    placeholders: dict[Any, Any] = {
         "boolean": False,
         "integer": 0,
         "number": 0.0,
         "array": [],
         "null": None,
-    }.get(kind, name)
+    }
+    return placeholders.get(kind, name)
 
 
 class LangChainLeafBackend:
@@ -121,7 +122,7 @@ class LangChainLeafBackend:
         self,
         *,
         model: str | BaseChatModel,
-        tools: list[BaseTool],
+        tools: list[BaseTool | dict[str, Any]],
         system_prompt: str | None = None,
         named_subagents: dict[str, dict[str, Any]] | None = None,
         leaf_prompt_addendum: str = LEAF_PROMPT_ADDENDUM,

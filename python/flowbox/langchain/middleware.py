@@ -44,7 +44,7 @@ def _system_message_text(message: SystemMessage | None) -> str | None:
     if message is None:
         return None
     texts = [
-        block.get("text", "")
+        str(block.get("text", ""))
         for block in message.content_blocks
         if isinstance(block, dict) and block.get("type") == "text"
     ]
