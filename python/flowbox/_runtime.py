@@ -230,6 +230,13 @@ class Runtime:
         return self._native.guidance(patterns)
 
     @property
+    def warm_pool(self) -> dict[str, int] | None:
+        """The warm pool's state (``capacity``, ``ready``, ``memory_bytes``,
+        ``prefaulted_bytes``, ``hits``, ``misses``), or ``None`` without a pool."""
+        state = self._native.warm_pool()
+        return _json.loads(state) if state is not None else None
+
+    @property
     def guest_sha256(self) -> str:
         """The SHA-256 of the guest component this runtime runs."""
         return self._native.guest_sha256()

@@ -10,8 +10,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use pyo3::prelude::*;
 use flowbox::LeafRequest;
+use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -229,11 +229,14 @@ pub(crate) async fn call(bridge: &Arc<Py<Bridge>>, request: Request) -> Answer {
     let completion = Completion {
         sender: Mutex::new(Some(sender)),
     };
-    send(bridge, Message::Call {
-        id,
-        request,
-        completion,
-    });
+    send(
+        bridge,
+        Message::Call {
+            id,
+            request,
+            completion,
+        },
+    );
     let mut guard = CancelOnDrop(Some((Arc::clone(bridge), id)));
     let answer = receiver.await.unwrap_or_else(|_| {
         Err(Failure {

@@ -228,6 +228,22 @@ impl Runtime {
         guidance.text().to_owned()
     }
 
+    /// The warm pool's state as JSON text (`{"capacity", "ready", "memory_bytes",
+    /// "prefaulted_bytes", "hits", "misses"}`), or `None` without a pool.
+    fn warm_pool(&self) -> Option<String> {
+        self.runtime.warm_pool().map(|pool| {
+            json!({
+                "capacity": pool.capacity,
+                "ready": pool.ready,
+                "memory_bytes": pool.memory_bytes,
+                "prefaulted_bytes": pool.prefaulted_bytes,
+                "hits": pool.hits,
+                "misses": pool.misses,
+            })
+            .to_string()
+        })
+    }
+
     /// The SHA-256 of the guest component this runtime runs.
     fn guest_sha256(&self) -> &'static str {
         self.runtime.guest_sha256()

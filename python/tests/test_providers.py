@@ -4,6 +4,7 @@ Chat Completions: a leaf agent's turns, its token counts, and a Python tool in i
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -74,17 +75,22 @@ def test_an_openai_leaf_agent_calls_a_python_tool_in_its_loop(server, monkeypatc
         looked_up.append(keys)
         return {key: key.upper() for key in keys}
 
-    rt = flowbox.Runtime(flowbox.Provider.openai("test-model", base_url=server), tools=[lookup])
+    prices = Path(__file__).resolve().parents[2] / "examples/prices.json"
+    rt = flowbox.Runtime(
+        flowbox.Provider.openai("gpt-4o", base_url=server), tools=[lookup], prices=prices
+    )
     outcome = rt.run_sync("return await agent('find x and y')")
     assert outcome.unwrap() == 'found: {"x":"X","y":"Y"}'
     assert looked_up == [["x", "y"]]
     # Two model turns, each counted as the provider reported it.
     assert (outcome.summary.input_tokens, outcome.summary.output_tokens) == (22, 10)
     assert outcome.summary.estimated_tokens == 0
+    # Priced as gpt-4o from the price table: $2.50 and $10 per million tokens.
+    assert outcome.summary.cost_usd == pytest.approx(22 * 2.5e-6 + 10 * 10e-6)
     paths = {path for path, _ in ChatCompletions.requests}
     assert paths == {"/v1/chat/completions"}
     first = ChatCompletions.requests[0][1]
-    assert first["model"] == "test-model"
+    assert first["model"] == "gpt-4o"
     assert [tool["function"]["name"] for tool in first["tools"]] == ["lookup"]
     # A tool offered to leaves only is not callable from scripts.
     script = (

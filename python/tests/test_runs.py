@@ -232,3 +232,18 @@ def test_a_plan_counts_the_leaves_without_calling_them():
     assert called == []
     with pytest.raises(errors.ScriptRejected):
         asyncio.run(rt.plan("import os\nreturn 1"))
+
+
+def test_a_warm_pool_serves_runs_with_the_same_result_and_fuel():
+    fresh = flowbox.Runtime("fake")
+    assert fresh.warm_pool is None
+    pooled = flowbox.Runtime("fake", warm_pool=2)
+    for _ in range(200):
+        if pooled.warm_pool["ready"] == 2:
+            break
+        threading.Event().wait(0.05)
+    script = "return {'n': sum(range(100))}"
+    a, b = fresh.run_sync(script), pooled.run_sync(script)
+    assert a.unwrap() == b.unwrap() == {"n": 4950}
+    assert a.summary.fuel_used == b.summary.fuel_used
+    assert pooled.warm_pool["hits"] == 1 and pooled.warm_pool["capacity"] == 2
