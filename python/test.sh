@@ -21,6 +21,7 @@ venv() { # venv DIR PYTHON: a virtualenv with the pinned requirements
 }
 
 venv target/python-venv python3
+target/python-venv/bin/python python/same_features.py
 # workflow-middleware's own package (its examples, which the drop-in's tests run with the
 # import changed), pinned by version and checked by hash; nothing of it is committed.
 wm=target/workflow-middleware
