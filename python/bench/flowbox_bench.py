@@ -106,7 +106,7 @@ async def figures() -> dict[str, Any]:
 
     limits = flowbox.Limits(max_concurrency=16)
     with flowbox.Runtime(slow, limits=limits) as rt:
-        makespan = await timed(rt, PARALLEL, {"n": 1000}, 1000, 3)
+        makespan = await timed(rt, PARALLEL, {"n": 1000}, 1000, 5)
     makespan["ideal_ms"] = math.ceil(1000 / 16) * 10.0
     makespan["ratio"] = round(makespan["median_ms"] / makespan["ideal_ms"], 3)
     out["makespan_1000x10ms_c16"] = makespan

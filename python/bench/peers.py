@@ -10,7 +10,8 @@ after 10 ms under a host-side asyncio.Semaphore(16).
   one execute. Every execute runs on a never-used instance: fresh interpreter state, as in
   flowbox. eryx has no inputs and returns the script's `result` variable.
 
-The eryx factory (a one-time compile of tens of seconds) is cached in PEERS_CACHE.
+The eryx factory (a one-time compile of tens of seconds) is cached in PEERS_CACHE. Run as a
+script (`peers.py monty`), it prints monty's figures alone: the runtime benchmark's peer.
 """
 
 import asyncio
@@ -56,36 +57,24 @@ def add_per_leaf(out):
 
 # The sandboxed programs. monty returns a snippet's trailing expression; eryx returns the
 # script's `result` variable, and takes `n` from a prepended assignment (it has no inputs=).
+PARALLEL = """
+import asyncio
+results = await asyncio.gather(*[agent(f'item {i}') for i in range(n)])
+"""
+PIPELINE = """
+import asyncio
+async def item(i):
+    a = await agent(f'draft {i}')
+    b = await agent(f'review {i}')
+    return await agent(f'polish {i}')
+results = await asyncio.gather(*[item(i) for i in range(n)])
+"""
 MONTY_TRIVIAL = "1"
-MONTY_PARALLEL = """
-import asyncio
-results = await asyncio.gather(*[agent(f'item {i}') for i in range(n)])
-len(results)
-"""
-MONTY_PIPELINE = """
-import asyncio
-async def item(i):
-    a = await agent(f'draft {i}')
-    b = await agent(f'review {i}')
-    return await agent(f'polish {i}')
-results = await asyncio.gather(*[item(i) for i in range(n)])
-len(results)
-"""
+MONTY_PARALLEL = PARALLEL + "len(results)\n"
+MONTY_PIPELINE = PIPELINE + "len(results)\n"
 ERYX_TRIVIAL = "result = 1"
-ERYX_PARALLEL = """
-import asyncio
-results = await asyncio.gather(*[agent(f'item {i}') for i in range(n)])
-result = len(results)
-"""
-ERYX_PIPELINE = """
-import asyncio
-async def item(i):
-    a = await agent(f'draft {i}')
-    b = await agent(f'review {i}')
-    return await agent(f'polish {i}')
-results = await asyncio.gather(*[item(i) for i in range(n)])
-result = len(results)
-"""
+ERYX_PARALLEL = PARALLEL + "result = len(results)\n"
+ERYX_PIPELINE = PIPELINE + "result = len(results)\n"
 
 
 async def instant(prompt):
@@ -128,8 +117,8 @@ async def monty_bench():
     async with AsyncMonty(min_processes=2, max_processes=2) as pool:
         out["trivial_warm"] = await timed(pool, MONTY_TRIVIAL, 1, instant, iters(200), 1)
         for name, code, n, expect, iterations in [
-            ("parallel_1000", MONTY_PARALLEL, 1000, 1000, iters(10)),
-            ("pipeline_3x100", MONTY_PIPELINE, 100, 100, iters(20)),
+            ("parallel_1000", MONTY_PARALLEL, 1000, 1000, iters(15)),
+            ("pipeline_3x100", MONTY_PIPELINE, 100, 100, iters(30)),
         ]:
             try:
                 out[name] = await timed(pool, code, n, instant, iterations, expect)
@@ -145,7 +134,7 @@ async def monty_bench():
 
         try:
             out["makespan_1000x10ms_c16"] = add_makespan_fields(
-                await timed(pool, MONTY_PARALLEL, 1000, slow, iters(3), 1000)
+                await timed(pool, MONTY_PARALLEL, 1000, slow, iters(5), 1000)
             )
         except Exception as error:
             out["makespan_1000x10ms_c16"] = unsupported(error)
@@ -220,8 +209,8 @@ def eryx_bench():
 
     out["trivial_warm"] = timed(ERYX_TRIVIAL, 1, callbacks, iters(200), 1, 0)
     for name, code, n, expect, leaves, iterations in [
-        ("parallel_1000", ERYX_PARALLEL, 1000, 1000, 1000, iters(10)),
-        ("pipeline_3x100", ERYX_PIPELINE, 100, 100, 300, iters(20)),
+        ("parallel_1000", ERYX_PARALLEL, 1000, 1000, 1000, iters(15)),
+        ("pipeline_3x100", ERYX_PIPELINE, 100, 100, 300, iters(30)),
     ]:
         try:
             out[name] = timed(code, n, callbacks, iterations, expect, leaves)
@@ -248,7 +237,7 @@ def eryx_bench():
 
         slow_callbacks = [{"name": "agent", "fn": agent}]
         return await asyncio.to_thread(
-            timed, ERYX_PARALLEL, 1000, slow_callbacks, iters(3), 1000, 1000
+            timed, ERYX_PARALLEL, 1000, slow_callbacks, iters(5), 1000, 1000
         )
 
     try:
@@ -269,3 +258,15 @@ def eryx_bench():
         "factory": factory_info,
     }
     return out
+
+
+if __name__ == "__main__":
+    # `python peers.py monty`: monty's figures alone, as JSON (the runtime benchmark's peer).
+    import json
+    import os
+    import sys
+
+    assert sys.argv[1:] == ["monty"], "usage: peers.py monty"
+    print(json.dumps(asyncio.run(monty_bench())), flush=True)
+    # pydantic-monty aborts the interpreter while it shuts down; the figures are out.
+    os._exit(0)
