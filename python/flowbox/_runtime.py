@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import functools
 import inspect
 import os
 import weakref
@@ -404,15 +403,12 @@ class _Dispatcher:
                 answer = self._answer_leaf(fields)
             else:
                 answer = self._answer_tool(*fields)
-            task = loop.create_task(self._settle(answer, completion, bridge))
-            self.tasks[call_id] = task
-            task.add_done_callback(functools.partial(self._forget, call_id))
-
-    def _forget(self, call_id: int, task: asyncio.Task[None]) -> None:
-        self.tasks.pop(call_id, None)
+            self.tasks[call_id] = loop.create_task(
+                self._settle(call_id, answer, completion, bridge)
+            )
 
     async def _settle(
-        self, answer: Awaitable[tuple[str, str]], completion: Any, bridge: Any
+        self, call_id: int, answer: Awaitable[tuple[str, str]], completion: Any, bridge: Any
     ) -> None:
         try:
             kind, payload = await answer
@@ -427,6 +423,8 @@ class _Dispatcher:
             self._answer(bridge, completion, "error", f"{type(error).__name__}: {error}", retryable)
         else:
             self._answer(bridge, completion, kind, payload, False)
+        finally:
+            self.tasks.pop(call_id, None)
 
     def _answer(
         self, bridge: Any, completion: Any, kind: str, payload: str, retryable: bool
