@@ -3,8 +3,9 @@
 Values go out as JSON text and come back parsed from it: integers of any size stay exact,
 floats round-trip to the bit (``-0.0`` included), and objects keep their key order. What JSON
 cannot carry is refused with the path to it, never changed on the way: a ``NaN`` or an
-infinity, a ``dict`` key that is not a ``str``, a ``set``, a ``bytes``. A number written past a
-float's range (``1e400``) reads back as a :class:`decimal.Decimal` holding its exact text.
+infinity, a ``dict`` key that is not a ``str``, a ``set``, a ``bytes``, a lone surrogate in a
+``str``. A number written past a float's range (``1e400``), or too small for one (``1e-400``),
+reads back as a :class:`decimal.Decimal` holding its exact text.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ class NotJson(TypeError, ValueError):
 
 def check(value: Any, path: str = "the value") -> None:
     """Raises :class:`NotJson`, naming the place, where ``value`` holds what JSON cannot carry."""
-    if value is None or isinstance(value, (str, bool, int)):
+    if isinstance(value, str):
+        _check_text(value, path)
+        return
+    if value is None or isinstance(value, (bool, int)):
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -35,9 +39,19 @@ def check(value: Any, path: str = "the value") -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise NotJson(f"{path} has the key {key!r}: JSON object keys are str")
+            _check_text(key, f"{path} key {key!r}")
             check(item, f"{path}[{key!r}]")
         return
     raise NotJson(f"{path} is a {type(value).__name__}, which is not JSON")
+
+
+def _check_text(text: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise NotJson(
+            f"{path} holds a lone surrogate ({text[error.start]!r}), which is not text"
+        ) from None
 
 
 def dumps(value: Any, what: str = "the value") -> str:
@@ -48,7 +62,9 @@ def dumps(value: Any, what: str = "the value") -> str:
 
 def _float(text: str) -> float | Decimal:
     number = float(text)
-    return number if math.isfinite(number) else Decimal(text)
+    if not math.isfinite(number) or (number == 0 and Decimal(text) != 0):
+        return Decimal(text)  # past a float's range, or too small for one: kept exact
+    return number
 
 
 def loads(text: str) -> Any:

@@ -135,7 +135,7 @@ class Runtime:
                 "resuming a thread needs a journal: build the Runtime with journal=PATH",
                 kind="journal_failure",
             )
-        text = _json.dumps(limits.to_dict(), "limits") if limits is not None else None
+        text = _json.dumps(self._overlay(limits), "limits") if limits is not None else None
         return _outcome(
             await self._call(
                 lambda done: _limits_checked(self._native.resume, thread_id, text, done)
@@ -255,7 +255,7 @@ class Runtime:
             "script": script,
             "args": {} if args is None else args,
             "thread_id": thread_id,
-            "limits": limits.to_dict() if limits is not None else None,
+            "limits": self._overlay(limits) if limits is not None else None,
         }
         try:
             _json.check(request["args"], "args")
@@ -264,6 +264,12 @@ class Runtime:
         except _json.NotJson as error:
             raise errors.InvalidArgs(str(error), kind="invalid_args") from None
         return _json.dumps(request)
+
+    def _overlay(self, limits: Limits) -> dict[str, Any]:
+        """A run's limits: the runtime's, with the fields the run sets."""
+        merged: dict[str, Any] = _json.loads(self._native.limits())
+        merged.update(limits.to_dict())
+        return merged
 
     async def _call(self, start: Callable[[Callable[[str], None]], Any]) -> dict[str, Any]:
         if self._closed:
@@ -274,8 +280,14 @@ class Runtime:
                 "this flowbox.Runtime is serving runs on another event loop; a runtime serves "
                 "one event loop at a time"
             )
+        if self._dispatcher.loop is not loop:
+            # Calls queued for, and answers pending on, a loop no longer running are served
+            # here now.
+            self._dispatcher.loop = loop
+            if self._dispatcher.answers:
+                self._dispatcher._flush()
+            self._native.rearm()
         self._loop = loop
-        self._dispatcher.loop = loop
         self._active += 1
         future: asyncio.Future[str] = loop.create_future()
 
@@ -337,7 +349,7 @@ class Events:
     """An async iterator of a runtime's events (:meth:`Runtime.events`)."""
 
     def __init__(self, native: Any, loop: asyncio.AbstractEventLoop, lossless: bool) -> None:
-        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
         def deliver(text: str) -> None:
             event = Event.from_json(_json.loads(text))
@@ -349,14 +361,19 @@ class Events:
         self._handle = native.subscribe(lossless, deliver)
 
     def close(self) -> None:
-        """Stops the subscription."""
+        """Stops the subscription: an iteration waiting for the next event ends."""
         self._handle.cancel()
+        self._queue.put_nowait(None)
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self
 
     async def __anext__(self) -> Event:
-        return await self._queue.get()
+        event = await self._queue.get()
+        if event is None:
+            self._queue.put_nowait(None)
+            raise StopAsyncIteration
+        return event
 
     async def __aenter__(self) -> Events:
         return self
@@ -399,19 +416,21 @@ class _Dispatcher:
                     task.cancel()
                 continue
             completion, fields = message[2], message[3]
-            if kind == "leaf":
-                answer = self._answer_leaf(fields)
-            else:
-                answer = self._answer_tool(*fields)
+            answer = self._answer_leaf if kind == "leaf" else self._answer_tool
             self.tasks[call_id] = loop.create_task(
-                self._settle(call_id, answer, completion, bridge)
+                self._settle(call_id, answer, fields, completion, bridge)
             )
 
     async def _settle(
-        self, call_id: int, answer: Awaitable[tuple[str, str]], completion: Any, bridge: Any
+        self,
+        call_id: int,
+        answer: Callable[[Any], Awaitable[tuple[str, str]]],
+        fields: Any,
+        completion: Any,
+        bridge: Any,
     ) -> None:
         try:
-            kind, payload = await answer
+            kind, payload = await answer(fields)
         except asyncio.CancelledError:
             raise  # The run stopped waiting for this call.
         except _Refused as error:
@@ -462,7 +481,8 @@ class _Dispatcher:
         reply = await _call_user(self.leaf_function, self.leaf_is_async, request)
         return _reply_payload(reply, request)
 
-    async def _answer_tool(self, name: str, arguments_text: str) -> tuple[str, str]:
+    async def _answer_tool(self, fields: tuple[str, str]) -> tuple[str, str]:
+        name, arguments_text = fields
         tool, is_async = self.tools[name]
         arguments = _json.loads(arguments_text)
         result = await _call_user(tool.function, is_async, **arguments)
@@ -497,6 +517,10 @@ def _reply_payload(reply: Any, request: LeafRequest) -> tuple[str, str]:
     """A leaf's reply as the bridge takes it: `("text", str)` for plain text, else `("json",
     '{"value", "usage"}')`."""
     if isinstance(reply, str) and request.schema is None:
+        try:
+            _json.check(reply, "the leaf's reply")
+        except _json.NotJson as error:
+            raise _Refused(str(error)) from None
         return "text", reply
     if not isinstance(reply, LeafReply):
         if request.schema is None:
@@ -562,6 +586,8 @@ def _expect_str(value: Any, what: str) -> None:
 
 
 def _outcome(answer: dict[str, Any]) -> Outcome:
+    if "summary" not in answer:  # the run was stopped before it ended: there is no outcome
+        raise errors.from_json(answer["error"])
     summary = Summary.from_json(answer["summary"])
     error = answer.get("error")
     return Outcome(

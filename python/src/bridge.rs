@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use flowbox::LeafRequest;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
+use pyo3::{PyTraverseError, PyVisit};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -75,7 +77,9 @@ enum Message {
 /// The queue between the runtime's threads and the Python dispatcher.
 #[pyclass(module = "flowbox._native", frozen)]
 pub(crate) struct Bridge {
-    dispatcher: Py<PyAny>,
+    /// Cleared by the garbage collector (`__clear__`) when the bridge, its runtime and the
+    /// dispatcher's leaf are a cycle nothing else reaches: the leaf may hold its runtime.
+    dispatcher: Mutex<Option<Py<PyAny>>>,
     /// Where answers are delivered from, so that the calls waiting for a batch of them are
     /// woken from the runtime's own threads (cheaply) rather than one by one from the loop's.
     spawner: tokio::runtime::Handle,
@@ -87,6 +91,20 @@ pub(crate) struct Bridge {
 
 #[pymethods]
 impl Bridge {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        // A lock held elsewhere means the dispatcher is in use, so not garbage.
+        if let Ok(dispatcher) = self.dispatcher.try_lock() {
+            visit.call(dispatcher.as_ref())?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Ok(mut dispatcher) = self.dispatcher.lock() {
+            dispatcher.take();
+        }
+    }
+
     /// Settles a batch of calls from the event loop: `(completion, kind, payload, retryable)`
     /// each, where `kind` is `"json"`, `"text"` or `"error"` (its payload the message). The
     /// dispatcher calls it once per turn of the loop.
@@ -181,9 +199,21 @@ fn leaf_fields<'py>(
 }
 
 impl Bridge {
+    /// Forgets that the dispatcher was woken, and wakes it again if calls are queued: for a
+    /// runtime whose runs moved to another event loop, where a wake sent to the old one would
+    /// never be served.
+    pub(crate) fn rearm(bridge: &Py<Bridge>) {
+        let queue = bridge.get();
+        queue.woken.store(false, Ordering::SeqCst);
+        let waiting = !queue.queue.lock().expect("bridge queue lock").is_empty();
+        if waiting && !queue.woken.swap(true, Ordering::SeqCst) {
+            wake(bridge);
+        }
+    }
+
     pub(crate) fn new(dispatcher: Py<PyAny>, spawner: tokio::runtime::Handle) -> Self {
         Self {
-            dispatcher,
+            dispatcher: Mutex::new(Some(dispatcher)),
             spawner,
             queue: Mutex::new(Vec::new()),
             woken: AtomicBool::new(false),
@@ -193,17 +223,25 @@ impl Bridge {
 }
 
 /// Queues `message`, waking the dispatcher (`dispatcher.wake(bridge)`, so that it holds no
-/// reference to the bridge between wakes) unless it is already awake. A dispatcher that cannot
-/// be woken (its event loop closed) fails every call in the queue.
+/// reference to the bridge between wakes) unless it is already awake.
 fn send(bridge: &Py<Bridge>, message: Message) {
     let queue = bridge.get();
     queue.queue.lock().expect("bridge queue lock").push(message);
-    if queue.woken.swap(true, Ordering::SeqCst) {
-        return;
+    if !queue.woken.swap(true, Ordering::SeqCst) {
+        wake(bridge);
     }
+}
+
+/// Calls `dispatcher.wake(bridge)`; a dispatcher that cannot be woken (its event loop closed)
+/// fails every call in the queue.
+fn wake(bridge: &Py<Bridge>) {
+    let queue = bridge.get();
     let woke = Python::attach(|py| {
-        queue
-            .dispatcher
+        let dispatcher = queue.dispatcher.lock().expect("dispatcher lock");
+        let Some(dispatcher) = dispatcher.as_ref().map(|d| d.clone_ref(py)) else {
+            return Err(PyRuntimeError::new_err("the runtime was collected"));
+        };
+        dispatcher
             .call_method1(py, "wake", (bridge.clone_ref(py),))
             .map(drop)
     });

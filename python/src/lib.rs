@@ -21,6 +21,7 @@ use flowbox::store::view::ThreadRecord;
 use flowbox::{ErrorInfo, RunError, RunOutcome};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 use serde_json::{Value, json};
 use tokio::task::AbortHandle;
 
@@ -31,6 +32,9 @@ use crate::config::{Config, RequestConfig};
 #[pyclass(module = "flowbox._native", frozen)]
 struct Runtime {
     runtime: Arc<flowbox::Runtime>,
+    /// The bridge the runtime's Python leaves and tools are called through (also held inside
+    /// `runtime`), so the garbage collector can see the cycle a leaf that holds its runtime makes.
+    bridge: Arc<Py<Bridge>>,
     /// Where work is spawned; it refuses work once the executor is closed.
     spawner: tokio::runtime::Handle,
     /// The threads that run the work, until `close` (or the drop) shuts them down.
@@ -92,10 +96,11 @@ impl Runtime {
         py.detach(|| {
             let runtime = {
                 let _context = threads.enter();
-                config.build(bridge)?
+                config.build(Arc::clone(&bridge))?
             };
             Ok(Self {
                 runtime: Arc::new(runtime),
+                bridge,
                 spawner: threads.handle().clone(),
                 executor: Mutex::new(Some(threads)),
             })
@@ -212,9 +217,24 @@ impl Runtime {
     fn close(&self, py: Python<'_>, timeout_secs: f64) {
         let executor = self.executor.lock().ok().and_then(|mut slot| slot.take());
         if let Some(executor) = executor {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                // Called on one of its own threads (an event callback), which cannot wait.
+                executor.shutdown_background();
+                return;
+            }
             let timeout = Duration::try_from_secs_f64(timeout_secs).unwrap_or(Duration::ZERO);
             py.detach(|| executor.shutdown_timeout(timeout));
         }
+    }
+
+    /// Re-arms the bridge for the event loop the runtime's runs now start from (the package
+    /// calls it when that loop changes): a wake sent to the previous loop is never served.
+    fn rearm(&self) {
+        Bridge::rearm(&self.bridge);
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&*self.bridge)
     }
 
     /// The guidance that teaches a root model the script contract and what this runtime has
@@ -256,18 +276,44 @@ impl Runtime {
 }
 
 impl Runtime {
-    /// Runs `work` on the runtime's threads and hands its JSON to `done`.
+    /// Runs `work` on the runtime's threads and hands its JSON to `done` — or, if the work is
+    /// dropped before it ends (the runtime closed, the engine failed), an error that says so.
     fn spawn(&self, done: Py<PyAny>, work: impl Future<Output = Value> + Send + 'static) -> Handle {
+        let done = Done(Some(done));
         let task = self.spawner.spawn(async move {
             let text = work.await.to_string();
+            done.call(text);
+        });
+        Handle {
+            abort: task.abort_handle(),
+        }
+    }
+}
+
+/// The callback a piece of work ends with, called exactly once.
+struct Done(Option<Py<PyAny>>);
+
+impl Done {
+    fn call(mut self, text: String) {
+        if let Some(done) = self.0.take() {
             Python::attach(|py| {
                 if let Err(error) = done.call1(py, (text,)) {
                     error.write_unraisable(py, None);
                 }
             });
-        });
-        Handle {
-            abort: task.abort_handle(),
+        }
+    }
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            let error = RunError::Host(
+                "the work stopped before it ended: the runtime was closed, or the engine failed \
+                 (a journaled thread stays open to resume)"
+                    .into(),
+            );
+            Done(self.0.take()).call(error_json(&error).to_string());
         }
     }
 }

@@ -1,5 +1,6 @@
 """Events: as an async iterator and as a callback."""
 
+import asyncio
 import time
 
 import flowbox
@@ -76,3 +77,14 @@ def test_events_are_typed_with_their_positions_and_errors(run):
     assert finished.error.exception == "ZeroDivisionError" and finished.error.line == 2
     unknown = flowbox.Event.from_json({"thread_id": "t", "seq": 1, "type": "new_kind", "x": 1})
     assert isinstance(unknown, flowbox.UnknownEvent) and unknown.type_name == "new_kind"
+
+
+def test_closing_the_events_ends_their_iteration(run):
+    rt = flowbox.Runtime("fake")
+
+    async def main():
+        events = rt.events()
+        asyncio.get_running_loop().call_later(0.05, events.close)
+        return [event async for event in events]
+
+    assert run(main()) == []

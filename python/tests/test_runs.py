@@ -247,3 +247,76 @@ def test_a_warm_pool_serves_runs_with_the_same_result_and_fuel():
     assert a.unwrap() == b.unwrap() == {"n": 4950}
     assert a.summary.fuel_used == b.summary.fuel_used
     assert pooled.warm_pool["hits"] == 1 and pooled.warm_pool["capacity"] == 2
+
+
+def test_a_runs_limits_override_only_the_fields_they_set():
+    rt = flowbox.Runtime("fake", limits=flowbox.Limits(fuel=30_000_000))
+    loop = "n = 0\nwhile True:\n    n += 1\nreturn n"
+    outcome = rt.run_sync(loop, limits=flowbox.Limits(timeout=60))
+    assert isinstance(outcome.error, errors.OutOfFuel)
+    assert outcome.summary.fuel_used <= 30_000_000
+
+
+def test_text_that_is_not_utf8_and_tiny_numbers_are_not_altered():
+    rt = flowbox.Runtime("fake")
+    with pytest.raises(errors.InvalidArgs, match="lone surrogate"):
+        rt.run_sync("return 1", {"s": "\ud83d"})
+    from flowbox import _json
+
+    assert _json.loads("[1e-400, 0.0, 0e5]") == [Decimal("1e-400"), 0.0, 0.0]
+
+
+def test_a_runtime_its_leaf_refers_to_is_collected():
+    import gc
+    import weakref
+
+    def make():
+        rt = None
+
+        async def leaf(request):
+            return str(rt.guest_sha256 is not None)
+
+        rt = flowbox.Runtime(leaf)
+        assert rt.run_sync("return await agent('x')").unwrap() == "True"
+        return weakref.ref(rt)
+
+    collected = make()
+    gc.collect()
+    assert collected() is None
+
+
+def test_closing_a_runtime_ends_the_runs_in_flight_with_an_error(run):
+    started = asyncio.Event()
+
+    async def leaf(request):
+        started.set()
+        await asyncio.sleep(3600)
+
+    rt = flowbox.Runtime(leaf)
+
+    async def main():
+        task = asyncio.create_task(rt.run("return await agent('x')"))
+        await started.wait()
+        rt.close()
+        with pytest.raises(errors.MachineryError, match="runtime was closed"):
+            await task
+        with pytest.raises(RuntimeError, match="closed"):
+            await rt.run("return 1")
+
+    run(main())
+
+
+def test_runs_move_from_one_event_loop_to_another():
+    async def leaf(request):
+        if request.prompt == "hang":
+            await asyncio.sleep(3600)
+        return "ok"
+
+    rt = flowbox.Runtime(leaf)
+    # The run ends at its deadline with its leaf in flight; the leaf's cancellation may reach
+    # this loop after run_sync has stopped it.
+    hung = rt.run_sync("return await agent('hang')", limits=flowbox.Limits(timeout=0.3))
+    assert isinstance(hung.error, errors.RunTimeout)
+    for _ in range(3):
+        assert asyncio.run(rt.run("return await agent('x')")).unwrap() == "ok"
+    assert rt.run_sync("return await agent('y')").unwrap() == "ok"

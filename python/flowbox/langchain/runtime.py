@@ -120,6 +120,11 @@ class Runtime:
                 follow = asyncio.ensure_future(self._follow(events, thread_id))
                 try:
                     outcome = await self._run_or_resume(script, thread_id)
+                    if not outcome.recorded:
+                        # The events trail the outcome: the sink gets the run's last ones.
+                        await asyncio.wait_for(asyncio.shield(follow), _STREAM_WAIT_SECS)
+                except TimeoutError:
+                    pass
                 finally:
                     follow.cancel()
             summary = outcome.summary
@@ -142,7 +147,14 @@ class Runtime:
                 thread = await self.flowbox.show(thread_id)
             except errors.UnknownThread:
                 thread = None
-            if thread is not None and thread.get("outcome") is None:
+            # An interrupted thread of the same script resumes; any other id runs anew (and a
+            # thread of another script is refused as a divergence, never silently resumed).
+            header = (thread or {}).get("header") or {}
+            if (
+                thread is not None
+                and thread.get("outcome") is None
+                and header.get("script") == script
+            ):
                 return await self.flowbox.resume(thread_id)
         return await self.flowbox.run(script, self._args, thread_id=thread_id)
 
@@ -158,6 +170,8 @@ class Runtime:
                 self._start_signal(event.call_id).set()
             elif event.type == "log":
                 self._emit({"type": "log", "message": event.message})
+            elif event.type == "run_finished":
+                return
 
     def _start_signal(self, call_id: int) -> asyncio.Event:
         return self._started.setdefault(call_id, asyncio.Event())
