@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import inspect
 import os
 import weakref
@@ -172,16 +173,16 @@ class Runtime:
     # The same, for code without an event loop.
 
     def run_sync(self, script: str, args: Any = None, **options: Any) -> Outcome:
-        """:meth:`run`, from code that is not in an event loop (a script, a notebook cell
-        without ``await``)."""
+        """:meth:`run`, for synchronous code: a script, the REPL, a notebook cell (where it blocks
+        the kernel's loop until the run ends; ``await rt.run(...)`` does not)."""
         return self._sync(self.run(script, args, **options))
 
     def resume_sync(self, thread_id: str, **options: Any) -> Outcome:
-        """:meth:`resume`, from code that is not in an event loop."""
+        """:meth:`resume`, for synchronous code."""
         return self._sync(self.resume(thread_id, **options))
 
     def check_sync(self, script: str) -> Any:
-        """:meth:`check`, from code that is not in an event loop."""
+        """:meth:`check`, for synchronous code."""
         return self._sync(self.check(script))
 
     # Events.
@@ -312,23 +313,20 @@ class Runtime:
             self._active -= 1
 
     def _sync(self, work: Any) -> Any:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            work.close()
-            raise RuntimeError(
-                "the *_sync methods are for code outside an event loop; here, await the "
-                "async method instead"
-            )
-        if self._sync_loop is None or self._sync_loop.is_closed():
-            self._sync_loop = asyncio.new_event_loop()
-            weakref.finalize(self, self._sync_loop.close)
         if self._closed:
             work.close()
             raise RuntimeError("this flowbox.Runtime is closed")
-        return self._sync_loop.run_until_complete(work)
+        if self._sync_loop is None or self._sync_loop.is_closed():
+            self._sync_loop = asyncio.new_event_loop()
+            weakref.finalize(self, self._sync_loop.close)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._sync_loop.run_until_complete(work)
+        # A loop already runs in this thread (a notebook's kernel): the runtime's own loop runs
+        # in a worker thread, and this one waits for it, as any synchronous call does.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as worker:
+            return worker.submit(self._sync_loop.run_until_complete, work).result()
 
 
 # How long closing a runtime waits for its threads to drop the work in flight.

@@ -172,12 +172,15 @@ def test_the_engine_never_holds_the_gil_while_a_script_runs():
     assert during > 1000
 
 
-def test_sync_calls_inside_an_event_loop_are_refused(run):
-    rt = flowbox.Runtime("fake")
+def test_sync_calls_work_inside_a_running_loop_as_in_a_notebook(run):
+    async def leaf(request):
+        return "from the runtime's loop"
+
+    rt = flowbox.Runtime(leaf)
 
     async def main():
-        with pytest.raises(RuntimeError, match="await the async method"):
-            rt.run_sync("return 1")
+        assert rt.run_sync("return await agent('x')").unwrap() == "from the runtime's loop"
+        assert rt.check_sync("return 1") is None
         return (await rt.run("return 2")).unwrap()
 
     assert run(main()) == 2
