@@ -52,5 +52,5 @@ for env in "${pythons[@]}"; do
     (cd target && "../$env/bin/python" -m mypy --no-error-summary -p flowbox \
         && "../$env/bin/python" -m mypy.stubtest flowbox._native)
     echo "python/tests on $("$env/bin/python" --version)"
-    "$env/bin/pytest" -q python/tests
+    timeout 900 "$env/bin/pytest" -q python/tests
 done

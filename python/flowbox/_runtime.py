@@ -453,6 +453,8 @@ class _Dispatcher:
         self.answers.append((completion, kind, payload, retryable))
 
     def _flush(self) -> None:
+        if not self.answers:
+            return  # flushed already, when the runs moved to another loop
         answers, self.answers = self.answers, []
         # Held only from a drain to the flush of its answers: the bridge holds the dispatcher.
         bridge, self.bridge = self.bridge, None

@@ -237,8 +237,14 @@ fn send(bridge: &Py<Bridge>, message: Message) {
 fn wake(bridge: &Py<Bridge>) {
     let queue = bridge.get();
     let woke = Python::attach(|py| {
-        let dispatcher = queue.dispatcher.lock().expect("dispatcher lock");
-        let Some(dispatcher) = dispatcher.as_ref().map(|d| d.clone_ref(py)) else {
+        // Cloned out, so the lock is not held while Python runs (it may release the GIL).
+        let dispatcher = queue
+            .dispatcher
+            .lock()
+            .expect("dispatcher lock")
+            .as_ref()
+            .map(|d| d.clone_ref(py));
+        let Some(dispatcher) = dispatcher else {
             return Err(PyRuntimeError::new_err("the runtime was collected"));
         };
         dispatcher
