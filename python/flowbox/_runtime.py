@@ -81,11 +81,8 @@ class Runtime:
             raise ValueError(f"two tools are named {duplicates[0]!r}")
         if isinstance(warm_pool, bool) or not isinstance(warm_pool, int) or warm_pool < 0:
             raise ValueError(f"warm_pool is a count of instances, not {warm_pool!r}")
-        self._leaf = None
-        backend_config = _backend_config(backend)
-        if backend_config["kind"] == "python":
-            self._leaf = _leaf_function(backend)
-        self._dispatcher = _Dispatcher(self._leaf, {tool.name: tool for tool in tools})
+        backend_config, leaf = _backend_config(backend)
+        self._dispatcher = _Dispatcher(leaf, {tool.name: tool for tool in tools})
         config = {
             "backend": backend_config,
             "tools": [tool.config() for tool in tools],
@@ -545,20 +542,20 @@ def _reply_payload(reply: Any, request: LeafRequest) -> tuple[str, str]:
     return "json", _json.dumps(payload)
 
 
-def _backend_config(backend: Any) -> dict[str, Any]:
+def _backend_config(backend: Any) -> tuple[dict[str, Any], Callable[[LeafRequest], Any] | None]:
+    """How the native runtime is told about `backend`, and its leaf function when it is Python."""
     if isinstance(backend, Provider):
-        return backend.config()
+        return backend.config(), None
     if isinstance(backend, str):
         if backend == "fake":
-            return {"kind": "fake"}
+            return {"kind": "fake"}, None
         if backend.startswith("scripted:"):
-            return {"kind": "scripted", "path": backend.removeprefix("scripted:")}
+            return {"kind": "scripted", "path": backend.removeprefix("scripted:")}, None
         raise ValueError(
             f"unknown backend {backend!r}: use a leaf function, flowbox.Provider.openai(...), "
             "flowbox.Provider.anthropic(...), 'fake' or 'scripted:FILE'"
         )
-    _leaf_function(backend)
-    return {"kind": "python"}
+    return {"kind": "python"}, _leaf_function(backend)
 
 
 def _leaf_function(backend: Any) -> Callable[[LeafRequest], Any]:

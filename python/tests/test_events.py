@@ -1,28 +1,34 @@
 """Events: as an async iterator and as a callback."""
 
 import asyncio
+import sys
 import time
 
 import flowbox
 
 
-def test_events_arrive_in_order_for_a_run(run):
+def collect(rt, script):
+    """Runs `script` and returns its outcome and its events, through its `run_finished`."""
+
+    async def main():
+        async with rt.events(lossless=True) as events:
+            outcome = await rt.run(script)
+            seen = []
+            async for event in events:
+                seen.append(event)
+                if isinstance(event, flowbox.RunFinished):
+                    break
+        return outcome, seen
+
+    return asyncio.run(main())
+
+
+def test_events_arrive_in_order_for_a_run():
     async def leaf(request):
         return "ok"
 
     rt = flowbox.Runtime(leaf)
-
-    async def main():
-        async with rt.events(lossless=True) as events:
-            outcome = await rt.run("phase('one')\nlog('hello')\nreturn await agent('x')")
-            seen = []
-            async for event in events:
-                seen.append(event)
-                if event.type == "run_finished":
-                    break
-        return outcome, seen
-
-    outcome, seen = run(main())
+    outcome, seen = collect(rt, "phase('one')\nlog('hello')\nreturn await agent('x')")
     types = [event.type for event in seen]
     assert types[0] == "run_started" and types[-1] == "run_finished"
     assert ["phase", "log", "leaf_started", "leaf_finished"] == [
@@ -55,20 +61,30 @@ def test_a_callback_gets_every_event_and_can_stop():
     assert len(got) == count
 
 
-def test_events_are_typed_with_their_positions_and_errors(run):
+def test_a_callback_that_raises_is_reported_and_ends_its_subscription_not_the_run(monkeypatch):
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: reported.append(unraisable))
+    got = []
+
+    def callback(event):
+        got.append(event)
+        raise ValueError("subscriber broke")
+
     rt = flowbox.Runtime("fake")
+    rt.subscribe(callback)
+    assert rt.run_sync("log('a')\nreturn 1").unwrap() == 1
+    deadline = time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert rt.run_sync("return 2").unwrap() == 2
+    time.sleep(0.2)
+    assert len(got) == 1
+    assert [str(r.exc_value) for r in reported] == ["subscriber broke"]
 
-    async def main():
-        async with rt.events(lossless=True) as events:
-            outcome = await rt.run("await pipeline([1, 2], lambda x: agent(str(x)))\nreturn 1 / 0")
-            seen = []
-            async for event in events:
-                seen.append(event)
-                if isinstance(event, flowbox.RunFinished):
-                    break
-        return outcome, seen
 
-    outcome, seen = run(main())
+def test_events_are_typed_with_their_positions_and_errors():
+    rt = flowbox.Runtime("fake")
+    outcome, seen = collect(rt, "await pipeline([1, 2], lambda x: agent(str(x)))\nreturn 1 / 0")
     starts = [event for event in seen if isinstance(event, flowbox.LeafStarted)]
     assert [start.path[0].index for start in starts] == [0, 1]
     assert {(p.kind, p.size, p.stage) for s in starts for p in s.path} == {("pipeline", 2, 1)}

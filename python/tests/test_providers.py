@@ -1,5 +1,6 @@
-"""The built-in provider backends from Python, against a loopback server that speaks OpenAI's
-Chat Completions: a leaf agent's turns, its token counts, and a Python tool in its loop."""
+"""The built-in provider backends from Python, against loopback servers that speak OpenAI's
+Chat Completions and Anthropic's Messages: a leaf agent's turns, its token counts, and a Python
+tool in its loop."""
 
 import json
 import threading
@@ -55,14 +56,77 @@ class ChatCompletions(BaseHTTPRequestHandler):
         pass
 
 
+class Messages(ChatCompletions):
+    """The same turns in Anthropic's Messages API."""
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append((self.path, body))
+        results = [
+            block
+            for message in body["messages"]
+            if isinstance(message["content"], list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        ]
+        if results:
+            content = results[-1]["content"]
+            text = content if isinstance(content, str) else content[0]["text"]
+            blocks, stop = [{"type": "text", "text": f"found: {text}"}], "end_turn"
+        else:
+            call = {"type": "tool_use", "id": "call-1", "name": "lookup", "input": {"keys": ["x"]}}
+            blocks, stop = [call], "tool_use"
+        reply = {
+            "id": "m",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": blocks,
+            "stop_reason": stop,
+            "usage": {"input_tokens": 7, "output_tokens": 3},
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def serve(handler):
+    handler.requests = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
 @pytest.fixture
 def server():
-    ChatCompletions.requests = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), ChatCompletions)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    httpd = serve(ChatCompletions)
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     httpd.shutdown()
+
+
+def test_an_anthropic_leaf_agent_calls_a_python_tool_in_its_loop(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+
+    @flowbox.tool(script=False)
+    def lookup(keys: list[str]) -> dict:
+        """Looks keys up."""
+        return {key: key.upper() for key in keys}
+
+    httpd = serve(Messages)
+    try:
+        base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        provider = flowbox.Provider.anthropic("claude-test", base_url=base_url)
+        outcome = flowbox.Runtime(provider, tools=[lookup]).run_sync("return await agent('find x')")
+    finally:
+        httpd.shutdown()
+    assert outcome.unwrap() == 'found: {"x":"X"}'
+    assert (outcome.summary.input_tokens, outcome.summary.output_tokens) == (14, 6)
+    path, first = Messages.requests[0]
+    assert path == "/v1/messages" and first["model"] == "claude-test"
+    assert [tool["name"] for tool in first["tools"]] == ["lookup"]
 
 
 def test_an_openai_leaf_agent_calls_a_python_tool_in_its_loop(server, monkeypatch):
