@@ -52,7 +52,7 @@ out-of-tree: guest
 	tests/out-of-tree/run.sh
 
 bench: guest
-	$(CARGO) bench --locked -p flowbox --features http --bench runtime
+	$(CARGO) bench --locked -p flowbox --features otlp --bench runtime
 
 # The request-decoding fuzz properties run briefly in `make test`; this runs them for longer.
 fuzz: guest
@@ -126,3 +126,18 @@ bench: bench-mcp
 
 bench-mcp: guest
 	$(CARGO) bench --locked -p flowbox-cli --bench mcp
+
+# An OTLP/HTTP trace receiver decoding with the pinned opentelemetry-proto, in its own
+# virtualenv: the collector of the trace tests (host/cli/tests/all/otlp.rs).
+OTLP_VENV := target/otlp-venv
+OTLP_REQUIREMENTS := host/cli/tests/otlp/requirements.txt
+
+.PHONY: otlp-receiver
+test: otlp-receiver
+
+otlp-receiver: $(OTLP_VENV)/installed
+
+$(OTLP_VENV)/installed: $(OTLP_REQUIREMENTS)
+	python3 -m venv $(OTLP_VENV)
+	$(OTLP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(OTLP_REQUIREMENTS)
+	touch $@

@@ -75,6 +75,9 @@ try {
   run([file("finished.py", fan(3, ["review", "sum"])), "--thread", "finished", "--backend", "scripted:" + htmlReply], 0);
   run([file("failed.py", "x = await agent('a')\nif x:\n    raise ValueError('no <i>way</i>')\nreturn x\n"), "--thread", "failed"], 1);
   if (bench) run([file("big.py", fan(1000, ["all"])), "--thread", "big", "--backend", "fake"], 0);
+  // Six leaves of 300 ms two at a time: the timeline shows three waves and the waits.
+  run([file("limited.py", fan(6, ["review", "sum"])), "--thread", "limited", "--max-concurrency", "2",
+    "--backend", "scripted:" + file("steady300.json", JSON.stringify({ latency_ms: 300, fallback: "fake" }))], 0);
   start(["run", file("slow.py", fan(4, ["review", "sum"])), "--thread", "slow", "--backend", "scripted:" + slow]);
 
   const server = start(["serve", "--listen", "127.0.0.1:0"]);
@@ -128,6 +131,16 @@ try {
   const runningSeen = await page.locator('#tree .leaf[data-status="running"]').count();
   assert.ok(runningSeen >= 1);
   await page.locator('.phase.current').waitFor();
+  // The timeline is live: a running leaf's bar grows without a reload.
+  const growing = page.locator('#timeline .tl-bar[data-status="running"]').first();
+  await growing.waitFor({ timeout: 30000 });
+  const call = await growing.getAttribute("data-call");
+  const widthOf = async () => (await page.locator(`#timeline .tl-bar[data-call="${call}"]`).boundingBox()).width;
+  const before = await widthOf();
+  await page.waitForTimeout(700);
+  const stillRunning = await page.locator(`#timeline .tl-bar[data-call="${call}"]`).getAttribute("data-status");
+  if (stillRunning === "running") assert.ok(await widthOf() > before, "a running leaf's bar grows");
+  await page.screenshot({ path: join(outDir, "timeline-live.png") });
   await page.waitForFunction(() => document.querySelectorAll('#tree .leaf[data-status="done"]').length === 4, null, { timeout: 30000 });
   await page.locator("#result").waitFor({ timeout: 30000 });
   assert.equal(navigations, 0, "the page was never reloaded");
@@ -148,6 +161,35 @@ try {
     assert.equal(boxes[i].y, boxes[0].y, "branches side by side");
     assert.ok(boxes[i].x > boxes[i - 1].x, "branches left to right");
   }
+
+  // The timeline of a finished run with a concurrency limit of 2: six bars in rows under their
+  // phase and group, never more than two at once, the waits for a slot drawn before them; the
+  // phase rail counts each phase's leaves; the keyboard moves between leaves and zooms.
+  await page.goto(base + "/runs/limited");
+  await page.waitForFunction(() => document.querySelectorAll('#timeline .tl-bar[data-status="done"]').length === 6, null, { timeout: 30000 });
+  await page.locator("#result").waitFor();
+  assert.equal(await page.locator("#timeline-info").getAttribute("data-most"), "2");
+  assert.ok(await page.locator("#timeline .tl-wait").count() >= 2, "leaves that waited for a slot show it");
+  assert.match(await page.locator('#timeline .tl-phase[data-phase="review"]').textContent(), /^review · 6 leaves · \d+ tok · /);
+  assert.equal(await page.locator('#timeline .tl-group[data-group="1"]').textContent(), "parallel 1 · 6 items");
+  const bars = [];
+  for (let i = 0; i < 6; i++) bars.push(await page.locator("#timeline .tl-bar").nth(i).boundingBox());
+  for (let i = 1; i < 6; i++) assert.ok(bars[i].y > bars[i - 1].y, "a row per leaf, in order");
+  const lastStart = Math.max(...bars.map((b) => b.x));
+  assert.ok(lastStart > Math.min(...bars.map((b) => b.x)) + 10, "the third wave starts later than the first");
+  await page.screenshot({ path: join(outDir, "timeline.png") });
+  await page.focus("#timeline");
+  await page.keyboard.press("ArrowDown");
+  await page.locator("#leaf-when").waitFor();
+  assert.match(await page.locator("#leaf-when").textContent(), /^started at \+/);
+  const first = await page.locator("#timeline .tl-bar.selected").getAttribute("data-call");
+  await page.keyboard.press("ArrowDown");
+  await page.waitForFunction((was) => document.querySelector("#timeline .tl-bar.selected")?.dataset.call !== was, first);
+  const narrow = (await page.locator("#timeline .tl-bar").first().boundingBox()).width;
+  await page.keyboard.press("+");
+  await page.waitForFunction((w) => document.querySelector("#timeline .tl-bar").getBoundingClientRect().width > w * 1.5, narrow);
+  await page.keyboard.press("0");
+  await page.waitForFunction((w) => Math.abs(document.querySelector("#timeline .tl-bar").getBoundingClientRect().width - w) < 1, narrow);
 
   // A pipeline is lanes: a row per item, a column per stage; a parallel in a stage is a fan
   // inside its cell. Its later stages appear live, without a reload.
@@ -213,7 +255,8 @@ try {
   if (bench) {
     const started = Date.now();
     await page.goto(base + "/runs/big");
-    await page.waitForFunction(() => document.querySelectorAll('#tree .leaf[data-status="done"]').length === 1000, null, { timeout: 60000 });
+    await page.waitForFunction(() => document.querySelectorAll('#tree .leaf[data-status="done"]').length === 1000 &&
+      document.querySelectorAll('#timeline .tl-bar[data-status="done"]').length === 1000, null, { timeout: 60000 });
     const elapsed = Date.now() - started;
     await page.screenshot({ path: join(outDir, "big.png") });
     console.log(JSON.stringify({ run_page_1000_leaves_ms: elapsed }));

@@ -158,8 +158,8 @@ pub struct LeafReply {
     pub usage: Usage,
 }
 
-/// What a leaf reports while it works, besides its reply: the host tools it calls. Every
-/// method has an empty default.
+/// What a leaf reports while it works, besides its reply: its model turns and the host tools
+/// it calls. Every method has an empty default.
 pub trait LeafObserver: Send + Sync + fmt::Debug {
     /// The leaf called host tool `name`.
     fn tool_called(&self, name: &str) {
@@ -169,6 +169,18 @@ pub trait LeafObserver: Send + Sync + fmt::Debug {
     /// Host tool `name` returned after `duration`; `error` says why when it failed.
     fn tool_finished(&self, name: &str, duration: std::time::Duration, error: Option<&str>) {
         let _ = (name, duration, error);
+    }
+
+    /// One model turn of the leaf's loop ended after `duration`, having used `usage`; `error`
+    /// says why when it failed.
+    fn model_turn(
+        &self,
+        model: &str,
+        usage: Usage,
+        duration: std::time::Duration,
+        error: Option<&str>,
+    ) {
+        let _ = (model, usage, duration, error);
     }
 }
 

@@ -8,8 +8,9 @@ use flowbox::orchestrator::Orchestrator;
 use flowbox::store::WorkflowTotals;
 use serde_json::json;
 
-use crate::options::{Journal, runtime_for};
-use crate::options::{JournalOptions, RunOptions};
+use crate::options::{
+    Journal, JournalOptions, RunOptions, TraceOptions, flush_traces, runtime_builder,
+};
 use crate::progress::with_progress;
 use crate::{Failure, FailureKind, events};
 use flowbox::store::view::terminal_safe;
@@ -39,13 +40,18 @@ pub(crate) struct AskArgs {
     options: RunOptions,
     #[command(flatten)]
     journal: JournalOptions,
+    #[command(flatten)]
+    trace: TraceOptions,
 }
 
 pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     let limits = args.options.limits().map_err(Failure::input)?;
     let backends = args.options.backends().map_err(Failure::input)?;
     let journal = (!args.no_journal).then_some(&args.journal);
-    let runtime = runtime_for(limits, &backends, journal.map(Journal::Create))?;
+    let runtime = runtime_builder(limits, &backends, journal.map(Journal::Create))?
+        .otlp(args.trace.otlp())
+        .build()
+        .map_err(Failure::setup)?;
     let mut builder =
         Orchestrator::builder(runtime, backends.root, backends.root_model_id).tools(backends.tools);
     if args.no_guidance {
@@ -83,6 +89,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     if let Some(log) = log {
         log.finish().await.map_err(Failure::output)?;
     }
+    flush_traces(orchestrator.runtime());
     let answer = answer.map_err(|e| Failure {
         code: 1,
         kind: FailureKind::RootAgent,

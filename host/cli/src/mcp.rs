@@ -11,7 +11,7 @@ use flowbox_mcp::{Sampling, ServeError, Server};
 
 use crate::Failure;
 use crate::options::{DoorOptions, JournalOptions, RunOptions, door_failure};
-use crate::options::{Journal, build_runtime_with};
+use crate::options::{Journal, TraceOptions, build_runtime_with};
 
 /// Arguments of `flowbox mcp`.
 #[derive(Debug, Args)]
@@ -50,6 +50,8 @@ pub(crate) struct McpArgs {
     options: RunOptions,
     #[command(flatten)]
     journal: JournalOptions,
+    #[command(flatten)]
+    trace: TraceOptions,
 }
 
 /// Serves MCP on stdin/stdout until the client closes stdin (or over HTTP with `--listen`);
@@ -82,6 +84,7 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         },
     )?
     .warm_pool(args.warm_pool)
+    .otlp(args.trace.otlp())
     .build()
     .map_err(Failure::setup)?;
     let mut server = Server::builder(runtime)

@@ -147,6 +147,8 @@ mod tests {
             agent_type: None,
             prompt_preview: "x".into(),
             path: vec![],
+            model: None,
+            waited_ms: 0,
         });
         assert_eq!(
             (state.0.running(), state.0.phase.as_deref()),

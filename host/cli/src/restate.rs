@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::options::{RunOptions, runtime_builder};
+use crate::options::{RunOptions, TraceOptions, runtime_builder};
 use crate::report::report;
 use crate::{Failure, FailureKind};
 
@@ -61,6 +61,8 @@ pub(crate) struct WorkerArgs {
     insecure: bool,
     #[command(flatten)]
     options: RunOptions,
+    #[command(flatten)]
+    trace: TraceOptions,
 }
 
 /// `--services`.
@@ -111,6 +113,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
     };
     let runtime = runtime_builder(limits, &backends, None)?
         .warm_pool(warm_pool)
+        .otlp(args.trace.otlp())
         .build()
         .map_err(Failure::setup)?;
     let worker = Worker {

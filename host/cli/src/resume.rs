@@ -4,8 +4,10 @@
 use clap::Args;
 
 use crate::Failure;
-use crate::options::{Journal, build_runtime};
-use crate::options::{JournalOptions, RunOptions, load_thread};
+use crate::options::{
+    Journal, JournalOptions, RunOptions, TraceOptions, build_runtime_with, flush_traces,
+    load_thread,
+};
 use crate::progress::with_progress;
 use crate::report::report;
 
@@ -22,13 +24,19 @@ pub(crate) struct ResumeArgs {
     options: RunOptions,
     #[command(flatten)]
     journal: JournalOptions,
+    #[command(flatten)]
+    trace: TraceOptions,
 }
 
 pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
-    let runtime = build_runtime(
+    let runtime = build_runtime_with(
         &args.options,
         Some(Journal::Existing(&args.journal, &args.thread)),
-    )?;
+        |_| Ok(()),
+    )?
+    .otlp(args.trace.otlp())
+    .build()
+    .map_err(Failure::setup)?;
     // Flags adjust the thread's own limits; without flags the runtime applies them as they are.
     let limits = match runtime.store() {
         Some(store) if args.options.sets_limits() => {
@@ -40,5 +48,6 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
         _ => None,
     };
     let outcome = with_progress(&runtime, runtime.resume(&args.thread, limits)).await;
+    flush_traces(&runtime);
     report(outcome, args.json)
 }

@@ -6,7 +6,9 @@ use anyhow::Context;
 use clap::Args;
 use flowbox::RunRequest;
 
-use crate::options::{Journal, JournalOptions, RunOptions, build_runtime, read_args};
+use crate::options::{
+    Journal, JournalOptions, RunOptions, TraceOptions, build_runtime_with, flush_traces, read_args,
+};
 use crate::progress::with_progress;
 use crate::report::report;
 use crate::{Failure, events};
@@ -48,6 +50,8 @@ pub(crate) struct RunArgs {
     options: RunOptions,
     #[command(flatten)]
     journal: JournalOptions,
+    #[command(flatten)]
+    trace: TraceOptions,
 }
 
 pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
@@ -65,7 +69,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         return crate::restate::run(ingress, request, args.json, args.events.as_ref()).await;
     }
     let journal = (!args.no_journal).then_some(&args.journal);
-    let runtime = build_runtime(&args.options, journal.map(Journal::Create))?;
+    let runtime = build_runtime_with(&args.options, journal.map(Journal::Create), |_| Ok(()))?
+        .otlp(args.trace.otlp())
+        .build()
+        .map_err(Failure::setup)?;
     let thread_id = args
         .thread
         .clone()
@@ -95,5 +102,6 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     if let Some(log) = log {
         log.finish().await.map_err(Failure::output)?;
     }
+    flush_traces(&runtime);
     report(outcome, args.json)
 }

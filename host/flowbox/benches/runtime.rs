@@ -14,6 +14,7 @@ use flowbox::http::{OpenAiChat, RetryPolicy};
 use flowbox::plan::PriceTable;
 use flowbox::store::{CheckpointStore, Durability, MemoryStore, SqliteStore};
 use flowbox::tools::ToolSet;
+use flowbox::trace::Otlp;
 use flowbox::{Limits, RunRequest, Runtime};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -272,17 +273,24 @@ fn pss_and_private() -> Option<(u64, u64)> {
 /// A loopback server answering every Chat Completions request at once, with keep-alive, so the
 /// HTTP leaf benchmark measures flowbox's agent loop and HTTP client, not a model.
 async fn chat_completions_server() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/v1", listener.local_addr().expect("bound"));
     let body = json!({
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 1}
     })
     .to_string();
+    format!("{}/v1", loopback_server("application/json", &body).await)
+}
+
+/// A loopback server answering every request at once with `body`, with keep-alive: a model for
+/// the HTTP leaves, a collector taking every trace export (an empty protobuf message is OTLP's
+/// full success).
+async fn loopback_server(content_type: &str, body: &str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("bound"));
     let response = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     tokio::spawn(async move {
@@ -593,6 +601,26 @@ async fn async_main() {
             / 10.0
     };
     let resume_1000 = resume_benchmark(&on_disk, &sqlite, journal_dir.path()).await;
+    // Traces: the same fan-out with every run exported to a loopback OTLP collector.
+    let collector = loopback_server("application/x-protobuf", "").await;
+    let traced = Runtime::builder()
+        .shared_backend(fake_backend.clone())
+        .cache_dir(cache_dir())
+        .otlp(Some(Otlp::endpoint(collector)))
+        .build()
+        .expect("the guest loads");
+    let [untraced_1000, traced_1000] = <[Stats; 2]>::try_from(
+        measure_alternating(&[&fake, &traced], PARALLEL, json!({"n": 1000}), 15).await,
+    )
+    .ok()
+    .expect("two runtimes");
+    traced.flush_traces();
+    let trace_stats = traced.traces().expect("traces are on");
+    assert_eq!(
+        trace_stats.dropped, 0,
+        "the loopback collector takes every span"
+    );
+    let tracing_per_leaf = journal_cost(&traced_1000, &untraced_1000, 1000.0);
     // The stricter setting: every batch fsynced, surviving power loss. Fewer leaves, since
     // each costs a disk flush.
     let fsynced = journaled(
@@ -654,6 +682,12 @@ async fn async_main() {
             "resume_1000_leaves": resume_1000.json(),
             "sequential_50_sqlite_power_loss": power_loss[1].json(),
             "per_leaf_us_sequential_sqlite_power_loss": power_loss_per_leaf,
+        },
+        "tracing": {
+            "parallel_1000_untraced": untraced_1000.json(),
+            "parallel_1000_traced": traced_1000.json(),
+            "per_leaf_us": tracing_per_leaf,
+            "spans_exported": trace_stats.exported,
         },
         "http_leaves_parallel_100": http_100.json(),
         "http_added_overhead_per_leaf_us": (http_per_leaf * 10.0).round() / 10.0,
@@ -830,6 +864,11 @@ async fn async_main() {
         "resume a 1000-leaf thread (SQLite)",
         format!("{:.2} ms", ms(resume_1000.median)),
         "≤ 100 ms",
+    );
+    row(
+        "tracing (OTLP to loopback): added cost per leaf, parallel 1000",
+        format!("{tracing_per_leaf:.1} µs"),
+        "≤ 5 µs",
     );
     row(
         "parallel 100, HTTP agent leaves (loopback)",

@@ -39,6 +39,8 @@ pub mod plan;
 mod run;
 mod runtime;
 mod text;
+#[cfg(feature = "otlp")]
+pub mod trace;
 
 pub use error::{
     ErrorInfo, JournalError, RunError, RunErrorClass, RunErrorKind, ScriptError, ScriptErrorKind,

@@ -16,7 +16,7 @@ pub struct Conversation<'a> {
     pub(super) usage: Usage,
     pub(super) turns: u32,
     pub(super) max_turns: u32,
-    /// Told of every tool call, when set.
+    /// Told of every model turn and tool call, when set.
     pub(super) observer: Option<&'a dyn LeafObserver>,
 }
 
@@ -39,7 +39,7 @@ impl<'a> Conversation<'a> {
         }
     }
 
-    /// Tells `observer` of every tool call the conversation makes.
+    /// Tells `observer` of every model turn and tool call the conversation makes.
     pub fn observed(mut self, observer: &'a dyn LeafObserver) -> Self {
         self.observer = Some(observer);
         self
@@ -69,7 +69,16 @@ impl<'a> Conversation<'a> {
         }
         self.turns += 1;
         self.chat.idempotency_key = self.key.as_ref().map(|key| format!("{key}/{}", self.turns));
-        match self.model.complete(&self.chat).await {
+        let started = std::time::Instant::now();
+        let result = self.model.complete(&self.chat).await;
+        if let Some(observer) = self.observer {
+            let (usage, error) = match &result {
+                Ok(response) => (response.usage, None),
+                Err(error) => (error.usage(), Some(error.to_string())),
+            };
+            observer.model_turn(&self.chat.model, usage, started.elapsed(), error.as_deref());
+        }
+        match result {
             Ok(response) => {
                 self.usage = self.usage.saturating_add(response.usage);
                 if response.truncated {

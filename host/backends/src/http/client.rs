@@ -403,8 +403,9 @@ impl HttpClient {
 
 /// TLS with rustls and the *ring* provider, trusting the Mozilla roots compiled in
 /// (webpki-roots). Handing reqwest a finished config keeps aws-lc out of the build and sets
-/// no process-wide default provider behind an embedder's back.
-fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
+/// no process-wide default provider behind an embedder's back. The library's OTLP export uses
+/// it too.
+pub fn tls_config() -> Result<rustls::ClientConfig, rustls::Error> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };

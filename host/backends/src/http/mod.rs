@@ -16,7 +16,7 @@ mod retry;
 use reqwest::header::{HeaderName, HeaderValue};
 
 pub use anthropic::AnthropicChat;
-pub use client::MAX_RESPONSE_BYTES;
+pub use client::{MAX_RESPONSE_BYTES, tls_config};
 pub use openai::OpenAiChat;
 pub use retry::RetryPolicy;
 

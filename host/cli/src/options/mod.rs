@@ -8,6 +8,7 @@ mod door;
 mod journal;
 mod limits;
 mod runtime;
+mod trace;
 
 use anyhow::Context;
 use clap::Args;
@@ -21,6 +22,7 @@ pub(crate) use limits::LimitOptions;
 pub(crate) use runtime::{
     Journal, build_runtime, build_runtime_with, runtime_builder, runtime_for,
 };
+pub(crate) use trace::{TraceOptions, flush_traces};
 
 /// The flags of a subcommand that runs scripts: the backend flags, the cost flags, then the
 /// limit flags.

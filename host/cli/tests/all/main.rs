@@ -20,6 +20,7 @@ mod journal;
 mod json;
 mod limits;
 mod mcp;
+mod otlp;
 mod output;
 mod plan;
 mod restate;

@@ -15,7 +15,7 @@ use crate::events::{EventKind, Position, RunEvents};
 /// Characters of a prompt shown in `leaf_started` events.
 const PROMPT_PREVIEW_CHARS: usize = 120;
 
-/// Publishes the host tool calls a leaf agent makes in its own loop.
+/// Publishes the model turns and host tool calls a leaf agent makes in its own loop.
 #[derive(Debug)]
 pub(super) struct LeafTools {
     pub(super) events: Arc<RunEvents>,
@@ -30,6 +30,17 @@ impl LeafObserver for LeafTools {
         });
     }
 
+    fn model_turn(&self, model: &str, usage: Usage, duration: Duration, error: Option<&str>) {
+        self.events.emit(|| EventKind::LeafTurn {
+            call_id: self.call_id,
+            model: model.to_owned(),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            duration_ms: millis(duration),
+            error: error.map(str::to_owned),
+        });
+    }
+
     fn tool_finished(&self, name: &str, duration: Duration, error: Option<&str>) {
         self.events.emit(|| EventKind::LeafToolFinished {
             call_id: self.call_id,
@@ -41,13 +52,16 @@ impl LeafObserver for LeafTools {
     }
 }
 
-pub(super) fn leaf_started(leaf: &LeafRequest, path: Vec<Position>) -> EventKind {
+/// A leaf's start, after waiting `waited` for its concurrency slot.
+pub(super) fn leaf_started(leaf: &LeafRequest, path: Vec<Position>, waited: Duration) -> EventKind {
     EventKind::LeafStarted {
         call_id: leaf.call_id,
         label: leaf.label.clone(),
         agent_type: leaf.agent_type.clone(),
         prompt_preview: flowbox_backends::preview(&leaf.prompt_text(), PROMPT_PREVIEW_CHARS),
         path,
+        model: leaf.model.clone(),
+        waited_ms: millis(waited),
     }
 }
 

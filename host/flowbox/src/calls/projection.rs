@@ -58,7 +58,8 @@ impl Calls {
         let Some(projection) = &mut self.projection else {
             return;
         };
-        self.events.emit(|| leaf_started(leaf, path));
+        self.events
+            .emit(|| leaf_started(leaf, path, Duration::ZERO));
         let result = FakeBackend::reply(leaf).map(|reply| LeafReply {
             value: reply.value,
             usage: worst_case(&estimate),

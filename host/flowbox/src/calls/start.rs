@@ -131,7 +131,8 @@ impl Calls {
         if !replayed && cached.is_none() {
             match &mut self.checkpoints.external {
                 Some(source) => {
-                    self.events.emit(|| leaf_started(&leaf, path));
+                    self.events
+                        .emit(|| leaf_started(&leaf, path, Duration::ZERO));
                     source.start(handle, ExternalCall::Agent(Box::new(leaf)));
                 }
                 None => self.add_leaf(leaf, path),
@@ -139,7 +140,8 @@ impl Calls {
             return Ok(Ok(handle));
         }
         // Answered from a journal: no backend, but the same events as a live leaf.
-        self.events.emit(|| leaf_started(&leaf, path));
+        self.events
+            .emit(|| leaf_started(&leaf, path, Duration::ZERO));
         if let Some(entry) = cached {
             self.events
                 .emit(|| leaf_finished(handle, Ok(entry_usage(&entry)), Duration::ZERO, true));
@@ -263,9 +265,10 @@ impl Calls {
         let slots = Arc::clone(&self.slots);
         self.start(Box::pin(async move {
             // The semaphore lives as long as the run; it is never closed.
+            let called = Instant::now();
             let _slot = slots.acquire_owned().await;
-            events.emit(|| leaf_started(&leaf, path));
             let started = Instant::now();
+            events.emit(|| leaf_started(&leaf, path, started - called));
             let tools = LeafTools {
                 events: Arc::clone(&events),
                 call_id: leaf.call_id,
@@ -275,6 +278,7 @@ impl Calls {
                 .await
                 .unwrap_or_else(|panic| Err(BackendError::panicked(panic_message(&*panic))));
             let duration = started.elapsed();
+            events.contents(&leaf, &result);
             events.emit(|| {
                 let usage = result
                     .as_ref()

@@ -205,6 +205,7 @@ impl<S: HistorySource + ?Sized> Follower<S> {
                 events.push(Event {
                     thread_id: self.thread_id.clone(),
                     seq: 0,
+                    unix_us: None,
                     kind: EventKind::Gap {
                         missed: event.seq - self.after - 1,
                     },
@@ -236,6 +237,7 @@ mod tests {
             self.events.lock().unwrap().push(Event {
                 thread_id: "t".into(),
                 seq,
+                unix_us: None,
                 kind,
             });
         }

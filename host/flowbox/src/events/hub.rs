@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::queue::EventQueue;
@@ -66,6 +67,7 @@ fn gap(missed: u64) -> Event {
     Event {
         thread_id: String::new(),
         seq: 0,
+        unix_us: None,
         kind: EventKind::Gap { missed },
     }
 }
@@ -78,6 +80,22 @@ pub(crate) struct EventHub {
     /// How far a live subscriber may fall behind before a gap, and how many events a lossless
     /// queue holds before the scripts' writers wait.
     capacity: usize,
+    /// Sees every event as it is published, before the subscribers (the runtime's traces).
+    observer: Option<Arc<dyn Observer>>,
+}
+
+/// Sees every event of every run of a runtime as it is published, in each run's sequence
+/// order, and the full prompt and reply of each live leaf when it asks for them. Called while
+/// the run's events are being numbered: it must return at once (buffer, never wait).
+pub(crate) trait Observer: Send + Sync + std::fmt::Debug {
+    /// One event.
+    fn event(&self, event: &Event);
+
+    /// Whether it wants [`Self::contents`].
+    fn wants_contents(&self) -> bool;
+
+    /// A live leaf's prompt and its reply or error, just before its `leaf_finished`.
+    fn contents(&self, thread_id: &str, call_id: u64, prompt: &Value, reply: Result<&Value, &str>);
 }
 
 impl EventHub {
@@ -87,7 +105,18 @@ impl EventHub {
             live: broadcast::channel(capacity).0,
             lossless: Mutex::new(Vec::new()),
             capacity,
+            observer: None,
         }
+    }
+
+    /// The hub, with `observer` seeing every event.
+    pub(crate) fn observed(mut self, observer: Option<Arc<dyn Observer>>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    pub(super) fn observer(&self) -> Option<&dyn Observer> {
+        self.observer.as_deref()
     }
 
     pub(super) fn lossless(&self) -> MutexGuard<'_, Vec<Arc<EventQueue>>> {
@@ -202,6 +231,7 @@ mod tests {
         Event {
             thread_id: "t".into(),
             seq,
+            unix_us: None,
             kind: EventKind::Log {
                 message: seq.to_string(),
             },

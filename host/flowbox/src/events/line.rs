@@ -83,6 +83,20 @@ fn line(event: &Event) -> String {
                 .map(|e| format!(": {}", preview(e, 80)))
                 .unwrap_or_default()
         ),
+        EventKind::LeafTurn {
+            call_id,
+            model,
+            input_tokens,
+            output_tokens,
+            duration_ms,
+            error,
+        } => format!(
+            "leaf {call_id} turn {model} {input_tokens}+{output_tokens} tok {duration_ms} ms{}",
+            error
+                .as_ref()
+                .map(|e| format!(": {}", preview(e, 80)))
+                .unwrap_or_default()
+        ),
         EventKind::LeafToolCalled { call_id, name } => format!("leaf {call_id} calls {name}"),
         EventKind::LeafToolFinished {
             call_id, name, ok, ..

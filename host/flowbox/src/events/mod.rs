@@ -23,6 +23,8 @@ use flowbox_store::{ErrorInfo, GroupKind, Summary};
 use serde::{Deserialize, Serialize};
 
 pub(crate) use hub::EventHub;
+#[cfg(feature = "otlp")]
+pub(crate) use hub::Observer;
 pub use hub::{EventRelay, EventStream};
 pub use progress::Progress;
 pub use publisher::EventSink;
@@ -37,9 +39,17 @@ pub struct Event {
     /// events a slow subscriber missed). A resumed run of a journaled thread goes on from the
     /// last number of the thread's history (see [`history`]).
     pub seq: u64,
+    /// When it was published, in microseconds since the Unix epoch; `None` in events recorded
+    /// before events had times (and left out of the JSON then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_us: Option<u64>,
     /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Where a call sits in one enclosing `parallel`/`pipeline` group of the script's tree (a
@@ -109,6 +119,13 @@ pub enum EventKind {
         prompt_preview: String,
         /// The enclosing groups, outermost first.
         path: Vec<Position>,
+        /// The `model` option, when the script gave one (left out of the JSON otherwise).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// How long it waited for its concurrency slot after the script called it, in
+        /// milliseconds (left out of the JSON when 0).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        waited_ms: u64,
     },
     /// A leaf agent finished.
     LeafFinished {
@@ -122,6 +139,21 @@ pub enum EventKind {
         duration_ms: u64,
         /// Whether the completion came from the journal instead of the backend.
         replayed: bool,
+        /// The error message, when it failed.
+        error: Option<String>,
+    },
+    /// One model turn of a leaf agent's loop ended (leaves of the provider backends).
+    LeafTurn {
+        /// The leaf's handle within the run.
+        call_id: u64,
+        /// The provider's model id.
+        model: String,
+        /// Tokens the turn read.
+        input_tokens: u64,
+        /// Tokens the turn wrote.
+        output_tokens: u64,
+        /// How long the turn took, in milliseconds.
+        duration_ms: u64,
         /// The error message, when it failed.
         error: Option<String>,
     },
@@ -200,6 +232,7 @@ impl EventKind {
             Self::Log { .. } => "log",
             Self::LeafStarted { .. } => "leaf_started",
             Self::LeafFinished { .. } => "leaf_finished",
+            Self::LeafTurn { .. } => "leaf_turn",
             Self::LeafToolCalled { .. } => "leaf_tool_called",
             Self::LeafToolFinished { .. } => "leaf_tool_finished",
             Self::ToolCalled { .. } => "tool_called",
@@ -220,11 +253,14 @@ mod tests {
         let event = Event {
             thread_id: "t".into(),
             seq: 3,
+            unix_us: None,
             kind: EventKind::LeafStarted {
                 call_id: 9,
                 label: Some("a".into()),
                 agent_type: None,
                 prompt_preview: "p".into(),
+                model: None,
+                waited_ms: 0,
                 path: vec![
                     Position {
                         group: 1,
@@ -297,6 +333,7 @@ mod tests {
         let finished = Event {
             thread_id: "t".into(),
             seq: 2,
+            unix_us: None,
             kind: EventKind::RunFinished {
                 ok: false,
                 summary: Box::new(summary),
@@ -329,6 +366,16 @@ mod tests {
                 agent_type: None,
                 prompt_preview: String::new(),
                 path: vec![],
+                model: None,
+                waited_ms: 0,
+            },
+            EventKind::LeafTurn {
+                call_id: 1,
+                model: "m".into(),
+                input_tokens: 1,
+                output_tokens: 2,
+                duration_ms: 0,
+                error: None,
             },
             EventKind::LeafFinished {
                 call_id: 1,

@@ -62,6 +62,8 @@ mod tests {
             agent_type: None,
             prompt_preview: String::new(),
             path: vec![],
+            model: None,
+            waited_ms: 0,
         };
         let finished = |call_id, ok, tokens| EventKind::LeafFinished {
             call_id,

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+use flowbox_backends::{BackendError, LeafReply, LeafRequest};
 use flowbox_store::{CheckpointStore, StoreError, StoredEvent};
 
 use super::hub::EventHub;
@@ -84,30 +85,49 @@ impl RunEvents {
         // Holding the lock while publishing keeps sequence order equal to delivery order when
         // leaf tasks publish concurrently.
         let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-        match (self.history.get(), &self.sink) {
-            (None, None) => self.hub.publish(|| {
+        let history = self.history.get();
+        let observer = self.hub.observer();
+        if history.is_none() && self.sink.is_none() && observer.is_none() {
+            self.hub.publish(|| {
                 *seq += 1;
-                Event {
-                    thread_id: self.thread_id.clone(),
-                    seq: *seq,
-                    kind: make(),
-                }
-            }),
-            (history, sink) => {
-                *seq += 1;
-                let event = Event {
-                    thread_id: self.thread_id.clone(),
-                    seq: *seq,
-                    kind: make(),
-                };
-                if let Some(history) = history {
-                    history.push(&event);
-                }
-                if let Some(sink) = sink {
-                    sink.event(&event);
-                }
-                self.hub.publish(|| event);
-            }
+                self.event(*seq, make())
+            });
+            return;
+        }
+        *seq += 1;
+        let event = self.event(*seq, make());
+        if let Some(observer) = observer {
+            observer.event(&event);
+        }
+        if let Some(history) = history {
+            history.push(&event);
+        }
+        if let Some(sink) = &self.sink {
+            sink.event(&event);
+        }
+        self.hub.publish(|| event);
+    }
+
+    fn event(&self, seq: u64, kind: EventKind) -> Event {
+        Event {
+            thread_id: self.thread_id.clone(),
+            seq,
+            unix_us: Some(flowbox_store::now_unix_nanos() / 1_000),
+            kind,
+        }
+    }
+
+    /// Hands a live leaf's prompt and reply to the runtime's observer, when it wants them.
+    pub(crate) fn contents(&self, leaf: &LeafRequest, result: &Result<LeafReply, BackendError>) {
+        if let Some(observer) = self.hub.observer()
+            && observer.wants_contents()
+        {
+            let error = result.as_ref().err().map(ToString::to_string);
+            let reply = match (result, &error) {
+                (Ok(reply), _) => Ok(&reply.value),
+                (Err(_), error) => Err(error.as_deref().unwrap_or_default()),
+            };
+            observer.contents(&self.thread_id, leaf.call_id, &leaf.prompt, reply);
         }
     }
 

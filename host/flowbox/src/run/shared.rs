@@ -41,6 +41,9 @@ pub(crate) struct Shared {
     pub(crate) fresh: Arc<FreshPrefault>,
     /// Another engine that runs requests instead, when the runtime sends them there.
     pub(crate) remote: Option<Arc<dyn crate::external::Remote>>,
+    /// Turns runs into traces, when the runtime exports them (it also observes `events`).
+    #[cfg(feature = "otlp")]
+    pub(crate) tracer: Option<Arc<crate::trace::Tracer>>,
     /// Stops advancing the engine's epoch when the last run and runtime let go.
     pub(crate) _ticker: EpochTicker,
 }

@@ -78,6 +78,10 @@ pub enum SetupError {
     /// The runtime's limits are outside their ranges ([`Limits::check`]).
     #[error("invalid limits: {0}")]
     Limits(#[from] crate::InvalidLimit),
+    /// Traces could not be set up ([`RuntimeBuilder::otlp`]).
+    #[cfg(feature = "otlp")]
+    #[error(transparent)]
+    Otlp(#[from] crate::trace::OtlpError),
     /// The runtime's limits set a dollar budget or gate (the field named), and there is no
     /// price table to price leaves with.
     #[error(
@@ -100,6 +104,8 @@ pub struct RuntimeBuilder {
     fanout: Option<FanoutProfile>,
     warm_pool: usize,
     remote: Option<Arc<dyn crate::external::Remote>>,
+    #[cfg(feature = "otlp")]
+    otlp: Option<crate::trace::Otlp>,
 }
 
 #[derive(Debug)]
@@ -212,6 +218,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Exports a trace of every run to an OpenTelemetry collector over OTLP/HTTP (see
+    /// [`crate::trace`]; feature `otlp`). Off by default; `None` leaves it off.
+    #[cfg(feature = "otlp")]
+    pub fn otlp(mut self, otlp: Option<crate::trace::Otlp>) -> Self {
+        self.otlp = otlp;
+        self
+    }
+
     /// Creates the engine and loads the guest: from the cache in milliseconds, or compiled in
     /// a few seconds the first time (then cached).
     pub fn build(self) -> Result<Runtime, SetupError> {
@@ -255,6 +269,17 @@ impl RuntimeBuilder {
             .and_then(WorkflowPre::new)
             .map_err(wasmtime_error)?;
 
+        #[cfg(feature = "otlp")]
+        let tracer = match self.otlp {
+            Some(otlp) => Some(Arc::new(crate::trace::Tracer::start(otlp)?)),
+            None => None,
+        };
+        #[cfg(feature = "otlp")]
+        let observer = tracer
+            .clone()
+            .map(|tracer| tracer as Arc<dyn crate::events::Observer>);
+        #[cfg(not(feature = "otlp"))]
+        let observer = None;
         let pool = match self.warm_pool {
             0 => None,
             instances => Some(
@@ -270,7 +295,9 @@ impl RuntimeBuilder {
                 backend,
                 tools: self.tools,
                 limits: self.limits,
-                events: Arc::new(EventHub::new(self.event_capacity)),
+                events: Arc::new(EventHub::new(self.event_capacity).observed(observer)),
+                #[cfg(feature = "otlp")]
+                tracer,
                 store: self.store,
                 prices: self.prices.map(Arc::new),
                 fanout: self.fanout,
@@ -297,6 +324,8 @@ impl Runtime {
             fanout: None,
             warm_pool: 0,
             remote: None,
+            #[cfg(feature = "otlp")]
+            otlp: None,
         }
     }
 
@@ -398,6 +427,23 @@ impl Runtime {
     /// an instance ready.
     pub fn warm_pool(&self) -> Option<WarmPoolStats> {
         self.shared.pool.as_ref().map(WarmPool::stats)
+    }
+
+    /// What the runtime's traces have come to so far (`None` without
+    /// [`RuntimeBuilder::otlp`]): the spans exported and dropped.
+    #[cfg(feature = "otlp")]
+    pub fn traces(&self) -> Option<crate::trace::TraceStats> {
+        self.shared.tracer.as_ref().map(|tracer| tracer.stats())
+    }
+
+    /// Exports the spans of the runs that have ended and waits until the collector has taken
+    /// them or the export timed out (at once without traces): before a short-lived process
+    /// exits.
+    #[cfg(feature = "otlp")]
+    pub fn flush_traces(&self) {
+        if let Some(tracer) = &self.shared.tracer {
+            tracer.flush();
+        }
     }
 
     /// What a fresh instance of the guest costs wasmtime itself, the floor every start-up

@@ -1,0 +1,499 @@
+//! One run's events turned into spans: the run, its phases, its `parallel`/`pipeline` groups,
+//! its leaves with their model turns and tool calls, and the script's `call_tool`s, named and
+//! attributed by the OpenTelemetry GenAI semantic conventions.
+//!
+//! Ids come from the thread, so every run of a thread (its resumes, and on another engine the
+//! workers that carry it) shares one trace: the trace id is a hash of the thread id, and each
+//! span id a hash of the thread, the run (the sequence number and time of its `run_started`)
+//! and what the span is. A span is handed on when it ends; a group's span, whose end is its last leaf's,
+//! when the run ends.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use flowbox_store::GroupKind;
+use opentelemetry::trace::{
+    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::{InstrumentationScope, KeyValue, Value};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
+use sha2::{Digest, Sha256};
+
+use crate::events::{Event, EventKind, Position};
+
+/// The trace id of every run of `thread_id`.
+pub(crate) fn trace_id(thread_id: &str) -> TraceId {
+    let digest = Sha256::new()
+        .chain_update(b"flowbox trace\0")
+        .chain_update(thread_id.as_bytes())
+        .finalize();
+    let mut bytes = [0; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    TraceId::from_bytes(bytes)
+}
+
+/// What a span stands for within one run, hashed into its id.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Run,
+    Phase(u64),
+    Group(u32),
+    Call(u64),
+    Turn(u64, u64),
+}
+
+/// One run's spans in the making.
+#[derive(Debug)]
+pub(super) struct RunTrace {
+    thread_id: String,
+    trace_id: TraceId,
+    /// The sequence number and time of the run's `run_started`: tells this run's spans from
+    /// those of the thread's other runs (a run killed before its events were journaled leaves
+    /// the next one numbering from the same place).
+    run: (u64, u64),
+    name: Option<String>,
+    start: SystemTime,
+    phase: Option<Open>,
+    groups: HashMap<u32, Group>,
+    calls: HashMap<u64, Open>,
+    /// Each live leaf's prompt and reply, when contents are exported.
+    contents: HashMap<u64, (String, String)>,
+    scope: InstrumentationScope,
+}
+
+/// A span begun and not yet ended.
+#[derive(Debug)]
+struct Open {
+    id: SpanId,
+    parent: SpanId,
+    name: String,
+    start: SystemTime,
+    attributes: Vec<KeyValue>,
+    /// A leaf's tokens, added up from its turns.
+    input_tokens: u64,
+    output_tokens: u64,
+    turns: u64,
+}
+
+/// A `parallel` or `pipeline` group: from its first call's start to its last call's end.
+#[derive(Debug)]
+struct Group {
+    id: SpanId,
+    parent: SpanId,
+    position: Position,
+    start: SystemTime,
+    end: SystemTime,
+    calls: u64,
+}
+
+fn time(event: &Event) -> SystemTime {
+    event
+        .unix_us
+        .map_or_else(SystemTime::now, |us| UNIX_EPOCH + Duration::from_micros(us))
+}
+
+/// `ms` milliseconds before `at`: when a call that reports its duration at its end began.
+fn before(at: SystemTime, ms: u64) -> SystemTime {
+    at.checked_sub(Duration::from_millis(ms)).unwrap_or(at)
+}
+
+fn int(n: u64) -> Value {
+    Value::I64(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+impl RunTrace {
+    pub(super) fn new(event: &Event, name: Option<String>, scope: InstrumentationScope) -> Self {
+        Self {
+            thread_id: event.thread_id.clone(),
+            trace_id: trace_id(&event.thread_id),
+            run: (event.seq, event.unix_us.unwrap_or_default()),
+            name,
+            start: time(event),
+            phase: None,
+            groups: HashMap::new(),
+            calls: HashMap::new(),
+            contents: HashMap::new(),
+            scope,
+        }
+    }
+
+    fn span_id(&self, part: Part) -> SpanId {
+        let mut hash = Sha256::new()
+            .chain_update(b"flowbox span\0")
+            .chain_update(self.thread_id.as_bytes())
+            .chain_update(self.run.0.to_le_bytes())
+            .chain_update(self.run.1.to_le_bytes());
+        hash = match part {
+            Part::Run => hash.chain_update(b"run"),
+            Part::Phase(seq) => hash.chain_update(b"phase").chain_update(seq.to_le_bytes()),
+            Part::Group(group) => hash
+                .chain_update(b"group")
+                .chain_update(group.to_le_bytes()),
+            Part::Call(call) => hash.chain_update(b"call").chain_update(call.to_le_bytes()),
+            Part::Turn(call, n) => hash
+                .chain_update(b"turn")
+                .chain_update(call.to_le_bytes())
+                .chain_update(n.to_le_bytes()),
+        };
+        let digest = hash.finalize();
+        let mut bytes = [0; 8];
+        bytes.copy_from_slice(&digest[..8]);
+        SpanId::from_bytes(bytes)
+    }
+
+    fn root(&self) -> SpanId {
+        self.span_id(Part::Run)
+    }
+
+    /// The span a call or a group opened now sits in: the current phase's, or the run's.
+    fn outer(&self) -> SpanId {
+        self.phase
+            .as_ref()
+            .map_or_else(|| self.root(), |phase| phase.id)
+    }
+
+    /// The span of the innermost group of `path`, each group opened at `at` when first seen.
+    fn parent(&mut self, path: &[Position], at: SystemTime) -> SpanId {
+        let mut parent = self.outer();
+        for position in path {
+            let id = self.span_id(Part::Group(position.group));
+            let group = self.groups.entry(position.group).or_insert(Group {
+                id,
+                parent,
+                position: *position,
+                start: at,
+                end: at,
+                calls: 0,
+            });
+            group.calls += 1;
+            parent = group.id;
+        }
+        parent
+    }
+
+    fn span(&self, open: Open, end: SystemTime, status: Status) -> SpanData {
+        SpanData {
+            span_context: SpanContext::new(
+                self.trace_id,
+                open.id,
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            ),
+            parent_span_id: open.parent,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: Cow::Owned(open.name),
+            start_time: open.start,
+            end_time: end.max(open.start),
+            attributes: open.attributes,
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status,
+            instrumentation_scope: self.scope.clone(),
+        }
+    }
+
+    fn open(&self, part: Part, parent: SpanId, name: String, start: SystemTime) -> Open {
+        Open {
+            id: self.span_id(part),
+            parent,
+            name,
+            start,
+            attributes: vec![KeyValue::new("flowbox.thread_id", self.thread_id.clone())],
+            input_tokens: 0,
+            output_tokens: 0,
+            turns: 0,
+        }
+    }
+
+    /// Keeps a live leaf's prompt and reply for its span.
+    pub(super) fn contents(&mut self, call_id: u64, prompt: String, reply: String) {
+        self.contents.insert(call_id, (prompt, reply));
+    }
+
+    /// Takes in one event of the run; `end` receives each span that ends with it. Returns
+    /// whether the run ended.
+    pub(super) fn event(&mut self, event: &Event, end: &mut impl FnMut(SpanData)) -> bool {
+        let at = time(event);
+        match &event.kind {
+            EventKind::Phase { title } => {
+                self.end_phase(at, end);
+                let mut phase = self.open(
+                    Part::Phase(event.seq),
+                    self.root(),
+                    format!("phase {title}"),
+                    at,
+                );
+                phase
+                    .attributes
+                    .push(KeyValue::new("flowbox.phase", title.clone()));
+                self.phase = Some(phase);
+            }
+            EventKind::LeafStarted {
+                call_id,
+                label,
+                agent_type,
+                path,
+                model,
+                waited_ms,
+                ..
+            } => {
+                let parent = self.parent(path, at);
+                let agent = label
+                    .as_deref()
+                    .or(agent_type.as_deref())
+                    .unwrap_or("leaf")
+                    .to_owned();
+                let mut leaf = self.open(
+                    Part::Call(*call_id),
+                    parent,
+                    format!("invoke_agent {agent}"),
+                    at,
+                );
+                leaf.attributes.extend([
+                    KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                    KeyValue::new("gen_ai.agent.name", agent),
+                    KeyValue::new("flowbox.call_id", int(*call_id)),
+                    KeyValue::new("flowbox.waited_ms", int(*waited_ms)),
+                ]);
+                if let Some(kind) = agent_type {
+                    leaf.attributes
+                        .push(KeyValue::new("flowbox.agent_type", kind.clone()));
+                }
+                if let Some(model) = model {
+                    leaf.attributes
+                        .push(KeyValue::new("gen_ai.request.model", model.clone()));
+                }
+                push_position(&mut leaf.attributes, path);
+                self.calls.insert(*call_id, leaf);
+            }
+            EventKind::LeafTurn {
+                call_id,
+                model,
+                input_tokens,
+                output_tokens,
+                duration_ms,
+                error,
+            } => {
+                let Some(leaf) = self.calls.get_mut(call_id) else {
+                    return false;
+                };
+                leaf.turns += 1;
+                leaf.input_tokens = leaf.input_tokens.saturating_add(*input_tokens);
+                leaf.output_tokens = leaf.output_tokens.saturating_add(*output_tokens);
+                let (parent, turn) = (leaf.id, leaf.turns);
+                let mut span = self.open(
+                    Part::Turn(*call_id, turn),
+                    parent,
+                    format!("chat {model}"),
+                    before(at, *duration_ms),
+                );
+                span.attributes.extend([
+                    KeyValue::new("gen_ai.operation.name", "chat"),
+                    KeyValue::new("gen_ai.request.model", model.clone()),
+                    KeyValue::new("gen_ai.usage.input_tokens", int(*input_tokens)),
+                    KeyValue::new("gen_ai.usage.output_tokens", int(*output_tokens)),
+                ]);
+                end(self.span(span, at, failed(&mut Vec::new(), error.as_deref())));
+            }
+            EventKind::LeafToolFinished {
+                call_id,
+                name,
+                duration_ms,
+                error,
+                ..
+            } => {
+                let Some(leaf) = self.calls.get_mut(call_id) else {
+                    return false;
+                };
+                // A tool call of a leaf's loop gets a turn's number: they alternate.
+                leaf.turns += 1;
+                let (parent, turn) = (leaf.id, leaf.turns);
+                let mut span = self.open(
+                    Part::Turn(*call_id, turn),
+                    parent,
+                    format!("execute_tool {name}"),
+                    before(at, *duration_ms),
+                );
+                span.attributes.extend([
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", name.clone()),
+                ]);
+                let status = failed(&mut span.attributes, error.as_deref());
+                end(self.span(span, at, status));
+            }
+            EventKind::LeafFinished {
+                call_id,
+                tokens,
+                replayed,
+                error,
+                ..
+            } => {
+                let Some(mut leaf) = self.calls.remove(call_id) else {
+                    return false;
+                };
+                leaf.attributes.extend([
+                    KeyValue::new("flowbox.tokens", int(*tokens)),
+                    KeyValue::new("flowbox.replayed", *replayed),
+                ]);
+                if leaf.turns > 0 {
+                    leaf.attributes.extend([
+                        KeyValue::new("gen_ai.usage.input_tokens", int(leaf.input_tokens)),
+                        KeyValue::new("gen_ai.usage.output_tokens", int(leaf.output_tokens)),
+                    ]);
+                }
+                if let Some((prompt, reply)) = self.contents.remove(call_id) {
+                    leaf.attributes.extend([
+                        KeyValue::new("gen_ai.input.messages", prompt),
+                        KeyValue::new("gen_ai.output.messages", reply),
+                    ]);
+                }
+                let status = failed(&mut leaf.attributes, error.as_deref());
+                self.ended(leaf.parent, at);
+                end(self.span(leaf, at, status));
+            }
+            EventKind::ToolCalled {
+                call_id,
+                name,
+                path,
+            } => {
+                let parent = self.parent(path, at);
+                let mut tool = self.open(
+                    Part::Call(*call_id),
+                    parent,
+                    format!("execute_tool {name}"),
+                    at,
+                );
+                tool.attributes.extend([
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", name.clone()),
+                    KeyValue::new("flowbox.call_id", int(*call_id)),
+                ]);
+                push_position(&mut tool.attributes, path);
+                self.calls.insert(*call_id, tool);
+            }
+            EventKind::ToolFinished {
+                call_id,
+                replayed,
+                error,
+                ..
+            } => {
+                let Some(mut tool) = self.calls.remove(call_id) else {
+                    return false;
+                };
+                tool.attributes
+                    .push(KeyValue::new("flowbox.replayed", *replayed));
+                let status = failed(&mut tool.attributes, error.as_deref());
+                self.ended(tool.parent, at);
+                end(self.span(tool, at, status));
+            }
+            EventKind::RunFinished { summary, error, .. } => {
+                self.end_phase(at, end);
+                // Calls still open when the run ends were cut off with it.
+                for (_, call) in std::mem::take(&mut self.calls) {
+                    end(self.span(call, at, Status::error("the run ended first")));
+                }
+                let mut groups: Vec<Group> = self.groups.drain().map(|(_, g)| g).collect();
+                groups.sort_by_key(|group| group.position.group);
+                for group in groups {
+                    let span = self.group_span(group);
+                    end(span);
+                }
+                let name = self.name.as_deref().map_or_else(
+                    || "run_workflow".to_owned(),
+                    |n| format!("run_workflow {n}"),
+                );
+                let mut run = self.open(Part::Run, SpanId::INVALID, name, self.start);
+                run.attributes.extend([
+                    KeyValue::new("flowbox.leaves", int(summary.leaves.into())),
+                    KeyValue::new("flowbox.tools_called", int(summary.tools_called.into())),
+                    KeyValue::new("flowbox.fuel_used", int(summary.fuel_used)),
+                    KeyValue::new("flowbox.tokens", int(summary.tokens_spent)),
+                    KeyValue::new("gen_ai.usage.input_tokens", int(summary.input_tokens)),
+                    KeyValue::new("gen_ai.usage.output_tokens", int(summary.output_tokens)),
+                ]);
+                if let Some(name) = &self.name {
+                    run.attributes
+                        .push(KeyValue::new("flowbox.name", name.clone()));
+                }
+                if let Some(cost) = summary.cost_usd {
+                    run.attributes.push(KeyValue::new("flowbox.cost_usd", cost));
+                }
+                let status = match error {
+                    Some(error) => {
+                        let kind = error.kind.as_str();
+                        run.attributes.extend([
+                            KeyValue::new("error.type", kind),
+                            KeyValue::new("flowbox.error.kind", kind),
+                        ]);
+                        Status::error(error.message.clone())
+                    }
+                    None => Status::Ok,
+                };
+                end(self.span(run, at, status));
+                return true;
+            }
+            _ => {}
+        }
+        false
+    }
+
+    /// A call under `parent` ended at `at`: the groups it sits in end no earlier.
+    fn ended(&mut self, mut parent: SpanId, at: SystemTime) {
+        while let Some(group) = self.groups.values_mut().find(|g| g.id == parent) {
+            group.end = group.end.max(at);
+            parent = group.parent;
+        }
+    }
+
+    fn group_span(&self, group: Group) -> SpanData {
+        let kind = match group.position.kind {
+            Some(GroupKind::Parallel) => "parallel",
+            Some(GroupKind::Pipeline) => "pipeline",
+            None => "group",
+        };
+        let mut open = self.open(
+            Part::Group(group.position.group),
+            group.parent,
+            format!("{kind} {}", group.position.group),
+            group.start,
+        );
+        open.attributes.extend([
+            KeyValue::new("flowbox.group", int(group.position.group.into())),
+            KeyValue::new("flowbox.group.kind", kind),
+            KeyValue::new("flowbox.group.size", int(group.position.size.into())),
+            KeyValue::new("flowbox.group.calls", int(group.calls)),
+        ]);
+        self.span(open, group.end, Status::Unset)
+    }
+
+    fn end_phase(&mut self, at: SystemTime, end: &mut impl FnMut(SpanData)) {
+        if let Some(phase) = self.phase.take() {
+            end(self.span(phase, at, Status::Unset));
+        }
+    }
+}
+
+/// Where a call sits: its innermost group's item and stage.
+fn push_position(attributes: &mut Vec<KeyValue>, path: &[Position]) {
+    if let Some(position) = path.last() {
+        attributes.push(KeyValue::new("flowbox.index", int(position.index.into())));
+        if let Some(stage) = position.stage {
+            attributes.push(KeyValue::new("flowbox.stage", int(stage.into())));
+        }
+    }
+}
+
+/// The span's status for `error`, with its `error.type` attribute.
+fn failed(attributes: &mut Vec<KeyValue>, error: Option<&str>) -> Status {
+    match error {
+        Some(message) => {
+            attributes.push(KeyValue::new("error.type", "flowbox.call_failed"));
+            Status::error(message.to_owned())
+        }
+        None => Status::Unset,
+    }
+}
