@@ -227,6 +227,15 @@ try {
     rowY.push(cells[0].y);
   }
   assert.ok(rowY[1] > rowY[0], "one lane below the other");
+  // On the timeline, a pipeline item is one row with its stages side by side; the two leaves
+  // of its second stage's parallel run at once, so they take two lanes of the row.
+  const itemRow = page.locator('#timeline .tl-row[data-row="pipeline 1 item 0"]');
+  assert.equal(await itemRow.locator(".tl-bar").count(), 4);
+  const stageBars = [];
+  for (let i = 0; i < 4; i++) stageBars.push(await itemRow.locator(".tl-bar").nth(i).boundingBox());
+  assert.ok(stageBars[0].x < stageBars[1].x && stageBars[1].x < stageBars[3].x, "stages left to right");
+  assert.ok(Math.abs(stageBars[1].x - stageBars[2].x) < 20 && stageBars[1].y !== stageBars[2].y, JSON.stringify(stageBars) +
+    "the parallel's two leaves in two lanes");
   await page.click('#tree .leaf:has-text("revise a")');
   await page.locator("#leaf-reply").waitFor();
   assert.equal(await page.locator("#leaf-prompt").textContent(), "revise a");

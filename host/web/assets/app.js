@@ -331,7 +331,7 @@ function runPage(threadId) {
     // The axis.
     const step = niceStep(90 / scale);
     const axis = el("div", { class: "tl-axis" });
-    for (let t = 0; t <= spanMs; t += step) {
+    for (let t = 0; t <= spanMs - step / 2 || t === 0; t += step) {
       const tick = el("span", { class: "tl-tick" }, duration(t));
       tick.style.left = (LABEL_PX + t * scale) + "px";
       axis.append(tick);
@@ -359,12 +359,20 @@ function runPage(threadId) {
         }
         const line = el("div", { class: "tl-row", "data-row": row.key },
           el("span", { class: "tl-label", title: row.label }, row.label));
+        // Bars that overlap in one row (a parallel inside a pipeline's stage) get lanes.
+        const laneEnds = [];
         for (const callId of row.leaves) {
           const leaf = state.leaves.get(callId);
+          const from = leaf.start_us - leaf.waited_ms * 1000;
+          let lane = laneEnds.findIndex((laneEnd) => laneEnd <= from);
+          if (lane === -1) lane = laneEnds.length;
+          laneEnds[lane] = leaf.end_us || Infinity;
+          const top = 3 + lane * 15 + "px";
           if (leaf.waited_ms) {
             const wait = el("span", { class: "tl-wait", title: "waited " + duration(leaf.waited_ms) + " for a slot" });
             wait.style.left = x(leaf.start_us - leaf.waited_ms * 1000) + "px";
             wait.style.width = Math.max(1, leaf.waited_ms * scale) + "px";
+            wait.style.top = top;
             line.append(wait);
           }
           const stop = leaf.end_us || end;
@@ -376,9 +384,11 @@ function runPage(threadId) {
             onclick: () => select(leaf.call_id) });
           bar.style.left = x(leaf.start_us) + "px";
           bar.style.width = Math.max(2, (stop - leaf.start_us) / 1000 * scale) + "px";
+          bar.style.top = top;
           if (state.selected === leaf.call_id) bar.classList.add("selected");
           line.append(bar);
         }
+        line.style.height = 3 + Math.max(1, laneEnds.length) * 15 + "px";
         out.push(line);
       }
     }
