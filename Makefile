@@ -66,6 +66,7 @@ bench: bench-view bench-history
 test-browser: build
 	tests/browser/setup.sh
 	node tests/browser/view.mjs target/release/flowbox target/browser/out
+	node tests/browser/mcp-app.mjs target/release/flowbox target/browser/out
 
 # flowbox from Python against pydantic-monty and pyeryx: target/bench/python.json.
 .PHONY: bench-python

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the browser tests need, installed idempotently with the ordinary package clients:
-# Chromium from the system's packages (never a browser download) and playwright-core (a
-# driver only, no browsers) into target/browser/.
+# Chromium from the system's packages (never a browser download) and, into target/browser/,
+# playwright-core (a driver only, no browsers) and the MCP App test's packages.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ! command -v chromium >/dev/null 2>&1; then
@@ -13,8 +13,16 @@ if ! command -v chromium >/dev/null 2>&1; then
         exit 1
     fi
 fi
-if [ ! -f target/browser/node_modules/playwright-core/package.json ]; then
+# One install for all (an install with --no-save drops what an earlier one added): the MCP
+# App test's client, the extension's host-side bridge and what it needs, and esbuild, which
+# bundles the bridge into one script the test's host page loads.
+if [ ! -f target/browser/app-bridge.js ]; then
     mkdir -p target/browser
     PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix target/browser --no-audit --no-fund \
-        --no-save playwright-core@1
+        --no-save --loglevel=error playwright-core@1 @modelcontextprotocol/ext-apps@2.0.4 \
+        @modelcontextprotocol/client@2.4.0 @modelcontextprotocol/core@2.4.0 zod@4.6.7 \
+        esbuild@0.28.2
+    target/browser/node_modules/.bin/esbuild --bundle --format=iife --global-name=ExtApps \
+        --log-level=warning --outfile=target/browser/app-bridge.js \
+        target/browser/node_modules/@modelcontextprotocol/ext-apps/dist/src/app-bridge.js
 fi

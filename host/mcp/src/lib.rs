@@ -28,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+mod app;
 mod http;
 mod progress;
 mod sampling;

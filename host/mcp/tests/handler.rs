@@ -24,6 +24,11 @@ struct Client {
 impl Client {
     /// A server over `runtime` on the other end, initialised as a 2025-11-25 client.
     async fn connect(runtime: Runtime) -> Self {
+        Self::connect_with(runtime, json!({})).await
+    }
+
+    /// [`Self::connect`], the client declaring `capabilities`.
+    async fn connect_with(runtime: Runtime, capabilities: Value) -> Self {
         let (ours, theirs) = tokio::io::duplex(1 << 20);
         let server = Server::builder(runtime).build();
         tokio::spawn(async move {
@@ -41,7 +46,7 @@ impl Client {
         let info = client
             .request(
                 "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
                        "clientInfo": {"name": "test", "version": "1"}}),
             )
             .await;
@@ -223,4 +228,91 @@ async fn bad_calls_are_errors_the_model_can_act_on() {
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
     let method = client.request("tools/nothing", json!({})).await;
     assert_eq!(method["error"]["code"], -32601, "{method}");
+}
+
+#[tokio::test]
+async fn the_run_view_is_the_one_resource_and_its_tool_reads_a_threads_events() {
+    let mut client = Client::connect(runtime(true)).await;
+    let listed = client.request("resources/list", json!({})).await;
+    let resources = &listed["result"]["resources"];
+    assert_eq!(resources.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(resources[0]["uri"], "ui://flowbox/run-view.html");
+    assert_eq!(resources[0]["mimeType"], "text/html;profile=mcp-app");
+    let read = client
+        .request(
+            "resources/read",
+            json!({"uri": "ui://flowbox/run-view.html"}),
+        )
+        .await;
+    let html = read["result"]["contents"][0]["text"].as_str().unwrap();
+    assert!(html.contains("makeTimeline") && html.contains("ui/initialize"));
+    // A resource that does not exist, and params that are not a read's.
+    let missing = client
+        .request("resources/read", json!({"uri": "ui://flowbox/nope.html"}))
+        .await;
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ui://flowbox/run-view.html"),
+        "{missing}"
+    );
+    let malformed = client.request("resources/read", json!({"url": 1})).await;
+    assert_eq!(malformed["error"]["code"], -32602, "{malformed}");
+    // A client without the extension is not offered the view's tool, but a call of it works
+    // like any other: a thread's events after a sequence number.
+    let done = client
+        .call(
+            "run_workflow",
+            json!({"script": "return await agent('x')", "thread_id": "viewed"}),
+        )
+        .await;
+    assert_eq!(done["structuredContent"]["ok"], true, "{done}");
+    let page = client
+        .call("thread_events", json!({"thread_id": "viewed", "after": 1}))
+        .await;
+    let page = &page["structuredContent"];
+    assert_eq!(page["status"], "succeeded", "{page}");
+    let events = page["events"].as_array().unwrap();
+    assert_eq!(events[0]["seq"], 2, "after the first");
+    assert_eq!(events.last().unwrap()["type"], "run_finished");
+    assert_eq!(page["next"], events.last().unwrap()["seq"]);
+    let unknown = client
+        .call("thread_events", json!({"thread_id": "nobody"}))
+        .await;
+    assert_eq!(
+        unknown["structuredContent"]["error"]["kind"], "unknown_thread",
+        "{unknown}"
+    );
+    let bad = client
+        .call("thread_events", json!({"thread_id": "viewed", "after": -1}))
+        .await;
+    assert_eq!(
+        bad["structuredContent"]["error"]["kind"], "invalid_arguments",
+        "{bad}"
+    );
+}
+
+#[tokio::test]
+async fn a_host_with_the_apps_extension_gets_the_view_named_on_the_run_tools() {
+    let ui = json!({"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}});
+    let mut client = Client::connect_with(runtime(false), json!({"extensions": ui})).await;
+    let listed = client.request("tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let meta = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap()["_meta"].clone();
+    assert_eq!(
+        meta("run_workflow")["ui"]["resourceUri"],
+        "ui://flowbox/run-view.html"
+    );
+    assert_eq!(
+        meta("run_workflow")["ui/resourceUri"],
+        "ui://flowbox/run-view.html"
+    );
+    assert_eq!(
+        meta("resume_workflow")["ui"]["resourceUri"],
+        "ui://flowbox/run-view.html"
+    );
+    assert_eq!(meta("thread_events")["ui"]["visibility"], json!(["app"]));
+    assert_eq!(meta("list_threads"), Value::Null);
 }

@@ -180,6 +180,8 @@ fn app(journal: Arc<ReadOnlyJournal>) -> Router {
         .route("/runs/{thread}", get(page))
         .route("/assets/app.js", get(script))
         .route("/assets/app.css", get(style))
+        .route("/assets/timeline.js", get(timeline_script))
+        .route("/assets/timeline.css", get(timeline_style))
         .nest("/api", api::routes())
         .fallback(not_found)
         .with_state(journal)
@@ -203,6 +205,12 @@ async fn guarded(mut response: Response) -> Response {
 const PAGE: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/app.js");
 const STYLE: &str = include_str!("../assets/app.css");
+
+/// The run timeline's script (`makeTimeline`, fed a run's events, and the helpers `el` and
+/// `duration`), which the run page uses and `flowbox-mcp`'s MCP App view embeds.
+pub const TIMELINE_SCRIPT: &str = include_str!("../assets/timeline.js");
+/// The timeline's style, with the colours every flowbox page shares.
+pub const TIMELINE_STYLE: &str = include_str!("../assets/timeline.css");
 
 /// Only the page's own script and style run: what a script or model wrote can never be code.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -231,6 +239,14 @@ async fn script() -> Response {
 
 async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
+}
+
+async fn timeline_script() -> Response {
+    asset("text/javascript; charset=utf-8", TIMELINE_SCRIPT)
+}
+
+async fn timeline_style() -> Response {
+    asset("text/css; charset=utf-8", TIMELINE_STYLE)
 }
 
 async fn not_found() -> Response {

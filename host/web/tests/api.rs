@@ -138,7 +138,14 @@ async fn bad_requests_are_answered_with_what_is_wrong() {
 async fn the_pages_run_only_their_own_script() {
     let dir = tempfile::tempdir().unwrap();
     let address = start(&dir.path().join("journal.db")).await;
-    for path in ["/", "/runs/t", "/assets/app.js", "/assets/app.css"] {
+    for path in [
+        "/",
+        "/runs/t",
+        "/assets/app.js",
+        "/assets/app.css",
+        "/assets/timeline.js",
+        "/assets/timeline.css",
+    ] {
         let (status, head, _) = get(&address, path).await;
         assert_eq!(status, 200, "{path}");
         assert!(

@@ -341,7 +341,13 @@ fn the_api_serves_threads_events_leaves_and_a_live_stream() {
     assert_eq!(status, 200);
     assert!(head.contains("content-security-policy: default-src 'none'; script-src 'self'"));
     assert!(page.contains("/assets/app.js"));
-    for asset in ["/assets/app.js", "/assets/app.css", "/"] {
+    for asset in [
+        "/assets/app.js",
+        "/assets/app.css",
+        "/assets/timeline.js",
+        "/assets/timeline.css",
+        "/",
+    ] {
         assert_eq!(server.get(asset).0, 200, "{asset}");
     }
     assert_eq!(server.json("/no/such/page").0, 404);

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use flowbox::events::history;
 use flowbox::orchestrator::{WorkflowError, WorkflowErrorKind, WorkflowInput, WorkflowOutput};
 use flowbox::store::StoreError;
 use flowbox::store::view::{self, ThreadList, ThreadRecord};
@@ -12,8 +13,9 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, Conte
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::app::THREAD_EVENTS;
 use crate::stateless::{Retry, Rounds};
 use crate::tools::{LIST_THREADS, RESUME_WORKFLOW, RUN_WORKFLOW, SHOW_THREAD};
 
@@ -69,6 +71,13 @@ impl Server {
                     Err(message) => return Ok(invalid_arguments(&message)),
                 };
                 Ok(self.show_thread(&thread_id).await)
+            }
+            THREAD_EVENTS => {
+                let EventsInput { thread_id, after } = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message)),
+                };
+                Ok(self.thread_events(&thread_id, after).await)
             }
             _ => Err(ErrorData::invalid_params(
                 format!(
@@ -196,6 +205,38 @@ impl Server {
         }
     }
 
+    /// The run view's page of a thread's events: at most 1000 after `after`, the thread's
+    /// status, and `next`, the number to ask after next time.
+    pub(super) async fn thread_events(&self, thread_id: &str, after: u64) -> CallToolResult {
+        let Some(store) = self.inner.runtime.store() else {
+            return failure(
+                WorkflowErrorKind::Run(RunErrorKind::JournalFailure),
+                "this server keeps no journal",
+                JOURNAL_HINT,
+            );
+        };
+        let page = async {
+            let status = store.status(thread_id).await?;
+            let events = history::read(store.as_ref(), thread_id, after, history::PAGE).await?;
+            Ok::<_, StoreError>((status, events))
+        };
+        match page.await {
+            Ok((Some(status), events)) => {
+                let next = events.last().map_or(after, |event| event.seq);
+                let text = format!("{} events of thread {thread_id} ({status})", events.len());
+                let value = json!({"thread_id": thread_id, "status": status, "events": events,
+                    "next": next});
+                with_text(CallToolResult::structured(value), text)
+            }
+            Ok((None, _)) => failure(
+                WorkflowErrorKind::Run(RunErrorKind::UnknownThread),
+                &format!("no thread {thread_id} in the journal"),
+                "list_threads lists the threads there are",
+            ),
+            Err(error) => journal_failure(&error),
+        }
+    }
+
     pub(super) async fn show_thread(&self, thread_id: &str) -> CallToolResult {
         let Some(store) = self.inner.runtime.store() else {
             return failure(
@@ -250,6 +291,15 @@ pub(super) const JOURNAL_HINT: &str = "the host's journal failed, not the script
 #[serde(deny_unknown_fields)]
 pub(super) struct ThreadInput {
     pub(super) thread_id: String,
+}
+
+/// The input of `thread_events`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EventsInput {
+    thread_id: String,
+    #[serde(default)]
+    after: u64,
 }
 
 /// The input of `list_threads`: nothing.

@@ -5,13 +5,15 @@ use std::borrow::Cow;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
-    ErrorCode, GetTaskParams, GetTaskResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
+    ErrorCode, GetTaskParams, GetTaskResult, Implementation, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
+use crate::app;
 use crate::tasks::{self};
 use crate::tools::{RESUME_WORKFLOW, RUN_WORKFLOW};
 
@@ -25,6 +27,7 @@ impl ServerHandler for Server {
             .enable_tools()
             .enable_logging()
             .enable_tasks()
+            .enable_resources()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("flowbox", env!("CARGO_PKG_VERSION")))
@@ -41,9 +44,36 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+        let tools = match app::supported(context.client_capabilities().as_ref()) {
+            true => app::tools(&self.inner.tools),
+            false => self.inner.tools.clone(),
+        };
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// The run view of MCP Apps, the one resource.
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(vec![app::resource()]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        match request.uri.as_str() {
+            app::VIEW_URI => Ok(ReadResourceResponse::Complete(app::read())),
+            uri => Err(ErrorData::resource_not_found(
+                format!("no resource {uri:?}: the one resource is {}", app::VIEW_URI),
+                None,
+            )),
+        }
     }
 
     async fn call_tool(
@@ -135,15 +165,17 @@ impl ServerHandler for Server {
         let params = params.unwrap_or(Value::Null);
         let problem = match method.as_str() {
             "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).err(),
-            "initialize" | "ping" | "tools/list" | "logging/setLevel" | "tasks/get"
-            | "tasks/update" | "tasks/cancel" => None,
+            "resources/read" => serde_json::from_value::<ReadResourceRequestParams>(params).err(),
+            "initialize" | "ping" | "tools/list" | "resources/list" | "logging/setLevel"
+            | "tasks/get" | "tasks/update" | "tasks/cancel" => None,
             _ => {
                 return Err(ErrorData::new(
                     ErrorCode::METHOD_NOT_FOUND,
                     format!(
                         "unknown method {method:?}: this server serves initialize, ping, \
-                         tools/list, tools/call, logging/setLevel and (the tasks extension) \
-                         tasks/get, tasks/update and tasks/cancel"
+                         tools/list, tools/call, resources/list, resources/read (the run view \
+                         of MCP Apps), logging/setLevel and (the tasks extension) tasks/get, \
+                         tasks/update and tasks/cancel"
                     ),
                     None,
                 ));
