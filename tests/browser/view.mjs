@@ -74,6 +74,9 @@ let browser;
 try {
   run([file("finished.py", fan(3, ["review", "sum"])), "--thread", "finished", "--backend", "scripted:" + htmlReply], 0);
   run([file("failed.py", "x = await agent('a')\nif x:\n    raise ValueError('no <i>way</i>')\nreturn x\n"), "--thread", "failed"], 1);
+  // A priced run: its cost is on the runs page.
+  run([file("priced.py", "return await agent('a')\n"), "--thread", "priced", "--backend", "fake",
+    "--model", "gpt-4o", "--prices", "examples/prices.json"], 0);
   if (bench) run([file("big.py", fan(1000, ["all"])), "--thread", "big", "--backend", "fake"], 0);
   // Six leaves of 300 ms two at a time: the timeline shows three waves and the waits.
   run([file("limited.py", fan(6, ["review", "sum"])), "--thread", "limited", "--max-concurrency", "2",
@@ -114,6 +117,8 @@ try {
   await page.locator('tr[data-thread="finished"] [data-status="succeeded"]').waitFor();
   await page.locator('tr[data-thread="failed"] [data-status="failed"]').waitFor();
   assert.equal(await page.locator('tr[data-thread="finished"] td').first().textContent(), "fan-3");
+  assert.equal(await page.locator('tr[data-thread="finished"] td.cost').textContent(), "–", "an unpriced run has no cost");
+  assert.equal(await page.locator('tr[data-thread="priced"] td.cost').textContent(), "$0.000045");
   await page.fill("#search", "fan-4");
   assert.equal(await page.locator("tr[data-thread]").count(), 1);
   await page.fill("#search", "");

@@ -42,7 +42,8 @@ function runsPage() {
       el("thead", {}, el("tr", {},
         el("th", {}, "name"), el("th", {}, "status"), el("th", {}, "started"),
         el("th", { class: "num" }, "duration"), el("th", { class: "num" }, "leaves"),
-        el("th", { class: "num" }, "tokens"), el("th", {}, "thread"))),
+        el("th", { class: "num" }, "tokens"), el("th", { class: "num" }, "cost"),
+        el("th", {}, "thread"))),
       body),
     damaged);
   let threads = [];
@@ -57,9 +58,11 @@ function runsPage() {
         el("td", {}, t.name || "(unnamed)"), el("td", {}, statusBadge(t.status)),
         el("td", {}, when(t.created_unix_ms)), el("td", { class: "num" }, duration(t.duration_ms)),
         el("td", { class: "num" }, t.leaves), el("td", { class: "num" }, t.tokens),
+        el("td", { class: "num cost" }, t.cost_usd === null || t.cost_usd === undefined
+          ? "–" : "$" + (t.cost_usd < 0.01 ? t.cost_usd.toPrecision(2) : t.cost_usd.toFixed(2))),
         el("td", { class: "muted" }, t.thread_id)));
     body.replaceChildren(...rows);
-    if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "no runs")));
+    if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "no runs")));
   }
   search.addEventListener("input", draw);
   filter.addEventListener("change", draw);
