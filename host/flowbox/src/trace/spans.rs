@@ -278,26 +278,23 @@ impl RunTrace {
                 duration_ms,
                 error,
             } => {
-                let Some(leaf) = self.calls.get_mut(call_id) else {
-                    return false;
-                };
-                leaf.turns += 1;
-                leaf.input_tokens = leaf.input_tokens.saturating_add(*input_tokens);
-                leaf.output_tokens = leaf.output_tokens.saturating_add(*output_tokens);
-                let (parent, turn) = (leaf.id, leaf.turns);
-                let mut span = self.open(
-                    Part::Turn(*call_id, turn),
-                    parent,
-                    format!("chat {model}"),
-                    before(at, *duration_ms),
-                );
-                span.attributes.extend([
+                if let Some(leaf) = self.calls.get_mut(call_id) {
+                    leaf.input_tokens = leaf.input_tokens.saturating_add(*input_tokens);
+                    leaf.output_tokens = leaf.output_tokens.saturating_add(*output_tokens);
+                }
+                let attributes = vec![
                     KeyValue::new("gen_ai.operation.name", "chat"),
                     KeyValue::new("gen_ai.request.model", model.clone()),
                     KeyValue::new("gen_ai.usage.input_tokens", int(*input_tokens)),
                     KeyValue::new("gen_ai.usage.output_tokens", int(*output_tokens)),
-                ]);
-                end(self.span(span, at, failed(&mut Vec::new(), error.as_deref())));
+                ];
+                let name = format!("chat {model}");
+                let ended = (at, *duration_ms);
+                if let Some(span) =
+                    self.leaf_step(*call_id, name, attributes, ended, error.as_deref())
+                {
+                    end(span);
+                }
             }
             EventKind::LeafToolFinished {
                 call_id,
@@ -306,24 +303,17 @@ impl RunTrace {
                 error,
                 ..
             } => {
-                let Some(leaf) = self.calls.get_mut(call_id) else {
-                    return false;
-                };
-                // A tool call of a leaf's loop gets a turn's number: they alternate.
-                leaf.turns += 1;
-                let (parent, turn) = (leaf.id, leaf.turns);
-                let mut span = self.open(
-                    Part::Turn(*call_id, turn),
-                    parent,
-                    format!("execute_tool {name}"),
-                    before(at, *duration_ms),
-                );
-                span.attributes.extend([
+                let attributes = vec![
                     KeyValue::new("gen_ai.operation.name", "execute_tool"),
                     KeyValue::new("gen_ai.tool.name", name.clone()),
-                ]);
-                let status = failed(&mut span.attributes, error.as_deref());
-                end(self.span(span, at, status));
+                ];
+                let name = format!("execute_tool {name}");
+                let ended = (at, *duration_ms);
+                if let Some(span) =
+                    self.leaf_step(*call_id, name, attributes, ended, error.as_deref())
+                {
+                    end(span);
+                }
             }
             EventKind::LeafFinished {
                 call_id,
@@ -439,6 +429,31 @@ impl RunTrace {
             _ => {}
         }
         false
+    }
+
+    /// A model turn or tool call of leaf `call_id`'s own loop, which ended at `ended.0` after
+    /// `ended.1` milliseconds: a span under the leaf's, numbered in the leaf's order of steps.
+    fn leaf_step(
+        &mut self,
+        call_id: u64,
+        name: String,
+        attributes: Vec<KeyValue>,
+        ended: (SystemTime, u64),
+        error: Option<&str>,
+    ) -> Option<SpanData> {
+        let leaf = self.calls.get_mut(&call_id)?;
+        leaf.turns += 1;
+        let (parent, step) = (leaf.id, leaf.turns);
+        let (at, duration_ms) = ended;
+        let mut span = self.open(
+            Part::Turn(call_id, step),
+            parent,
+            name,
+            before(at, duration_ms),
+        );
+        span.attributes.extend(attributes);
+        let status = failed(&mut span.attributes, error);
+        Some(self.span(span, at, status))
     }
 
     /// A call under `parent` ended at `at`: the groups it sits in end no earlier.
