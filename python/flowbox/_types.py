@@ -191,6 +191,9 @@ class Event:
     #: Position in the run's stream, from 1, without holes (a :class:`Gap` counts what a slow
     #: subscriber missed).
     seq: int
+    #: When it was published, in microseconds since the Unix epoch (``None`` in events
+    #: recorded before events had times, and in a :class:`Gap`).
+    unix_us: int | None = None
     type: ClassVar[str] = "event"
 
     @staticmethod
@@ -198,7 +201,13 @@ class Event:
         """The typed event for one event of the stream's JSON."""
         cls = _EVENTS.get(event.get("type", ""))
         if cls is None:
-            return UnknownEvent(event["thread_id"], event["seq"], event.get("type", ""), event)
+            return UnknownEvent(
+                thread_id=event["thread_id"],
+                seq=event["seq"],
+                unix_us=event.get("unix_us"),
+                type_name=event.get("type", ""),
+                data=event,
+            )
         values = {f.name: event.get(f.name) for f in dataclasses.fields(cls)}
         return cls(**{**values, **cls._convert(event)})
 
@@ -245,11 +254,15 @@ class LeafStarted(Event):
     agent_type: str | None = None
     prompt_preview: str = ""
     path: list[Position] = field(default_factory=list)
+    #: The ``model`` option, when the script gave one.
+    model: str | None = None
+    #: How long it waited for its concurrency slot after the script called it.
+    waited_ms: int = 0
     type: ClassVar[str] = "leaf_started"
 
     @classmethod
     def _convert(cls, event: dict[str, Any]) -> dict[str, Any]:
-        return _path(event)
+        return {"waited_ms": event.get("waited_ms", 0), **_path(event)}
 
 
 @dataclass(frozen=True)
@@ -263,6 +276,19 @@ class LeafFinished(Event):
     replayed: bool = False
     error: str | None = None
     type: ClassVar[str] = "leaf_finished"
+
+
+@dataclass(frozen=True)
+class LeafTurn(Event):
+    """One model turn of a leaf agent's loop ended (leaves of the provider backends)."""
+
+    call_id: int = 0
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_ms: int = 0
+    error: str | None = None
+    type: ClassVar[str] = "leaf_turn"
 
 
 @dataclass(frozen=True)
@@ -363,6 +389,7 @@ _EVENTS: dict[str, type[Event]] = {
         Log,
         LeafStarted,
         LeafFinished,
+        LeafTurn,
         LeafToolCalled,
         LeafToolFinished,
         ToolCalled,

@@ -40,6 +40,9 @@ def test_events_arrive_in_order_for_a_run():
     assert isinstance(log, flowbox.Log) and log.message == "hello"
     started = next(event for event in seen if isinstance(event, flowbox.LeafStarted))
     assert started.prompt_preview == "x" and started.path == []
+    assert started.model is None and started.waited_ms == 0
+    times = [event.unix_us for event in seen]
+    assert all(isinstance(t, int) for t in times) and times == sorted(times)
     finished = seen[-1]
     assert isinstance(finished, flowbox.RunFinished) and finished.ok
     assert finished.summary.leaves == 1 and finished.error is None
@@ -93,6 +96,31 @@ def test_events_are_typed_with_their_positions_and_errors():
     assert finished.error.exception == "ZeroDivisionError" and finished.error.line == 2
     unknown = flowbox.Event.from_json({"thread_id": "t", "seq": 1, "type": "new_kind", "x": 1})
     assert isinstance(unknown, flowbox.UnknownEvent) and unknown.type_name == "new_kind"
+    assert unknown.unix_us is None and unknown.data["x"] == 1
+    turn = flowbox.Event.from_json(
+        {
+            "thread_id": "t",
+            "seq": 2,
+            "unix_us": 7,
+            "type": "leaf_turn",
+            "call_id": 3,
+            "model": "m",
+            "input_tokens": 11,
+            "output_tokens": 5,
+            "duration_ms": 9,
+            "error": None,
+        }
+    )
+    assert turn == flowbox.LeafTurn(
+        thread_id="t",
+        seq=2,
+        unix_us=7,
+        call_id=3,
+        model="m",
+        input_tokens=11,
+        output_tokens=5,
+        duration_ms=9,
+    )
 
 
 def test_closing_the_events_ends_their_iteration(run):
