@@ -16,6 +16,7 @@ use flowbox_testkit::events::assert_one_run;
 use flowbox_testkit::restate::{IdentityKeyPair, RestateServer, free_port, h2c_request};
 use serde_json::Value;
 
+use crate::support::otlp::{Receiver, trace_id};
 use crate::support::{
     RunToEnd, assert_exit, call_log, command, events_of, finish, flowbox, http, scripted_backend,
     stdout_json, wait_until, write_file,
@@ -196,10 +197,17 @@ struct Cluster {
     workflow_port: u16,
     _proxy: Process,
     latency_ms: u64,
+    /// The workflow worker's flags beyond the cluster's (`--otlp-endpoint`).
+    workflow_flags: Vec<String>,
 }
 
 impl Cluster {
     fn start(latency_ms: u64) -> Self {
+        Self::start_with(latency_ms, &[])
+    }
+
+    /// A cluster whose workflow worker also gets `workflow_flags`.
+    fn start_with(latency_ms: u64, workflow_flags: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let server = RestateServer::start(dir.path());
         let leaf_ports = [free_port(), free_port()];
@@ -229,19 +237,21 @@ impl Cluster {
             workflow_port: free_port(),
             _proxy: proxy,
             latency_ms,
+            workflow_flags: workflow_flags.iter().map(|f| f.to_string()).collect(),
         };
         cluster.start_workflow();
         cluster
     }
 
     fn start_workflow(&mut self) {
+        let flags: Vec<&str> = self.workflow_flags.iter().map(String::as_str).collect();
         self.workflow = Some(worker(
             &self.server,
             self.dir.path(),
             "workflow",
             "workflow",
             &format!("127.0.0.1:{}", self.workflow_port),
-            &[],
+            &flags,
             self.latency_ms,
         ));
     }
@@ -544,7 +554,10 @@ fn assert_paid_once(cluster: &Cluster, labels: usize, repeats: usize) {
 #[test]
 fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
     let _one = one_at_a_time();
-    let mut cluster = Cluster::start(150);
+    // The workflow workers export traces: the run's spans from both join one trace.
+    let collector = Receiver::start(&[]);
+    let mut cluster = Cluster::start_with(150, &["--otlp-endpoint", &collector.url]);
+    let trace = trace_id("kill-workflow");
     let script = cluster.script("sequential.py", SEQUENTIAL);
     let events = cluster.dir.path().join("kill-workflow.jsonl");
     let submitter = spawn(&mut cluster.run(
@@ -557,11 +570,48 @@ fn a_killed_workflow_worker_resumes_without_calling_journaled_leaves_again() {
         ],
     ));
     wait_for_calls(&cluster, 3);
+    // Once the first worker has exported a leaf's span.
+    let of_first = || {
+        collector
+            .spans()
+            .into_iter()
+            .filter(|span| span["trace_id"] == trace)
+            .collect::<Vec<_>>()
+    };
+    wait_until(
+        Duration::from_secs(30),
+        "a span from the first worker",
+        || !of_first().is_empty(),
+    );
+    let first = of_first();
     cluster.workflow.as_mut().expect("running").kill9();
     cluster.start_workflow();
     let done = finish(submitter);
     assert_exit(&done, 0);
     assert_eq!(stdout_json(&done)["summary"]["leaves"], 6);
+    let spans = collector.trace(&trace, "run_workflow");
+    let roots: Vec<&Value> = spans.iter().filter(|s| s["parent_span_id"] == "").collect();
+    assert_eq!(
+        roots.len(),
+        1,
+        "the second worker's run ended; the first's never did"
+    );
+    assert_eq!(roots[0]["attributes"]["flowbox.leaves"], 6);
+    let under_root = spans
+        .iter()
+        .filter(|s| s["parent_span_id"] == roots[0]["span_id"])
+        .count();
+    assert_eq!(under_root, 6, "the second worker's six leaves: {spans:#?}");
+    for span in &first {
+        assert!(
+            spans.contains(span),
+            "the first worker's spans are in the same trace"
+        );
+        assert_ne!(
+            span["parent_span_id"], roots[0]["span_id"],
+            "under its own run"
+        );
+    }
     // At most the leaf in flight at the kill ran again.
     assert_paid_once(&cluster, 6, 1);
     // The replayed attempt published none of the events the first one had: the sequence is

@@ -4,6 +4,7 @@
 
 pub(crate) mod chat_server;
 pub(crate) mod http;
+pub(crate) mod otlp;
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
