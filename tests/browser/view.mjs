@@ -75,7 +75,7 @@ try {
   run([file("finished.py", fan(3, ["review", "sum"])), "--thread", "finished", "--backend", "scripted:" + htmlReply], 0);
   run([file("failed.py", "x = await agent('a')\nif x:\n    raise ValueError('no <i>way</i>')\nreturn x\n"), "--thread", "failed"], 1);
   // A priced run: its cost is on the runs page.
-  run([file("priced.py", "return await agent('a')\n"), "--thread", "priced", "--backend", "fake",
+  run([file("priced.py", "phase('p')\nreturn await agent('a')\n"), "--thread", "priced", "--backend", "fake",
     "--model", "gpt-4o", "--prices", "examples/prices.json"], 0);
   if (bench) run([file("big.py", fan(1000, ["all"])), "--thread", "big", "--backend", "fake"], 0);
   // Six leaves of 300 ms two at a time: the timeline shows three waves and the waits.
@@ -195,6 +195,11 @@ try {
   await page.waitForFunction((w) => document.querySelector("#timeline .tl-bar").getBoundingClientRect().width > w * 1.5, narrow);
   await page.keyboard.press("0");
   await page.waitForFunction((w) => Math.abs(document.querySelector("#timeline .tl-bar").getBoundingClientRect().width - w) < 1, narrow);
+
+  // A priced run's phase rail counts its dollars.
+  await page.goto(base + "/runs/priced");
+  await page.locator('#timeline .tl-bar[data-status="done"]').waitFor({ timeout: 30000 });
+  assert.match(await page.locator('#timeline .tl-phase[data-phase="p"]').textContent(), /^p · 1 leaves · 6 tok · \$0\.000045 · /);
 
   // A pipeline is lanes: a row per item, a column per stage; a parallel in a stage is a fan
   // inside its cell. Its later stages appear live, without a reload.

@@ -41,6 +41,7 @@ pub use events::StoredEvent;
 pub use memory::MemoryStore;
 pub use outcome::{
     BranchFailure, ErrorInfo, GroupKind, RecordedOutcome, RunErrorClass, RunErrorKind, Summary,
+    optional_f64,
 };
 pub use replies::ReplySample;
 pub use sqlite::{Durability, SqliteStore};

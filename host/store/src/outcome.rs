@@ -232,8 +232,22 @@ pub struct Summary {
     /// Dollars the leaves whose results the script received cost, at the runtime's prices:
     /// written only when every leaf was priced. (A record from a build before costs were
     /// summed has none; one that still says `ok` beside its outcome reads as it is.)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_f64"
+    )]
     pub cost_usd: Option<f64>,
+}
+
+/// An optional float, read through serde_json's `Number`. An event's kind is flattened into it,
+/// so serde buffers the event's fields before reading them, and with `arbitrary_precision` a
+/// buffered number reads back only as a `Number`, not as an `f64`: a summary or a leaf's cost
+/// inside a journaled event would not read at all.
+pub fn optional_f64<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<f64>, D::Error> {
+    Ok(Option::<serde_json::Number>::deserialize(deserializer)?.and_then(|n| n.as_f64()))
 }
 
 fn is_zero(count: &u32) -> bool {

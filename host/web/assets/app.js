@@ -59,7 +59,7 @@ function runsPage() {
         el("td", {}, when(t.created_unix_ms)), el("td", { class: "num" }, duration(t.duration_ms)),
         el("td", { class: "num" }, t.leaves), el("td", { class: "num" }, t.tokens),
         el("td", { class: "num cost" }, t.cost_usd === null || t.cost_usd === undefined
-          ? "–" : "$" + (t.cost_usd < 0.01 ? t.cost_usd.toPrecision(2) : t.cost_usd.toFixed(2))),
+          ? "–" : dollars(t.cost_usd)),
         el("td", { class: "muted" }, t.thread_id)));
     body.replaceChildren(...rows);
     if (!rows.length) body.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "no runs")));

@@ -26,6 +26,11 @@ function duration(ms) {
   return Math.floor(ms / 60000) + " min " + Math.round((ms % 60000) / 1000) + " s";
 }
 
+// Dollars for people: cents where they count, two significant digits below a cent.
+function dollars(usd) {
+  return "$" + (usd < 0.01 ? usd.toPrecision(2) : usd.toFixed(2));
+}
+
 // A timeline fed with a run's events (`apply`): `element` is its controls and rows;
 // `onSelect(callId)` is called when a bar is clicked or the arrow keys move to it.
 function makeTimeline(onSelect) {
@@ -84,19 +89,21 @@ function makeTimeline(onSelect) {
 
   function drawPhaseRail() {
     // Per phase: the leaves started in it, their tokens, and how long it lasted.
-    const stats = new Map(state.entered.map((p) => [p.title, { leaves: 0, tokens: 0, failed: 0 }]));
+    const stats = new Map(state.entered.map((p) => [p.title, { leaves: 0, tokens: 0, failed: 0, usd: null }]));
     for (const leaf of state.leaves.values()) {
       const stat = stats.get(leaf.phase);
       if (!stat) continue;
       stat.leaves += 1;
       stat.tokens += leaf.tokens || 0;
+      if (leaf.cost_usd !== undefined && leaf.cost_usd !== null) stat.usd = (stat.usd || 0) + leaf.cost_usd;
       if (leaf.status === "failed") stat.failed += 1;
     }
     return state.entered.map((p, i) => {
       const end = i + 1 < state.entered.length ? state.entered[i + 1].at : nowUs();
       const stat = stats.get(p.title);
       return { title: p.title, text: p.title + " · " + stat.leaves + " leaves · " + stat.tokens +
-        " tok" + (stat.failed ? " · " + stat.failed + " failed" : "") + " · " +
+        " tok" + (stat.usd === null ? "" : " · " + dollars(stat.usd)) +
+        (stat.failed ? " · " + stat.failed + " failed" : "") + " · " +
         duration(Math.round((end - p.at) / 1000)) };
     });
   }
@@ -248,7 +255,7 @@ function makeTimeline(onSelect) {
         const leaf = state.leaves.get(event.call_id);
         if (!leaf) return;
         Object.assign(leaf, { status: event.ok ? "done" : "failed", tokens: event.tokens,
-          replayed: event.replayed, end_us: event.unix_us });
+          replayed: event.replayed, end_us: event.unix_us, cost_usd: event.cost_usd });
         break;
       }
       case "run_finished":

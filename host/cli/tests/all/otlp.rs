@@ -60,6 +60,10 @@ fn a_fan_out_and_a_pipeline_export_their_span_tree() {
             "traced-tree",
             "--otlp-endpoint",
             &receiver.url,
+            "--model",
+            "gpt-4o",
+            "--prices",
+            "examples/prices.json",
             "--json",
         ],
     )
@@ -76,6 +80,7 @@ fn a_fan_out_and_a_pipeline_export_their_span_tree() {
     let attributes = &run["attributes"];
     assert_eq!(attributes["flowbox.thread_id"], "traced-tree");
     assert_eq!(attributes["flowbox.leaves"], 7);
+    let run_cost = attributes["flowbox.cost_usd"].as_f64().unwrap();
     assert!(attributes["flowbox.fuel_used"].as_i64().unwrap() > 0);
     assert_eq!(run["resource"]["service.name"], "flowbox");
     for span in &spans {
@@ -119,6 +124,16 @@ fn a_fan_out_and_a_pipeline_export_their_span_tree() {
         assert_eq!(leaf["attributes"]["flowbox.index"], i);
         assert_eq!(leaf["attributes"]["flowbox.replayed"], false);
     }
+    // Priced: each leaf's cost, adding up to the run's.
+    let leaf_costs: f64 = spans
+        .iter()
+        .filter_map(|span| span["attributes"]["flowbox.cost_usd"].as_f64())
+        .sum::<f64>()
+        - run_cost;
+    assert!(
+        run_cost > 0.0 && (leaf_costs - run_cost).abs() < 1e-12,
+        "{leaf_costs} {run_cost}"
+    );
 
     let pipeline = one(&spans, "pipeline 2");
     assert_eq!(pipeline["parent_span_id"], judge["span_id"]);

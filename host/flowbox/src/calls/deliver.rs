@@ -113,7 +113,9 @@ impl Calls {
                 )));
             };
             if external.is_some() {
-                self.events.emit(|| external_finished(call.kind, &done));
+                let price = call.cost.as_ref().map(|cost| cost.price);
+                self.events
+                    .emit(|| external_finished(call.kind, &done, price));
             }
             let (completion, usage) = self.deliverable(done.handle, call.kind, done.result);
             batch_bytes += completion.outcome.as_ref().map_or(0, String::len);
@@ -182,8 +184,9 @@ impl Calls {
                     if let (Some(leaf), Ok(reply)) = (&call.replayed, entry_reply(&entry)) {
                         self.backend.replayed(leaf, &reply);
                     }
+                    let price = call.cost.as_ref().map(|cost| cost.price);
                     self.events
-                        .emit(|| leaf_finished(entry.handle, result, duration, true));
+                        .emit(|| leaf_finished(entry.handle, result, duration, true, price));
                 }
                 CallKind::Tool => self.events.emit(|| EventKind::ToolFinished {
                     call_id: entry.handle,

@@ -11,6 +11,7 @@ use super::Finished;
 use super::decode::message_with_causes;
 use crate::clock::millis;
 use crate::events::{EventKind, Position, RunEvents};
+use crate::plan::{Price, usd};
 
 /// Characters of a prompt shown in `leaf_started` events.
 const PROMPT_PREVIEW_CHARS: usize = 120;
@@ -65,11 +66,13 @@ pub(super) fn leaf_started(leaf: &LeafRequest, path: Vec<Position>, waited: Dura
     }
 }
 
+/// A leaf's end: its usage or error after `duration`, and its cost at `price`, if priced.
 pub(super) fn leaf_finished(
     call_id: u64,
     result: Result<Usage, String>,
     duration: Duration,
     replayed: bool,
+    price: Option<Price>,
 ) -> EventKind {
     EventKind::LeafFinished {
         call_id,
@@ -77,12 +80,20 @@ pub(super) fn leaf_finished(
         tokens: result.as_ref().map_or(0, Usage::total),
         duration_ms: millis(duration),
         replayed,
+        cost_usd: match (&result, price) {
+            (Ok(usage), Some(price)) => Some(usd(price.cost(*usage))),
+            _ => None,
+        },
         error: result.err(),
     }
 }
 
 /// The event of a call another engine carried out, published when the guest receives it.
-pub(super) fn external_finished(kind: CallKind, done: &Finished) -> EventKind {
+pub(super) fn external_finished(
+    kind: CallKind,
+    done: &Finished,
+    price: Option<Price>,
+) -> EventKind {
     match kind {
         CallKind::Agent => {
             let usage = done
@@ -90,7 +101,7 @@ pub(super) fn external_finished(kind: CallKind, done: &Finished) -> EventKind {
                 .as_ref()
                 .map(|reply| reply.usage)
                 .map_err(|error| message_with_causes(error));
-            leaf_finished(done.handle, usage, done.duration, false)
+            leaf_finished(done.handle, usage, done.duration, false, price)
         }
         CallKind::Tool => EventKind::ToolFinished {
             call_id: done.handle,

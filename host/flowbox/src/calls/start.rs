@@ -23,7 +23,7 @@ use crate::clock::millis;
 use crate::events::{EventKind, Position};
 use crate::journal::CallRecord;
 use crate::journal::codec::{agent_request, entry_reply, entry_usage};
-use crate::plan::worst_case;
+use crate::plan::{Price, worst_case};
 
 impl Calls {
     /// Starts a leaf, or refuses it at once when the cap or the budget says no. A start that
@@ -107,6 +107,7 @@ impl Calls {
         if let Some(cost) = &cost {
             self.dollars.reserve(cost);
         }
+        let price = cost.as_ref().map(|cost| cost.price);
 
         let cached = match (&mut self.checkpoints.cache, &record) {
             (Some(cache), Some(record)) if !replayed => cache.take(record),
@@ -135,7 +136,7 @@ impl Calls {
                         .emit(|| leaf_started(&leaf, path, Duration::ZERO));
                     source.start(handle, ExternalCall::Agent(Box::new(leaf)));
                 }
-                None => self.add_leaf(leaf, path),
+                None => self.add_leaf(leaf, path, price),
             }
             return Ok(Ok(handle));
         }
@@ -143,8 +144,9 @@ impl Calls {
         self.events
             .emit(|| leaf_started(&leaf, path, Duration::ZERO));
         if let Some(entry) = cached {
+            let usage = Ok(entry_usage(&entry));
             self.events
-                .emit(|| leaf_finished(handle, Ok(entry_usage(&entry)), Duration::ZERO, true));
+                .emit(|| leaf_finished(handle, usage, Duration::ZERO, true, price));
             let result = entry_reply(&entry);
             if let Ok(reply) = &result {
                 // As on resume: a backend keeping conversations learns of the reply.
@@ -258,8 +260,8 @@ impl Calls {
         Ok(Ok(handle))
     }
 
-    /// Adds a live leaf: it waits for a slot, then calls the backend.
-    fn add_leaf(&mut self, leaf: LeafRequest, path: Vec<Position>) {
+    /// Adds a live leaf: it waits for a slot, then calls the backend; `price` prices it.
+    fn add_leaf(&mut self, leaf: LeafRequest, path: Vec<Position>, price: Option<Price>) {
         let backend = Arc::clone(&self.backend);
         let events = Arc::clone(&self.events);
         let slots = Arc::clone(&self.slots);
@@ -284,7 +286,7 @@ impl Calls {
                     .as_ref()
                     .map(|r| r.usage)
                     .map_err(|error| message_with_causes(error));
-                leaf_finished(leaf.call_id, usage, duration, false)
+                leaf_finished(leaf.call_id, usage, duration, false, price)
             });
             Finished {
                 handle: leaf.call_id,

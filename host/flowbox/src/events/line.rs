@@ -74,6 +74,7 @@ fn line(event: &Event) -> String {
             duration_ms,
             replayed,
             error,
+            ..
         } => format!(
             "leaf {call_id} {} {tokens} tok {duration_ms} ms{}{}",
             if *ok { "done" } else { "failed" },

@@ -141,6 +141,14 @@ pub enum EventKind {
         replayed: bool,
         /// The error message, when it failed.
         error: Option<String>,
+        /// What it cost at the runtime's prices, when it succeeded and its model is priced
+        /// (left out of the JSON otherwise).
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "flowbox_store::optional_f64"
+        )]
+        cost_usd: Option<f64>,
     },
     /// One model turn of a leaf agent's loop ended (leaves of the provider backends).
     LeafTurn {
@@ -324,6 +332,7 @@ mod tests {
                 duration_ms: 3,
                 replayed: true,
                 error: Some("boom".into()),
+                cost_usd: None,
             }
         );
         assert_eq!(serde_json::to_string(&event).unwrap(), text);
@@ -347,6 +356,36 @@ mod tests {
         };
         let text = serde_json::to_string(&finished).unwrap();
         assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), finished);
+        // Dollars, a float inside the flattened kind, read back from text too: a leaf's cost
+        // and a priced run's summary.
+        let mut priced = Summary::default();
+        priced.cost_usd = Some(0.000045);
+        for kind in [
+            EventKind::LeafFinished {
+                call_id: 1,
+                ok: true,
+                tokens: 6,
+                duration_ms: 0,
+                replayed: false,
+                error: None,
+                cost_usd: Some(0.000045),
+            },
+            EventKind::RunFinished {
+                ok: true,
+                summary: Box::new(priced),
+                error: None,
+            },
+        ] {
+            let event = Event {
+                thread_id: "t".into(),
+                seq: 3,
+                unix_us: Some(1),
+                kind,
+            };
+            let text = serde_json::to_string(&event).unwrap();
+            assert!(text.contains("0.000045"), "{text}");
+            assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), event);
+        }
     }
 
     #[test]
@@ -384,6 +423,7 @@ mod tests {
                 duration_ms: 0,
                 replayed: false,
                 error: None,
+                cost_usd: Some(0.25),
             },
             EventKind::LeafToolCalled {
                 call_id: 1,

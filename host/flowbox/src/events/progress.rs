@@ -72,6 +72,7 @@ mod tests {
             duration_ms: 1,
             replayed: false,
             error: None,
+            cost_usd: None,
         };
         assert!(progress.apply(&EventKind::RunStarted {
             name: Some("review".into()),

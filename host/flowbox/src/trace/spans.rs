@@ -320,6 +320,7 @@ impl RunTrace {
                 tokens,
                 replayed,
                 error,
+                cost_usd,
                 ..
             } => {
                 let Some(mut leaf) = self.calls.remove(call_id) else {
@@ -329,6 +330,10 @@ impl RunTrace {
                     KeyValue::new("flowbox.tokens", int(*tokens)),
                     KeyValue::new("flowbox.replayed", *replayed),
                 ]);
+                if let Some(cost) = cost_usd {
+                    leaf.attributes
+                        .push(KeyValue::new("flowbox.cost_usd", *cost));
+                }
                 if leaf.turns > 0 {
                     leaf.attributes.extend([
                         KeyValue::new("gen_ai.usage.input_tokens", int(leaf.input_tokens)),
