@@ -49,7 +49,7 @@ pub(crate) async fn ask(args: AskArgs) -> Result<u8, Failure> {
     let backends = args.options.backends().map_err(Failure::input)?;
     let journal = (!args.no_journal).then_some(&args.journal);
     let runtime = runtime_builder(limits, &backends, journal.map(Journal::Create))?
-        .otlp(args.trace.otlp())
+        .otlp(args.trace.otlp()?)
         .build()
         .map_err(Failure::setup)?;
     let mut builder =

@@ -84,7 +84,7 @@ pub(crate) async fn mcp(args: McpArgs) -> Result<u8, Failure> {
         },
     )?
     .warm_pool(args.warm_pool)
-    .otlp(args.trace.otlp())
+    .otlp(args.trace.otlp()?)
     .build()
     .map_err(Failure::setup)?;
     let mut server = Server::builder(runtime)

@@ -113,7 +113,7 @@ pub(crate) async fn worker(args: WorkerArgs) -> Result<u8, Failure> {
     };
     let runtime = runtime_builder(limits, &backends, None)?
         .warm_pool(warm_pool)
-        .otlp(args.trace.otlp())
+        .otlp(args.trace.otlp()?)
         .build()
         .map_err(Failure::setup)?;
     let worker = Worker {

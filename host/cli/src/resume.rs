@@ -34,7 +34,7 @@ pub(crate) async fn resume(args: ResumeArgs) -> Result<u8, Failure> {
         Some(Journal::Existing(&args.journal, &args.thread)),
         |_| Ok(()),
     )?
-    .otlp(args.trace.otlp())
+    .otlp(args.trace.otlp()?)
     .build()
     .map_err(Failure::setup)?;
     // Flags adjust the thread's own limits; without flags the runtime applies them as they are.

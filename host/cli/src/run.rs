@@ -60,6 +60,12 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         .map_err(Failure::input)?;
     let script_args =
         read_args(args.args.as_deref(), args.args_file.as_deref()).map_err(Failure::input)?;
+    if args.restate.is_some() && args.trace.given() {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--otlp-endpoint and --otlp-contents are for runs on this machine: a run on Restate \
+             is traced by the worker that drives it (flowbox worker --otlp-endpoint URL)"
+        )));
+    }
     if let Some(ingress) = &args.restate {
         let thread = args.thread.unwrap_or_else(RunRequest::new_thread_id);
         let mut request = RunRequest::new(script).args(script_args).thread_id(thread);
@@ -70,7 +76,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
     }
     let journal = (!args.no_journal).then_some(&args.journal);
     let runtime = build_runtime_with(&args.options, journal.map(Journal::Create), |_| Ok(()))?
-        .otlp(args.trace.otlp())
+        .otlp(args.trace.otlp()?)
         .build()
         .map_err(Failure::setup)?;
     let thread_id = args

@@ -4,6 +4,8 @@ use clap::Args;
 use flowbox::Runtime;
 use flowbox::trace::Otlp;
 
+use crate::Failure;
+
 /// Where the runs' traces go: `--otlp-endpoint`, or the standard OpenTelemetry variables.
 #[derive(Debug, Args)]
 pub(crate) struct TraceOptions {
@@ -20,13 +22,23 @@ pub(crate) struct TraceOptions {
 }
 
 impl TraceOptions {
-    /// The export the flags and the environment ask for, if any.
-    pub(crate) fn otlp(&self) -> Option<Otlp> {
+    /// Whether a trace flag was given on the command line.
+    pub(crate) fn given(&self) -> bool {
+        self.otlp_endpoint.is_some() || self.otlp_contents
+    }
+
+    /// The export the flags and the environment ask for, if any; an endpoint that is not an
+    /// HTTP URL is an input error naming the flag.
+    pub(crate) fn otlp(&self) -> Result<Option<Otlp>, Failure> {
         let otlp = match &self.otlp_endpoint {
             Some(endpoint) => Some(Otlp::endpoint(endpoint)),
             None => Otlp::from_env(),
         };
-        otlp.map(|otlp| otlp.contents(self.otlp_contents))
+        if let Some(otlp) = &otlp {
+            otlp.check()
+                .map_err(|error| Failure::input(anyhow::anyhow!("--otlp-endpoint: {error}")))?;
+        }
+        Ok(otlp.map(|otlp| otlp.contents(self.otlp_contents)))
     }
 }
 

@@ -377,3 +377,39 @@ fn a_collector_that_is_down_or_refuses_costs_the_run_nothing() {
     }
     assert!(refusing.spans().is_empty());
 }
+
+#[test]
+fn trace_flags_on_a_run_sent_to_restate_are_refused_with_where_they_belong() {
+    let output = crate::support::flowbox(&[
+        "run",
+        "examples/review.py",
+        "--restate",
+        "http://127.0.0.1:9",
+        "--otlp-endpoint",
+        "http://127.0.0.1:4318",
+    ]);
+    assert_exit(&output, 2);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("flowbox worker --otlp-endpoint"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_endpoint_that_is_not_an_http_url_is_a_usage_error_naming_the_flag() {
+    for endpoint in ["not a url", "ftp://127.0.0.1:4318", "http://"] {
+        let output = crate::support::flowbox(&[
+            "run",
+            "examples/review.py",
+            "--backend",
+            "scripted:examples/review.backend.json",
+            "--no-journal",
+            "--otlp-endpoint",
+            endpoint,
+        ]);
+        assert_exit(&output, 2);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("--otlp-endpoint: "), "{endpoint}: {stderr}");
+    }
+}

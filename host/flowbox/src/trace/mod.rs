@@ -41,6 +41,8 @@ pub const TRACES_ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
 /// Where and how a runtime exports its traces.
 #[derive(Debug, Clone)]
 pub struct Otlp {
+    /// The endpoint as given, and the traces' URL made of it.
+    given: Option<String>,
     endpoint: Option<String>,
     headers: Vec<(String, String)>,
     contents: bool,
@@ -53,13 +55,14 @@ impl Otlp {
     /// `http://127.0.0.1:4318`, to which `/v1/traces` is added (a URL that already ends with
     /// it is used as it is).
     pub fn endpoint(endpoint: impl Into<String>) -> Self {
-        let endpoint = endpoint.into();
-        let endpoint = if endpoint.trim_end_matches('/').ends_with("/v1/traces") {
-            endpoint
+        let given = endpoint.into();
+        let endpoint = if given.trim_end_matches('/').ends_with("/v1/traces") {
+            given.clone()
         } else {
-            format!("{}/v1/traces", endpoint.trim_end_matches('/'))
+            format!("{}/v1/traces", given.trim_end_matches('/'))
         };
         Self {
+            given: Some(given),
             endpoint: Some(endpoint),
             ..Self::from_variables()
         }
@@ -76,11 +79,29 @@ impl Otlp {
 
     fn from_variables() -> Self {
         Self {
+            given: None,
             endpoint: None,
             headers: Vec::new(),
             contents: false,
             timeout: Duration::from_secs(5),
             max_queue: 16_384,
+        }
+    }
+
+    /// Whether the endpoint, when one was given, is an `http://` or `https://` URL with a host
+    /// (the variables' endpoints are checked when the runtime is built).
+    pub fn check(&self) -> Result<(), OtlpError> {
+        let Some(endpoint) = &self.given else {
+            return Ok(());
+        };
+        match reqwest::Url::parse(endpoint) {
+            Ok(url) if ["http", "https"].contains(&url.scheme()) && url.has_host() => Ok(()),
+            Ok(_) => Err(OtlpError(format!(
+                "the endpoint must be an http:// or https:// URL with a host, not {endpoint:?}"
+            ))),
+            Err(error) => Err(OtlpError(format!(
+                "the endpoint {endpoint:?} is not a URL: {error}"
+            ))),
         }
     }
 
@@ -186,6 +207,7 @@ pub(crate) struct Tracer {
 
 impl Tracer {
     pub(crate) fn start(config: Otlp) -> Result<Self, OtlpError> {
+        config.check()?;
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_http_client(http_client(config.timeout)?)
