@@ -86,16 +86,21 @@ pub(crate) struct EventHub {
 
 /// Sees every event of every run of a runtime as it is published, in each run's sequence
 /// order, and the full prompt and reply of each live leaf when it asks for them. Called while
-/// the run's events are being numbered: it must return at once (buffer, never wait).
+/// the run's events are being numbered: it must return at once (buffer, never wait). `run`
+/// tells one run's publisher from every other (two attempts at one thread included).
 pub(crate) trait Observer: Send + Sync + std::fmt::Debug {
     /// One event.
-    fn event(&self, event: &Event);
+    fn event(&self, run: u64, event: &Event);
 
     /// Whether it wants [`Self::contents`].
     fn wants_contents(&self) -> bool;
 
     /// A live leaf's prompt and its reply or error, just before its `leaf_finished`.
-    fn contents(&self, thread_id: &str, call_id: u64, prompt: &Value, reply: Result<&Value, &str>);
+    fn contents(&self, run: u64, call_id: u64, prompt: &Value, reply: Result<&Value, &str>);
+
+    /// The run publishes no more (after its `run_finished`, or without one when it was
+    /// cancelled).
+    fn ended(&self, run: u64);
 }
 
 impl EventHub {

@@ -20,7 +20,12 @@ pub(crate) struct RunEvents {
     seq: Mutex<u64>,
     history: OnceLock<Arc<History>>,
     sink: Option<Arc<dyn EventSink>>,
+    /// Tells this publisher from every other, for the runtime's observer.
+    id: u64,
 }
+
+/// The next publisher's id.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl RunEvents {
     pub(crate) fn new(thread_id: String, hub: Arc<EventHub>) -> Self {
@@ -30,6 +35,7 @@ impl RunEvents {
             seq: Mutex::new(0),
             history: OnceLock::new(),
             sink: None,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -97,7 +103,7 @@ impl RunEvents {
         *seq += 1;
         let event = self.event(*seq, make());
         if let Some(observer) = observer {
-            observer.event(&event);
+            observer.event(self.id, &event);
         }
         if let Some(history) = history {
             history.push(&event);
@@ -127,7 +133,7 @@ impl RunEvents {
                 (Ok(reply), _) => Ok(&reply.value),
                 (Err(_), error) => Err(error.as_deref().unwrap_or_default()),
             };
-            observer.contents(&self.thread_id, leaf.call_id, &leaf.prompt, reply);
+            observer.contents(self.id, leaf.call_id, &leaf.prompt, reply);
         }
     }
 
@@ -142,6 +148,14 @@ impl RunEvents {
     /// Waits until every lossless subscriber has room.
     pub(crate) async fn room(&self) {
         self.hub.room().await;
+    }
+}
+
+impl Drop for RunEvents {
+    fn drop(&mut self) {
+        if let Some(observer) = self.hub.observer() {
+            observer.ended(self.id);
+        }
     }
 }
 

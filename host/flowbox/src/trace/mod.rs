@@ -198,7 +198,8 @@ impl SpanExporter for Counted {
 #[derive(Debug)]
 pub(crate) struct Tracer {
     processor: BatchSpanProcessor,
-    runs: Mutex<HashMap<String, RunTrace>>,
+    /// The runs under way, by their publisher's id.
+    runs: Mutex<HashMap<u64, RunTrace>>,
     contents: bool,
     scope: InstrumentationScope,
     counts: Arc<Counts>,
@@ -307,18 +308,18 @@ fn http_client(timeout: Duration) -> Result<reqwest::blocking::Client, OtlpError
 }
 
 impl Observer for Tracer {
-    fn event(&self, event: &Event) {
+    fn event(&self, run: u64, event: &Event) {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
         if let EventKind::RunStarted { name, .. } = &event.kind {
-            let run = RunTrace::new(event, name.clone(), self.scope.clone());
-            runs.insert(event.thread_id.clone(), run);
+            let trace = RunTrace::new(event, name.clone(), self.scope.clone());
+            runs.insert(run, trace);
             return;
         }
-        let Some(run) = runs.get_mut(&event.thread_id) else {
+        let Some(trace) = runs.get_mut(&run) else {
             return;
         };
-        if run.event(event, &mut |span| self.send(span)) {
-            runs.remove(&event.thread_id);
+        if trace.event(event, &mut |span| self.send(span)) {
+            runs.remove(&run);
         }
     }
 
@@ -326,14 +327,32 @@ impl Observer for Tracer {
         self.contents
     }
 
-    fn contents(&self, thread_id: &str, call_id: u64, prompt: &Value, reply: Result<&Value, &str>) {
+    fn ended(&self, run: u64) {
+        self.abandoned(run);
+    }
+
+    fn contents(&self, run: u64, call_id: u64, prompt: &Value, reply: Result<&Value, &str>) {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(run) = runs.get_mut(thread_id) {
+        if let Some(run) = runs.get_mut(&run) {
             let reply = match reply {
                 Ok(value) => value.to_string(),
                 Err(error) => error.to_owned(),
             };
             run.contents(call_id, prompt.to_string(), reply);
+        }
+    }
+}
+
+impl Tracer {
+    /// Ends the spans of a run that stopped without its end.
+    fn abandoned(&self, run: u64) {
+        let run = self
+            .runs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&run);
+        if let Some(run) = run {
+            run.abandon(&mut |span| self.send(span));
         }
     }
 }

@@ -93,9 +93,12 @@ fn time(event: &Event) -> SystemTime {
         .map_or_else(SystemTime::now, |us| UNIX_EPOCH + Duration::from_micros(us))
 }
 
-/// `ms` milliseconds before `at`: when a call that reports its duration at its end began.
+/// `ms` milliseconds before `at`: when a call that reports its duration at its end began (`at`
+/// itself for a duration that would put it before the Unix epoch, which OTLP cannot carry).
 fn before(at: SystemTime, ms: u64) -> SystemTime {
-    at.checked_sub(Duration::from_millis(ms)).unwrap_or(at)
+    at.checked_sub(Duration::from_millis(ms))
+        .filter(|start| *start >= UNIX_EPOCH)
+        .unwrap_or(at)
 }
 
 fn int(n: u64) -> Value {
@@ -386,22 +389,7 @@ impl RunTrace {
                 end(self.span(tool, at, status));
             }
             EventKind::RunFinished { summary, error, .. } => {
-                self.end_phase(at, end);
-                // Calls still open when the run ends were cut off with it.
-                for (_, call) in std::mem::take(&mut self.calls) {
-                    end(self.span(call, at, Status::error("the run ended first")));
-                }
-                let mut groups: Vec<Group> = self.groups.drain().map(|(_, g)| g).collect();
-                groups.sort_by_key(|group| group.position.group);
-                for group in groups {
-                    let span = self.group_span(group);
-                    end(span);
-                }
-                let name = self.name.as_deref().map_or_else(
-                    || "run_workflow".to_owned(),
-                    |n| format!("run_workflow {n}"),
-                );
-                let mut run = self.open(Part::Run, SpanId::INVALID, name, self.start);
+                let mut run = self.close(at, end);
                 run.attributes.extend([
                     KeyValue::new("flowbox.leaves", int(summary.leaves.into())),
                     KeyValue::new("flowbox.tools_called", int(summary.tools_called.into())),
@@ -434,6 +422,37 @@ impl RunTrace {
             _ => {}
         }
         false
+    }
+
+    /// Ends what is still open at `at` — the phase, the calls (cut off with the run), the
+    /// groups — and returns the run's span, to be ended by the caller.
+    fn close(&mut self, at: SystemTime, end: &mut impl FnMut(SpanData)) -> Open {
+        self.end_phase(at, end);
+        for (_, call) in std::mem::take(&mut self.calls) {
+            end(self.span(call, at, Status::error("the run ended first")));
+        }
+        let mut groups: Vec<Group> = self.groups.drain().map(|(_, g)| g).collect();
+        groups.sort_by_key(|group| group.position.group);
+        for group in groups {
+            let span = self.group_span(group);
+            end(span);
+        }
+        let name = self.name.as_deref().map_or_else(
+            || "run_workflow".to_owned(),
+            |n| format!("run_workflow {n}"),
+        );
+        self.open(Part::Run, SpanId::INVALID, name, self.start)
+    }
+
+    /// The run stopped without its end (cancelled, or its engine let go of it): what is open
+    /// ends now, the run's span with an error saying so.
+    pub(super) fn abandon(mut self, end: &mut impl FnMut(SpanData)) {
+        let at = SystemTime::now();
+        let mut run = self.close(at, end);
+        run.attributes
+            .push(KeyValue::new("error.type", "flowbox.run_stopped"));
+        let status = Status::error("the run stopped before its end (cancelled, or let go of)");
+        end(self.span(run, at, status));
     }
 
     /// A model turn or tool call of leaf `call_id`'s own loop, which ended at `ended.0` after
@@ -515,5 +534,97 @@ fn failed(attributes: &mut Vec<KeyValue>, error: Option<&str>) -> Status {
             Status::error(message.to_owned())
         }
         None => Status::Unset,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64, unix_us: u64, kind: EventKind) -> Event {
+        Event {
+            thread_id: "t".into(),
+            seq,
+            unix_us: Some(unix_us),
+            kind,
+        }
+    }
+
+    fn started(call_id: u64, path: Vec<Position>) -> EventKind {
+        EventKind::LeafStarted {
+            call_id,
+            label: None,
+            agent_type: None,
+            prompt_preview: String::new(),
+            path,
+            model: None,
+            waited_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_run_stopped_without_its_end_ends_what_is_open_under_an_error() {
+        let first = event(
+            1,
+            1_000,
+            EventKind::RunStarted {
+                name: Some("n".into()),
+                phases: vec![],
+            },
+        );
+        let mut run = RunTrace::new(&first, Some("n".into()), InstrumentationScope::default());
+        let mut spans = Vec::new();
+        let position = Position {
+            group: 1,
+            kind: Some(GroupKind::Parallel),
+            index: 0,
+            size: 2,
+            stage: None,
+        };
+        let phase = EventKind::Phase { title: "p".into() };
+        assert!(!run.event(&event(2, 2_000, phase), &mut |s| spans.push(s)));
+        assert!(
+            !run.event(&event(3, 3_000, started(1, vec![position])), &mut |s| spans
+                .push(s))
+        );
+        assert!(spans.is_empty(), "nothing has ended yet");
+        run.abandon(&mut |s| spans.push(s));
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+        assert_eq!(
+            names,
+            [
+                "phase p",
+                "invoke_agent leaf",
+                "parallel 1",
+                "run_workflow n"
+            ]
+        );
+        let root = spans.last().unwrap();
+        assert_eq!(root.parent_span_id, SpanId::INVALID);
+        assert!(matches!(root.status, Status::Error { .. }));
+        assert!(
+            matches!(spans[1].status, Status::Error { .. }),
+            "the leaf was cut off"
+        );
+        // Every span is of the thread's trace, and the leaf sits in its group, in the phase.
+        assert!(
+            spans
+                .iter()
+                .all(|s| s.span_context.trace_id() == trace_id("t"))
+        );
+        assert_eq!(spans[1].parent_span_id, spans[2].span_context.span_id());
+        assert_eq!(spans[2].parent_span_id, spans[0].span_context.span_id());
+        assert_eq!(spans[0].parent_span_id, root.span_context.span_id());
+    }
+
+    #[test]
+    fn a_call_that_reports_a_duration_longer_than_the_epoch_starts_at_its_end() {
+        let at = UNIX_EPOCH + Duration::from_millis(5);
+        assert_eq!(before(at, 3), UNIX_EPOCH + Duration::from_millis(2));
+        assert_eq!(
+            before(at, u64::MAX),
+            at,
+            "never before the epoch, never a panic"
+        );
     }
 }
