@@ -275,6 +275,8 @@ class LeafFinished(Event):
     duration_ms: int = 0
     replayed: bool = False
     error: str | None = None
+    #: What it cost at the runtime's prices, when it succeeded and its model is priced.
+    cost_usd: float | None = None
     type: ClassVar[str] = "leaf_finished"
 
 

@@ -111,6 +111,21 @@ def test_events_are_typed_with_their_positions_and_errors():
             "error": None,
         }
     )
+    priced = flowbox.Event.from_json(
+        {
+            "thread_id": "t",
+            "seq": 3,
+            "type": "leaf_finished",
+            "call_id": 3,
+            "ok": True,
+            "tokens": 6,
+            "duration_ms": 0,
+            "replayed": False,
+            "error": None,
+            "cost_usd": 4.5e-05,
+        }
+    )
+    assert isinstance(priced, flowbox.LeafFinished) and priced.cost_usd == 4.5e-05
     assert turn == flowbox.LeafTurn(
         thread_id="t",
         seq=2,

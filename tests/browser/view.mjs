@@ -82,6 +82,9 @@ try {
   run([file("limited.py", fan(6, ["review", "sum"])), "--thread", "limited", "--max-concurrency", "2",
     "--backend", "scripted:" + file("steady300.json", JSON.stringify({ latency_ms: 300, fallback: "fake" }))], 0);
   start(["run", file("slow.py", fan(4, ["review", "sum"])), "--thread", "slow", "--backend", "scripted:" + slow]);
+  // Two leaves that never answer; the process is killed below, leaving the thread resumable.
+  const stuck = start(["run", file("stuck.py", fan(2, ["wait"])), "--thread", "stuck", "--backend",
+    "scripted:" + file("forever.json", JSON.stringify({ latency_ms: 600000, fallback: "fake" }))]);
 
   const server = start(["serve", "--listen", "127.0.0.1:0"]);
   const base = await new Promise((ok, fail) => {
@@ -195,6 +198,16 @@ try {
   await page.waitForFunction((w) => document.querySelector("#timeline .tl-bar").getBoundingClientRect().width > w * 1.5, narrow);
   await page.keyboard.press("0");
   await page.waitForFunction((w) => Math.abs(document.querySelector("#timeline .tl-bar").getBoundingClientRect().width - w) < 1, narrow);
+
+  // A killed run's timeline ends at its last event: its open leaves stopped there, no longer
+  // running or growing.
+  stuck.kill("SIGKILL");
+  await page.goto(base + "/runs/stuck");
+  await page.locator('#run-header [data-status="resumable"]').waitFor({ timeout: 30000 });
+  await page.waitForFunction(() => document.querySelectorAll('#timeline .tl-bar[data-status="stopped"]').length === 2, null, { timeout: 30000 });
+  const stoppedAt = await page.locator("#timeline-info").textContent();
+  await page.waitForTimeout(600);
+  assert.equal(await page.locator("#timeline-info").textContent(), stoppedAt, "a stopped run's span does not grow");
 
   // A priced run's phase rail counts its dollars.
   await page.goto(base + "/runs/priced");

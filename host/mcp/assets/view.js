@@ -1,8 +1,8 @@
 // The run view `flowbox mcp` declares for run_workflow and resume_workflow (MCP Apps): the
 // host renders it in a sandboxed frame and talks to it in JSON-RPC over postMessage. It shows
 // the run's timeline (timeline.js, the same as `flowbox serve`'s), read from the server's
-// journal through the host with the `thread_events` tool: live while the run goes on when
-// the call names its thread (resume_workflow always does), and whole once the result comes.
+// journal through the host with the `thread_events` tool: live while the call goes on when
+// it names its thread (resume_workflow always does), and whole once the result comes.
 // It reaches nothing but its host; everything a script or a model wrote is put in as text.
 "use strict";
 
@@ -55,7 +55,8 @@ window.addEventListener("message", (event) => {
       finished(message.params || {});
       break;
     case "ui/notifications/tool-cancelled":
-      following = null;
+      if (following) following.done = true;
+      timeline.settle();
       setStatus("cancelled");
       break;
     case "ui/resource-teardown":
@@ -74,6 +75,8 @@ window.addEventListener("message", (event) => {
 
 // ---- the run ----
 
+// The thread followed: its id, whether the call's result has come (then one more read, begun
+// after it, takes the run's last events), and whether a read is under way.
 let following = null;
 let after = 0;
 
@@ -84,7 +87,7 @@ function setStatus(status) {
 }
 
 function started(args) {
-  if (typeof args.thread_id === "string") follow(args.thread_id, true);
+  if (typeof args.thread_id === "string") follow(args.thread_id, false);
 }
 
 // The tool's result: its outcome, and every event of its thread.
@@ -92,39 +95,46 @@ function finished(result) {
   const output = result.structuredContent || {};
   const summaryOf = output.summary || {};
   if (summaryOf.name) name.textContent = summaryOf.name;
-  if (output.error) {
-    problem.textContent = (output.error.kind || "error") + ": " + (output.error.message || "");
-  }
+  problem.textContent = output.error
+    ? (output.error.kind || "error") + ": " + (output.error.message || "") : "";
   summary.textContent = summaryOf.leaves === undefined ? "" :
     summaryOf.leaves + " leaves · " + summaryOf.tokens + " tokens · " +
     duration(summaryOf.duration_ms);
   setStatus(result.isError || output.ok === false ? "failed" : "succeeded");
-  if (summaryOf.thread_id) follow(summaryOf.thread_id, false);
+  if (summaryOf.thread_id) follow(summaryOf.thread_id, true);
+  else if (following) following.done = true;
 }
 
-// Reads the thread's events after the last one read; again every half second while `live`
-// and the run goes on.
-async function follow(threadId, live) {
-  if (following !== null && following.threadId === threadId) {
-    following.live = live;
-    if (following.busy) return;
-  } else {
-    following = { threadId, live, busy: false };
+// Reads the thread's events after the last one read: every half second until the call's
+// result has come, then once more, from a read begun after it.
+async function follow(threadId, done) {
+  if (following === null || following.threadId !== threadId) {
+    following = { threadId, done, again: false, busy: false };
     after = 0;
+  } else if (done) {
+    following.done = true;
+    following.again = true;
   }
   const mine = following;
+  if (mine.busy) return;
   mine.busy = true;
   try {
     for (;;) {
+      mine.again = false;
       const result = await request("tools/call",
         { name: "thread_events", arguments: { thread_id: threadId, after } });
       if (following !== mine) return;
-      const page = (result && result.structuredContent) || { events: [] };
-      for (const event of page.events) timeline.apply(event);
-      after = page.next === undefined ? after : page.next;
+      const page = result && result.structuredContent;
+      // Not journaled yet (a call that has only begun): ask again.
+      const events = page && Array.isArray(page.events) ? page.events : [];
+      for (const event of events) timeline.apply(event);
+      if (events.length) after = page.next;
       resized();
-      if (page.events.length >= 1000) continue;
-      if (!mine.live || page.status !== "running") return;
+      if (events.length >= 1000 || mine.again) continue;
+      if (mine.done) {
+        timeline.settle();
+        return;
+      }
       await new Promise((resolve) => setTimeout(resolve, 500));
       if (following !== mine) return;
     }

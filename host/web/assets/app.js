@@ -336,6 +336,7 @@ function runPage(threadId) {
     try {
       state.thread = await api("/threads/" + encodeURIComponent(threadId));
       drawHeader();
+      if (state.thread.status !== "running") timeline.settle();
     } catch (error) {
       header.replaceChildren(el("p", { class: "error-text", id: "missing" }, String(error.message)));
     }

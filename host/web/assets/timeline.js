@@ -34,7 +34,7 @@ function dollars(usd) {
 // A timeline fed with a run's events (`apply`): `element` is its controls and rows;
 // `onSelect(callId)` is called when a bar is clicked or the arrow keys move to it.
 function makeTimeline(onSelect) {
-  const state = { t0: null, t1: null, phase: null, leaves: new Map(), rows: [],
+  const state = { t0: null, t1: null, last: null, phase: null, leaves: new Map(), rows: [],
     rowOf: new Map(), rowByCall: new Map(), entered: [], pxPerMs: null, selected: null };
   const container = el("div", { class: "timeline", id: "timeline", tabindex: "0",
     "aria-label": "timeline: arrows move between leaves, + and - zoom, 0 fits" });
@@ -229,6 +229,7 @@ function makeTimeline(onSelect) {
   });
 
   function apply(event) {
+    if (event.unix_us) state.last = Math.max(state.last || 0, event.unix_us);
     switch (event.type) {
       case "run_started":
         // A resumed run's timeline starts where its first run did.
@@ -285,10 +286,23 @@ function makeTimeline(onSelect) {
   const resize = () => { if (state.pxPerMs === null) draw(); };
   window.addEventListener("resize", resize);
   draw();
+  // The run is not going on (its thread is resumable, or the call was cancelled) though its
+  // events never said it ended: the timeline ends at its last event, and leaves still open
+  // there stopped with it.
+  function settle() {
+    if (state.t1 !== null || state.last === null) return;
+    state.t1 = state.last;
+    for (const leaf of state.leaves.values()) {
+      if (leaf.status === "running") Object.assign(leaf, { status: "stopped", end_us: state.t1 });
+    }
+    draw();
+  }
+
   return {
     element: el("div", {}, tools, container),
     apply,
     describe,
+    settle,
     select(callId) { state.selected = callId; draw(); },
     stop() { clearInterval(grow); window.removeEventListener("resize", resize); },
   };

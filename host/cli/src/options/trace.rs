@@ -34,9 +34,17 @@ impl TraceOptions {
             Some(endpoint) => Some(Otlp::endpoint(endpoint)),
             None => Otlp::from_env(),
         };
-        if let Some(otlp) = &otlp {
-            otlp.check()
-                .map_err(|error| Failure::input(anyhow::anyhow!("--otlp-endpoint: {error}")))?;
+        match &otlp {
+            Some(otlp) => otlp
+                .check()
+                .map_err(|error| Failure::input(anyhow::anyhow!("--otlp-endpoint: {error}")))?,
+            None if self.otlp_contents => {
+                return Err(Failure::input(anyhow::anyhow!(
+                    "--otlp-contents puts prompts and replies into traces, but no traces are \
+                     exported: give --otlp-endpoint URL (or set OTEL_EXPORTER_OTLP_ENDPOINT)"
+                )));
+            }
+            None => {}
         }
         Ok(otlp.map(|otlp| otlp.contents(self.otlp_contents)))
     }

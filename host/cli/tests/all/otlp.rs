@@ -412,4 +412,15 @@ fn an_endpoint_that_is_not_an_http_url_is_a_usage_error_naming_the_flag() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("--otlp-endpoint: "), "{endpoint}: {stderr}");
     }
+    // Contents asked for with nowhere to send them.
+    let output = crate::support::flowbox(&[
+        "run",
+        "examples/review.py",
+        "--backend",
+        "scripted:examples/review.backend.json",
+        "--no-journal",
+        "--otlp-contents",
+    ]);
+    assert_exit(&output, 2);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("give --otlp-endpoint URL"));
 }

@@ -70,8 +70,8 @@ impl Otlp {
 
     /// Traces sent where the standard variables say, when one of
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` and `OTEL_EXPORTER_OTLP_ENDPOINT` is set;
-    /// `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`, `OTEL_SERVICE_NAME` and
-    /// `OTEL_RESOURCE_ATTRIBUTES` apply too, to this and to [`Self::endpoint`].
+    /// `OTEL_EXPORTER_OTLP_HEADERS` and `OTEL_SERVICE_NAME` apply too, to this and to
+    /// [`Self::endpoint`].
     pub fn from_env() -> Option<Self> {
         let set = |name| std::env::var(name).is_ok_and(|value| !value.trim().is_empty());
         (set(TRACES_ENDPOINT_VAR) || set(ENDPOINT_VAR)).then(Self::from_variables)
@@ -112,7 +112,8 @@ impl Otlp {
     }
 
     /// Whether leaves' prompts and replies go into their spans (`gen_ai.input.messages`,
-    /// `gen_ai.output.messages`): off by default, since they can hold secrets.
+    /// `gen_ai.output.messages`, each cut at 16 KiB): off by default, since they can hold
+    /// secrets.
     pub fn contents(mut self, on: bool) -> Self {
         self.contents = on;
         self
@@ -290,6 +291,25 @@ impl Tracer {
     }
 }
 
+/// The most bytes of a prompt or a reply a span carries: collectors refuse requests of a few
+/// MiB, and a batch holds up to 1024 spans.
+const MAX_CONTENT_BYTES: usize = 16 << 10;
+
+/// `text` cut to [`MAX_CONTENT_BYTES`] at a character boundary, saying how much was cut.
+fn capped(mut text: String) -> String {
+    if text.len() <= MAX_CONTENT_BYTES {
+        return text;
+    }
+    let mut end = MAX_CONTENT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = text.len() - end;
+    text.truncate(end);
+    text.push_str(&format!("… ({cut} more bytes)"));
+    text
+}
+
 /// The blocking client the exporter sends with, on the batch processor's thread: rustls with
 /// the leaf providers' TLS settings. It is built on a thread of its own, as a blocking client
 /// cannot be built on an async runtime's.
@@ -332,13 +352,15 @@ impl Observer for Tracer {
     }
 
     fn contents(&self, run: u64, call_id: u64, prompt: &Value, reply: Result<&Value, &str>) {
+        // Written out before taking the lock every run's events go through.
+        let prompt = capped(prompt.to_string());
+        let reply = capped(match reply {
+            Ok(value) => value.to_string(),
+            Err(error) => error.to_owned(),
+        });
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(run) = runs.get_mut(&run) {
-            let reply = match reply {
-                Ok(value) => value.to_string(),
-                Err(error) => error.to_owned(),
-            };
-            run.contents(call_id, prompt.to_string(), reply);
+            run.contents(call_id, prompt, reply);
         }
     }
 }

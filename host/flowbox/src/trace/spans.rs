@@ -67,6 +67,8 @@ pub(super) struct RunTrace {
 struct Open {
     id: SpanId,
     parent: SpanId,
+    /// A call's innermost group.
+    group: Option<u32>,
     name: String,
     start: SystemTime,
     attributes: Vec<KeyValue>,
@@ -81,6 +83,8 @@ struct Open {
 struct Group {
     id: SpanId,
     parent: SpanId,
+    /// The group it is nested in.
+    outer: Option<u32>,
     position: Position,
     start: SystemTime,
     end: SystemTime,
@@ -159,11 +163,13 @@ impl RunTrace {
     /// The span of the innermost group of `path`, each group opened at `at` when first seen.
     fn parent(&mut self, path: &[Position], at: SystemTime) -> SpanId {
         let mut parent = self.outer();
+        let mut outer = None;
         for position in path {
             let id = self.span_id(Part::Group(position.group));
             let group = self.groups.entry(position.group).or_insert(Group {
                 id,
                 parent,
+                outer,
                 position: *position,
                 start: at,
                 end: at,
@@ -171,6 +177,7 @@ impl RunTrace {
             });
             group.calls += 1;
             parent = group.id;
+            outer = Some(position.group);
         }
         parent
     }
@@ -205,6 +212,7 @@ impl RunTrace {
             parent,
             name,
             start,
+            group: None,
             attributes: vec![KeyValue::new("flowbox.thread_id", self.thread_id.clone())],
             input_tokens: 0,
             output_tokens: 0,
@@ -271,6 +279,7 @@ impl RunTrace {
                         .push(KeyValue::new("gen_ai.request.model", model.clone()));
                 }
                 push_position(&mut leaf.attributes, path);
+                leaf.group = path.last().map(|position| position.group);
                 self.calls.insert(*call_id, leaf);
             }
             EventKind::LeafTurn {
@@ -350,7 +359,7 @@ impl RunTrace {
                     ]);
                 }
                 let status = failed(&mut leaf.attributes, error.as_deref());
-                self.ended(leaf.parent, at);
+                self.ended(leaf.group, at);
                 end(self.span(leaf, at, status));
             }
             EventKind::ToolCalled {
@@ -371,6 +380,7 @@ impl RunTrace {
                     KeyValue::new("flowbox.call_id", int(*call_id)),
                 ]);
                 push_position(&mut tool.attributes, path);
+                tool.group = path.last().map(|position| position.group);
                 self.calls.insert(*call_id, tool);
             }
             EventKind::ToolFinished {
@@ -385,7 +395,7 @@ impl RunTrace {
                 tool.attributes
                     .push(KeyValue::new("flowbox.replayed", *replayed));
                 let status = failed(&mut tool.attributes, error.as_deref());
-                self.ended(tool.parent, at);
+                self.ended(tool.group, at);
                 end(self.span(tool, at, status));
             }
             EventKind::RunFinished { summary, error, .. } => {
@@ -480,11 +490,14 @@ impl RunTrace {
         Some(self.span(span, at, status))
     }
 
-    /// A call under `parent` ended at `at`: the groups it sits in end no earlier.
-    fn ended(&mut self, mut parent: SpanId, at: SystemTime) {
-        while let Some(group) = self.groups.values_mut().find(|g| g.id == parent) {
-            group.end = group.end.max(at);
-            parent = group.parent;
+    /// A call in `group` ended at `at`: the groups it sits in end no earlier.
+    fn ended(&mut self, mut group: Option<u32>, at: SystemTime) {
+        while let Some(number) = group {
+            let Some(open) = self.groups.get_mut(&number) else {
+                return;
+            };
+            open.end = open.end.max(at);
+            group = open.outer;
         }
     }
 
