@@ -105,19 +105,20 @@ $(RESTATE_SERVER):
 bench-restate: guest restate-setup
 	$(CARGO) bench --locked -p flowbox-restate --bench restate
 
-# The official Python MCP SDK, pinned, in its own virtualenv: the client of the `flowbox mcp`
-# tests (host/cli/tests/all/mcp.rs).
-MCP_VENV := target/mcp-venv
-MCP_REQUIREMENTS := host/cli/tests/mcp/requirements.txt
+# The CLI tests' Python peers, each in its own virtualenv from its pinned requirements
+# (host/cli/tests/NAME/requirements.txt into target/NAME-venv): the official Python MCP SDK,
+# the client of the `flowbox mcp` tests (host/cli/tests/all/mcp.rs); and an OTLP/HTTP trace
+# receiver decoding with the pinned opentelemetry-proto, the collector of the trace tests
+# (host/cli/tests/all/otlp.rs).
+.PHONY: mcp-client otlp-receiver
+test: mcp-client otlp-receiver
 
-.PHONY: mcp-client
-test: mcp-client
+mcp-client: target/mcp-venv/installed
+otlp-receiver: target/otlp-venv/installed
 
-mcp-client: $(MCP_VENV)/installed
-
-$(MCP_VENV)/installed: $(MCP_REQUIREMENTS)
-	python3 -m venv $(MCP_VENV)
-	$(MCP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(MCP_REQUIREMENTS)
+target/%-venv/installed: host/cli/tests/%/requirements.txt
+	python3 -m venv target/$*-venv
+	target/$*-venv/bin/pip install --quiet --disable-pip-version-check -r $<
 	touch $@
 
 # `make bench` also measures what `flowbox mcp` over stdio adds to the library's runs
@@ -127,18 +128,3 @@ bench: bench-mcp
 
 bench-mcp: guest
 	$(CARGO) bench --locked -p flowbox-cli --bench mcp
-
-# An OTLP/HTTP trace receiver decoding with the pinned opentelemetry-proto, in its own
-# virtualenv: the collector of the trace tests (host/cli/tests/all/otlp.rs).
-OTLP_VENV := target/otlp-venv
-OTLP_REQUIREMENTS := host/cli/tests/otlp/requirements.txt
-
-.PHONY: otlp-receiver
-test: otlp-receiver
-
-otlp-receiver: $(OTLP_VENV)/installed
-
-$(OTLP_VENV)/installed: $(OTLP_REQUIREMENTS)
-	python3 -m venv $(OTLP_VENV)
-	$(OTLP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(OTLP_REQUIREMENTS)
-	touch $@
