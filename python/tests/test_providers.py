@@ -45,6 +45,9 @@ class ChatCompletions(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16},
         }
+        self.reply(reply)
+
+    def reply(self, reply):
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -85,12 +88,7 @@ class Messages(ChatCompletions):
             "stop_reason": stop,
             "usage": {"input_tokens": 7, "output_tokens": 3},
         }
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply(reply)
 
 
 def serve(handler):

@@ -8,12 +8,12 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientCapabilities, JsonObject, MetaObject, ReadResourceResult, Resource, ResourceContents,
-    Tool, ToolAnnotations,
+    ClientCapabilities, MetaObject, ReadResourceResult, Resource, ResourceContents, Tool,
+    ToolAnnotations,
 };
 use serde_json::{Value, json};
 
-use crate::tools::{RESUME_WORKFLOW, RUN_WORKFLOW};
+use crate::tools::{RESUME_WORKFLOW, RUN_WORKFLOW, object};
 
 /// The extension's id in the client's `capabilities.extensions`.
 const EXTENSION: &str = "io.modelcontextprotocol/ui";
@@ -121,11 +121,4 @@ fn view_meta() -> MetaObject {
     meta.0
         .insert("ui".into(), json!({"csp": {}, "prefersBorder": true}));
     meta
-}
-
-fn object(value: Value) -> JsonObject {
-    match value {
-        Value::Object(map) => map,
-        _ => unreachable!("the schema is an object"),
-    }
 }

@@ -79,7 +79,8 @@ fn tool(
     tool
 }
 
-fn object(value: Value) -> JsonObject {
+/// A schema, which is always a JSON object, as rmcp's map.
+pub(crate) fn object(value: Value) -> JsonObject {
     match value {
         Value::Object(map) => map,
         _ => unreachable!("the tool schemas are objects"),
