@@ -208,7 +208,11 @@ class Event:
                 type_name=event.get("type", ""),
                 data=event,
             )
-        values = {f.name: event.get(f.name) for f in dataclasses.fields(cls)}
+        # A field the event leaves out (as it does a zero count) takes the field's default.
+        values = {
+            f.name: event.get(f.name, None if f.default is dataclasses.MISSING else f.default)
+            for f in dataclasses.fields(cls)
+        }
         return cls(**{**values, **cls._convert(event)})
 
     @classmethod
@@ -262,7 +266,7 @@ class LeafStarted(Event):
 
     @classmethod
     def _convert(cls, event: dict[str, Any]) -> dict[str, Any]:
-        return {"waited_ms": event.get("waited_ms", 0), **_path(event)}
+        return _path(event)
 
 
 @dataclass(frozen=True)
@@ -289,6 +293,8 @@ class LeafTurn(Event):
     input_tokens: int = 0
     output_tokens: int = 0
     duration_ms: int = 0
+    #: How many times its request was sent again after failures worth retrying.
+    retries: int = 0
     error: str | None = None
     type: ClassVar[str] = "leaf_turn"
 

@@ -136,6 +136,10 @@ def test_events_are_typed_with_their_positions_and_errors():
         output_tokens=5,
         duration_ms=9,
     )
+    retried = flowbox.Event.from_json(
+        {"thread_id": "t", "seq": 4, "type": "leaf_turn", "call_id": 3, "retries": 2}
+    )
+    assert isinstance(retried, flowbox.LeafTurn) and retried.retries == 2 and turn.retries == 0
 
 
 def test_closing_the_events_ends_their_iteration(run):

@@ -7,6 +7,7 @@
 // and prints {"run_page_1000_leaves_ms": ...} (no timing is ever asserted).
 import { spawn, spawnSync, execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -65,6 +66,39 @@ async def main():
                           lambda prev, item: agent(f"revise {item}", label=f"revise {item}"))
 `;
 
+// An OpenAI-compatible provider on loopback that turns away the first request for a prompt
+// naming "flaky" with a 503, so that the leaf's model request is sent again.
+async function flakyProvider() {
+  let turnedAway = false;
+  const server = createServer((request, response) => {
+    let body = "";
+    request.on("data", (chunk) => { body += chunk; });
+    request.on("end", () => {
+      const flaky = JSON.stringify(JSON.parse(body).messages).includes("flaky");
+      response.setHeader("content-type", "application/json");
+      if (flaky && !turnedAway) {
+        turnedAway = true;
+        response.statusCode = 503;
+        response.end(JSON.stringify({ error: { message: "try again later", type: "server_error" } }));
+        return;
+      }
+      response.end(JSON.stringify({ choices: [{ index: 0, finish_reason: "stop",
+        message: { role: "assistant", content: "answered" } }], usage: { prompt_tokens: 3, completion_tokens: 1 } }));
+    });
+  });
+  await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
+  return server;
+}
+
+// Runs `flowbox run ARGS` without blocking this process's own servers.
+async function runAlongside(args, expectCode) {
+  const child = spawn(binary, ["run", ...args], { env, cwd: root, stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => { stderr += chunk; });
+  const code = await new Promise((ok) => child.on("exit", ok));
+  assert.equal(code, expectCode, stderr);
+}
+
 const htmlReply = file("html.json", JSON.stringify({ latency_ms: 5, fallback: "fake",
   rules: [{ label: "^r1$", text: "<script>window.pwned = 1</script><b>bold?</b>" }] }));
 const steady = file("steady.json", JSON.stringify({ latency_ms: 2000, fallback: "fake" }));
@@ -77,6 +111,12 @@ try {
   // A priced run: its cost is on the runs page.
   run([file("priced.py", "phase('p')\nreturn await agent('a')\n"), "--thread", "priced", "--backend", "fake",
     "--model", "gpt-4o", "--prices", "examples/prices.json"], 0);
+  // A leaf whose model request was turned away once and sent again, beside one answered at once.
+  const provider = await flakyProvider();
+  await runAlongside([file("retried.py", "phase('calls')\nreturn [await agent('flaky one', label='flaky'), " +
+    "await agent('steady one', label='steady')]\n"), "--thread", "retried", "--backend", "openai", "--model", "m",
+  "--base-url", "http://127.0.0.1:" + provider.address().port + "/v1"], 0);
+  provider.close();
   if (bench) run([file("big.py", fan(1000, ["all"])), "--thread", "big", "--backend", "fake"], 0);
   // Six leaves of 300 ms two at a time: the timeline shows three waves and the waits.
   run([file("limited.py", fan(6, ["review", "sum"])), "--thread", "limited", "--max-concurrency", "2",
@@ -213,6 +253,23 @@ try {
   await page.goto(base + "/runs/priced");
   await page.locator('#timeline .tl-bar[data-status="done"]').waitFor({ timeout: 30000 });
   assert.match(await page.locator('#timeline .tl-phase[data-phase="p"]').textContent(), /^p · 1 leaves · 6 tok · \$0\.000045 · /);
+
+  // A leaf whose model request was sent again is marked on its bar, in its place on the timeline
+  // and in its phase's rail.
+  await page.goto(base + "/runs/retried");
+  await page.locator('#timeline .tl-bar[data-status="done"]').nth(1).waitFor({ timeout: 30000 });
+  const marks = page.locator("#timeline .tl-retry");
+  assert.equal(await marks.count(), 1);
+  assert.equal(await marks.getAttribute("data-retries"), "1");
+  const flakyBar = page.locator('#timeline .tl-row:has(.tl-label[title="flaky"]) .tl-bar');
+  assert.equal(await marks.getAttribute("data-call"), await flakyBar.getAttribute("data-call"));
+  assert.match(await flakyBar.getAttribute("title"), / · 1 request sent again$/);
+  assert.match(await page.locator('#timeline .tl-phase[data-phase="calls"]').textContent(),
+    /^calls · 2 leaves · \d+ tok · 1 request sent again · /);
+  await flakyBar.click();
+  await page.locator("#leaf-when").waitFor();
+  assert.match(await page.locator("#leaf-when").textContent(), / · 1 request sent again · in phase calls$/);
+  await page.locator("#timeline").screenshot({ path: join(outDir, "retried.png") });
 
   // A pipeline is lanes: a row per item, a column per stage; a parallel in a stage is a fan
   // inside its cell. Its later stages appear live, without a reload.

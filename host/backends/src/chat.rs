@@ -147,6 +147,14 @@ pub struct ChatResponse {
     /// off (OpenAI's `finish_reason: "length"`, Anthropic's `stop_reason: "max_tokens"`).
     #[serde(default)]
     pub truncated: bool,
+    /// How many times the request was sent again before this answer came, after failures the
+    /// provider or the network could recover from (a 429, a 503, a dropped connection).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 /// A chat model behind some provider.

@@ -335,6 +335,16 @@ impl BackendError {
     pub fn is_retryable(&self) -> bool {
         self.kind.is_retryable()
     }
+
+    /// How many times the request was sent again before the call gave up: the attempts of an
+    /// HTTP or transport failure less the first; zero for every other failure.
+    pub fn retries(&self) -> u32 {
+        match self.kind() {
+            BackendErrorKind::Http { attempts, .. }
+            | BackendErrorKind::Transport { attempts, .. } => attempts.saturating_sub(1),
+            _ => 0,
+        }
+    }
 }
 
 impl From<BackendErrorKind> for BackendError {

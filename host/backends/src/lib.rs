@@ -171,16 +171,18 @@ pub trait LeafObserver: Send + Sync + fmt::Debug {
         let _ = (name, duration, error);
     }
 
-    /// One model turn of the leaf's loop ended after `duration`, having used `usage`; `error`
-    /// says why when it failed.
+    /// One model turn of the leaf's loop ended after `duration`, having used `usage` and sent
+    /// its request `retries` more times after failures worth retrying; `error` says why when it
+    /// failed.
     fn model_turn(
         &self,
         model: &str,
         usage: Usage,
         duration: std::time::Duration,
+        retries: u32,
         error: Option<&str>,
     ) {
-        let _ = (model, usage, duration, error);
+        let _ = (model, usage, duration, retries, error);
     }
 }
 

@@ -448,8 +448,7 @@ impl ChatModel for ScriptedChat {
             }),
             text: turn.text,
             tool_calls,
-            structured: None,
-            truncated: false,
+            ..ChatResponse::default()
         })
     }
 }

@@ -173,8 +173,10 @@ async fn openai_newer_models_get_max_completion_tokens() {
     server.push(Reply::json(200, Protocol::OpenAi.text("first")));
     server.push(Reply::json(200, Protocol::OpenAi.text("second")));
     let model = Provider::OpenAi.model(&server, policy());
-    assert_eq!(model.complete(&hello()).await.unwrap().text, "first");
-    assert_eq!(model.complete(&hello()).await.unwrap().text, "second");
+    let first = model.complete(&hello()).await.unwrap();
+    assert_eq!((first.text.as_str(), first.retries), ("first", 1));
+    let second = model.complete(&hello()).await.unwrap();
+    assert_eq!((second.text.as_str(), second.retries), ("second", 0));
     let requests = server.requests();
     let sent: Vec<Value> = requests.iter().map(Recorded::json).collect();
     assert_eq!(sent.len(), 3);
@@ -371,7 +373,7 @@ async fn anthropic_overloaded_529_is_retried() {
         .complete(&server, &hello())
         .await
         .unwrap();
-    assert_eq!(reply.text, "back");
+    assert_eq!((reply.text.as_str(), reply.retries), ("back", 1));
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -1103,7 +1105,7 @@ async fn rate_limit_waits_for_retry_after(provider: Provider) {
     );
     server.push(Reply::json(200, provider.text("after the wait")));
     let reply = provider.complete(&server, &hello()).await.unwrap();
-    assert_eq!(reply.text, "after the wait");
+    assert_eq!((reply.text.as_str(), reply.retries), ("after the wait", 1));
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     // The policy's own backoff is 5–10 ms, so a second's gap is the header's doing.
@@ -1235,6 +1237,7 @@ async fn retries_exhausted_is_retryable_and_names_the_status(provider: Provider)
         http_failure(&error),
         (503, Some("overloaded_error"), None, 4)
     );
+    assert_eq!(error.retries(), 3);
     assert_eq!(server.requests().len(), 4);
 }
 
@@ -1262,7 +1265,8 @@ async fn truncated_body_is_retried(provider: Provider) {
     });
     server.push(Reply::json(200, provider.text("whole")));
     let model = provider.model(&server, policy());
-    assert_eq!(model.complete(&hello()).await.unwrap().text, "whole");
+    let reply = model.complete(&hello()).await.unwrap();
+    assert_eq!((reply.text.as_str(), reply.retries), ("whole", 1));
     assert_eq!(server.requests().len(), 2);
 
     server.push(Reply::Truncated {
@@ -1275,6 +1279,7 @@ async fn truncated_body_is_retried(provider: Provider) {
     assert!(error.is_retryable(), "{message}");
     assert!(message.contains("body was cut short"), "{message}");
     assert_eq!(transport_failure(&error), (TransportCause::CutShort, 1));
+    assert_eq!(error.retries(), 0);
     assert!(std::error::Error::source(&error).is_some(), "{error:?}");
 }
 

@@ -348,7 +348,7 @@ function runPage(threadId) {
     drawTree();
     stream = new EventSource("/api/threads/" + encodeURIComponent(threadId) + "/stream");
     stream.onmessage = () => {};
-    for (const type of ["run_started", "phase", "log", "leaf_started", "leaf_finished",
+    for (const type of ["run_started", "phase", "log", "leaf_started", "leaf_turn", "leaf_finished",
       "leaf_tool_called", "leaf_tool_finished", "tool_called", "tool_finished",
       "budget_warning", "run_finished"]) {
       stream.addEventListener(type, (message) => apply(JSON.parse(message.data)));

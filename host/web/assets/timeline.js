@@ -1,7 +1,8 @@
 // The timeline of a run, shared by the web view's run page and the MCP App view of
 // `flowbox mcp`: a row per leaf (a pipeline item's stages side by side in one row, a parallel
 // inside a stage in lanes of that row), grouped by phase and by group, a bar from each leaf's
-// start to its end after the wait for its concurrency slot, drawn from the run's events. Also
+// start to its end after the wait for its concurrency slot, a mark on the bars of leaves whose
+// model requests were sent again after a failure, drawn from the run's events. Also
 // the small helpers both pages use. Everything a script or a model wrote is put in as text.
 "use strict";
 
@@ -29,6 +30,11 @@ function duration(ms) {
 // Dollars for people: cents where they count, two significant digits below a cent.
 function dollars(usd) {
   return "$" + (usd < 0.01 ? usd.toPrecision(2) : usd.toFixed(2));
+}
+
+// How many model requests were sent again, for people.
+function retries(count) {
+  return count === 1 ? "1 request sent again" : count + " requests sent again";
 }
 
 // A timeline fed with a run's events (`apply`): `element` is its controls and rows;
@@ -89,7 +95,8 @@ function makeTimeline(onSelect) {
 
   function drawPhaseRail() {
     // Per phase: the leaves started in it, their tokens, and how long it lasted.
-    const stats = new Map(state.entered.map((p) => [p.title, { leaves: 0, tokens: 0, failed: 0, usd: null }]));
+    const stats = new Map(state.entered.map((p) => [p.title,
+      { leaves: 0, tokens: 0, failed: 0, retries: 0, usd: null }]));
     for (const leaf of state.leaves.values()) {
       const stat = stats.get(leaf.phase);
       if (!stat) continue;
@@ -97,13 +104,14 @@ function makeTimeline(onSelect) {
       stat.tokens += leaf.tokens || 0;
       if (leaf.cost_usd !== undefined && leaf.cost_usd !== null) stat.usd = (stat.usd || 0) + leaf.cost_usd;
       if (leaf.status === "failed") stat.failed += 1;
+      stat.retries += leaf.retries;
     }
     return state.entered.map((p, i) => {
       const end = i + 1 < state.entered.length ? state.entered[i + 1].at : nowUs();
       const stat = stats.get(p.title);
       return { title: p.title, text: p.title + " · " + stat.leaves + " leaves · " + stat.tokens +
         " tok" + (stat.usd === null ? "" : " · " + dollars(stat.usd)) +
-        (stat.failed ? " · " + stat.failed + " failed" : "") + " · " +
+        (stat.failed ? " · " + stat.failed + " failed" : "") + (stat.retries ? " · " + retries(stat.retries) : "") + " · " +
         duration(Math.round((end - p.at) / 1000)) };
     });
   }
@@ -182,13 +190,22 @@ function makeTimeline(onSelect) {
           const bar = el("span", { class: "tl-bar " + leaf.status + (leaf.replayed ? " replayed" : ""),
             "data-call": leaf.call_id, "data-status": leaf.status,
             title: leaf.label + " · " + leaf.status + " · " + duration(Math.round((stop - leaf.start_us) / 1000)) +
-              (leaf.tokens !== undefined ? " · " + leaf.tokens + " tok" : ""),
+              (leaf.tokens !== undefined ? " · " + leaf.tokens + " tok" : "") +
+              (leaf.retries ? " · " + retries(leaf.retries) : ""),
             onclick: () => onSelect(leaf.call_id) });
           bar.style.left = x(leaf.start_us) + "px";
           bar.style.width = Math.max(2, (stop - leaf.start_us) / 1000 * scale) + "px";
           bar.style.top = top;
           if (state.selected === leaf.call_id) bar.classList.add("selected");
           line.append(bar);
+          if (leaf.retries) {
+            // A notch over the bar's start: its model requests were sent again.
+            const mark = el("span", { class: "tl-retry", "data-call": leaf.call_id,
+              "data-retries": leaf.retries, title: retries(leaf.retries) });
+            mark.style.left = x(leaf.start_us) + "px";
+            mark.style.top = lane * 15 + "px";
+            line.append(mark);
+          }
         }
         line.style.height = 3 + Math.max(1, laneEnds.length) * 15 + "px";
         out.push(line);
@@ -246,7 +263,7 @@ function makeTimeline(onSelect) {
         if (!event.unix_us) return;
         const leaf = { call_id: event.call_id, status: "running",
           label: event.label || event.prompt_preview, phase: state.phase,
-          start_us: event.unix_us, waited_ms: event.waited_ms || 0 };
+          start_us: event.unix_us, waited_ms: event.waited_ms || 0, retries: 0 };
         state.leaves.set(event.call_id, leaf);
         if (state.t0 === null) state.t0 = event.unix_us;
         if (!state.rowByCall.has(event.call_id)) rowFor(leaf, event.path || []);
@@ -257,6 +274,12 @@ function makeTimeline(onSelect) {
         if (!leaf) return;
         Object.assign(leaf, { status: event.ok ? "done" : "failed", tokens: event.tokens,
           replayed: event.replayed, end_us: event.unix_us, cost_usd: event.cost_usd });
+        break;
+      }
+      case "leaf_turn": {
+        const leaf = state.leaves.get(event.call_id);
+        if (!leaf || !event.retries) return;
+        leaf.retries += event.retries;
         break;
       }
       case "run_finished":
@@ -275,7 +298,8 @@ function makeTimeline(onSelect) {
     const ran = leaf.end_us ? duration(Math.round((leaf.end_us - leaf.start_us) / 1000)) : "running";
     return "started at +" + duration(Math.round((leaf.start_us - state.t0) / 1000)) +
       (leaf.waited_ms ? " after waiting " + duration(leaf.waited_ms) + " for a slot" : "") +
-      " · ran " + ran + (leaf.phase ? " · in phase " + leaf.phase : "");
+      " · ran " + ran + (leaf.retries ? " · " + retries(leaf.retries) : "") +
+      (leaf.phase ? " · in phase " + leaf.phase : "");
   }
 
   // While leaves run, their bars grow.

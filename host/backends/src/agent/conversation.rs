@@ -72,11 +72,17 @@ impl<'a> Conversation<'a> {
         let started = std::time::Instant::now();
         let result = self.model.complete(&self.chat).await;
         if let Some(observer) = self.observer {
-            let (usage, error) = match &result {
-                Ok(response) => (response.usage, None),
-                Err(error) => (error.usage(), Some(error.to_string())),
+            let (usage, retries, error) = match &result {
+                Ok(response) => (response.usage, response.retries, None),
+                Err(error) => (error.usage(), error.retries(), Some(error.to_string())),
             };
-            observer.model_turn(&self.chat.model, usage, started.elapsed(), error.as_deref());
+            observer.model_turn(
+                &self.chat.model,
+                usage,
+                started.elapsed(),
+                retries,
+                error.as_deref(),
+            );
         }
         match result {
             Ok(response) => {

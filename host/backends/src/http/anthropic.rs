@@ -187,11 +187,15 @@ impl ChatModel for AnthropicChat {
         if let Some(key) = &request.idempotency_key {
             headers.insert(IDEMPOTENCY_KEY, idempotency_header(&self.http, key)?);
         }
-        let reply = self
+        let posted = self
             .http
             .post(&self.url, headers, &request_body(request))
             .await?;
-        self.parse(reply, request.structured.as_ref())
+        let response = self.parse(posted.reply, request.structured.as_ref())?;
+        Ok(ChatResponse {
+            retries: posted.retries,
+            ..response
+        })
     }
 
     fn combines_tools_and_structure(&self) -> bool {

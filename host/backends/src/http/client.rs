@@ -42,6 +42,13 @@ pub(crate) struct ProviderError {
     pub param: Option<String>,
 }
 
+/// A provider's successful answer, read as a `T`.
+pub(crate) struct Posted<T> {
+    pub reply: T,
+    /// How many times the request was sent again, after failures worth retrying, before it.
+    pub retries: u32,
+}
+
 /// An HTTP client for one provider endpoint.
 pub(crate) struct HttpClient {
     client: reqwest::Client,
@@ -260,13 +267,18 @@ impl HttpClient {
         url: &str,
         mut headers: HeaderMap,
         body: &Value,
-    ) -> Result<T, BackendError> {
+    ) -> Result<Posted<T>, BackendError> {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let body = body.to_string().into_bytes();
         let mut retry = 0;
         loop {
             let failure = match self.attempt(url, &headers, &body).await {
-                Ok(reply) => return Ok(reply),
+                Ok(reply) => {
+                    return Ok(Posted {
+                        reply,
+                        retries: retry,
+                    });
+                }
                 Err(failure) => failure,
             };
             let attempts = retry + 1;

@@ -127,9 +127,8 @@ impl OpenAiChat {
         Ok(ChatResponse {
             text: choice.message.content.unwrap_or_default(),
             tool_calls,
-            structured: None,
             usage,
-            truncated: false,
+            ..ChatResponse::default()
         })
     }
 }
@@ -145,7 +144,7 @@ impl ChatModel for OpenAiChat {
             headers.insert(IDEMPOTENCY_KEY, idempotency_header(&self.http, key)?);
         }
         let newer = self.completion_tokens_field.load(Ordering::Relaxed);
-        let reply = match self
+        let posted = match self
             .http
             .post(&self.url, headers.clone(), &request_body(request, newer))
             .await
@@ -158,13 +157,21 @@ impl ChatModel for OpenAiChat {
                     let key = format!("{key}/max_completion_tokens");
                     headers.insert(IDEMPOTENCY_KEY, idempotency_header(&self.http, &key)?);
                 }
-                self.http
+                let mut posted = self
+                    .http
                     .post(&self.url, headers, &request_body(request, true))
-                    .await?
+                    .await?;
+                // The refused request counts among the ones sent again.
+                posted.retries = posted.retries.saturating_add(error.retries() + 1);
+                posted
             }
             other => other?,
         };
-        self.parse(reply)
+        let response = self.parse(posted.reply)?;
+        Ok(ChatResponse {
+            retries: posted.retries,
+            ..response
+        })
     }
 
     fn combines_tools_and_structure(&self) -> bool {

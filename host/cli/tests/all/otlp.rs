@@ -160,8 +160,11 @@ fn a_fan_out_and_a_pipeline_export_their_span_tree() {
 fn a_leaf_agents_turns_and_tools_are_its_children_and_contents_are_opt_in() {
     let receiver = Receiver::start(&[]);
     let server = ChatServer::start();
+    // The leaf's first turn is answered on its second attempt.
+    server.fail_next(503);
     let dir = tempfile::tempdir().unwrap();
     let notes = notes_dir(&dir);
+    let events = dir.path().join("events.jsonl");
     let workflow = write_file(
         &dir,
         "tools.py",
@@ -186,6 +189,8 @@ fn a_leaf_agents_turns_and_tools_are_its_children_and_contents_are_opt_in() {
             "--base-url",
             &server.url,
             "--otlp-contents",
+            "--events",
+            events.to_str().unwrap(),
             "--json",
         ],
     )
@@ -211,7 +216,26 @@ fn a_leaf_agents_turns_and_tools_are_its_children_and_contents_are_opt_in() {
         ],
         "the leaf's turns and its tool call, in order"
     );
-    for turn in by_name(&spans, "chat base-model") {
+    let turns = by_name(&spans, "chat base-model");
+    let retries: Vec<&Value> = turns
+        .iter()
+        .map(|turn| &turn["attributes"]["flowbox.retries"])
+        .collect();
+    assert_eq!(
+        retries,
+        [&json!(1), &Value::Null],
+        "the retried turn says so"
+    );
+    let turn_events: Vec<Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["type"] == "leaf_turn")
+        .collect();
+    assert_eq!(turn_events.len(), 2, "{turn_events:?}");
+    assert_eq!(turn_events[0]["retries"], 1);
+    assert!(turn_events[1].get("retries").is_none(), "left out when 0");
+    for turn in turns {
         assert_eq!(turn["attributes"]["gen_ai.operation.name"], "chat");
         assert_eq!(turn["attributes"]["gen_ai.request.model"], "base-model");
         assert_eq!(turn["attributes"]["gen_ai.usage.input_tokens"], 11);

@@ -31,13 +31,21 @@ impl LeafObserver for LeafTools {
         });
     }
 
-    fn model_turn(&self, model: &str, usage: Usage, duration: Duration, error: Option<&str>) {
+    fn model_turn(
+        &self,
+        model: &str,
+        usage: Usage,
+        duration: Duration,
+        retries: u32,
+        error: Option<&str>,
+    ) {
         self.events.emit(|| EventKind::LeafTurn {
             call_id: self.call_id,
             model: model.to_owned(),
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
             duration_ms: millis(duration),
+            retries,
             error: error.map(str::to_owned),
         });
     }

@@ -90,9 +90,15 @@ fn line(event: &Event) -> String {
             input_tokens,
             output_tokens,
             duration_ms,
+            retries,
             error,
         } => format!(
-            "leaf {call_id} turn {model} {input_tokens}+{output_tokens} tok {duration_ms} ms{}",
+            "leaf {call_id} turn {model} {input_tokens}+{output_tokens} tok {duration_ms} ms{}{}",
+            match retries {
+                0 => String::new(),
+                1 => " after 1 retry".to_owned(),
+                n => format!(" after {n} retries"),
+            },
             error
                 .as_ref()
                 .map(|e| format!(": {}", preview(e, 80)))

@@ -48,8 +48,8 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// Where a call sits in one enclosing `parallel`/`pipeline` group of the script's tree (a
@@ -162,6 +162,11 @@ pub enum EventKind {
         output_tokens: u64,
         /// How long the turn took, in milliseconds.
         duration_ms: u64,
+        /// How many times its request was sent again after failures worth retrying (a 429, a
+        /// 503, a dropped connection), its time included in `duration_ms` (left out of the JSON
+        /// when 0).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        retries: u32,
         /// The error message, when it failed.
         error: Option<String>,
     },
@@ -414,6 +419,7 @@ mod tests {
                 input_tokens: 1,
                 output_tokens: 2,
                 duration_ms: 0,
+                retries: 2,
                 error: None,
             },
             EventKind::LeafFinished {

@@ -288,18 +288,22 @@ impl RunTrace {
                 input_tokens,
                 output_tokens,
                 duration_ms,
+                retries,
                 error,
             } => {
                 if let Some(leaf) = self.calls.get_mut(call_id) {
                     leaf.input_tokens = leaf.input_tokens.saturating_add(*input_tokens);
                     leaf.output_tokens = leaf.output_tokens.saturating_add(*output_tokens);
                 }
-                let attributes = vec![
+                let mut attributes = vec![
                     KeyValue::new("gen_ai.operation.name", "chat"),
                     KeyValue::new("gen_ai.request.model", model.clone()),
                     KeyValue::new("gen_ai.usage.input_tokens", int(*input_tokens)),
                     KeyValue::new("gen_ai.usage.output_tokens", int(*output_tokens)),
                 ];
+                if *retries > 0 {
+                    attributes.push(KeyValue::new("flowbox.retries", i64::from(*retries)));
+                }
                 let name = format!("chat {model}");
                 let ended = (at, *duration_ms);
                 if let Some(span) =

@@ -27,6 +27,14 @@ impl ChatServer {
         Self { url, server }
     }
 
+    /// Answers the next request with `status` and a provider's error, then goes on answering.
+    pub(crate) fn fail_next(&self, status: u16) {
+        self.server.push(Reply::json(
+            status,
+            json!({"error": {"message": "Try again later", "type": "server_error"}}),
+        ));
+    }
+
     /// Each request's path, authorization header and JSON body, oldest first.
     pub(crate) fn requests(&self) -> Vec<(String, String, Value)> {
         self.server
