@@ -262,11 +262,13 @@ class LeafStarted(Event):
     model: str | None = None
     #: How long it waited for its concurrency slot after the script called it.
     waited_ms: int = 0
+    #: The leaves whose replies its prompt or instruction quotes word for word, in call order.
+    fed_by: list[int] = field(default_factory=list)
     type: ClassVar[str] = "leaf_started"
 
     @classmethod
     def _convert(cls, event: dict[str, Any]) -> dict[str, Any]:
-        return _path(event)
+        return {"fed_by": event.get("fed_by", []), **_path(event)}
 
 
 @dataclass(frozen=True)

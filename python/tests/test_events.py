@@ -40,7 +40,7 @@ def test_events_arrive_in_order_for_a_run():
     assert isinstance(log, flowbox.Log) and log.message == "hello"
     started = next(event for event in seen if isinstance(event, flowbox.LeafStarted))
     assert started.prompt_preview == "x" and started.path == []
-    assert started.model is None and started.waited_ms == 0
+    assert started.model is None and started.waited_ms == 0 and started.fed_by == []
     times = [event.unix_us for event in seen]
     assert all(isinstance(t, int) for t in times) and times == sorted(times)
     finished = seen[-1]
@@ -83,6 +83,16 @@ def test_a_callback_that_raises_is_reported_and_ends_its_subscription_not_the_ru
     time.sleep(0.2)
     assert len(got) == 1
     assert [str(r.exc_value) for r in reported] == ["subscriber broke"]
+
+
+def test_a_leaf_quoting_a_reply_is_fed_by_it():
+    rt = flowbox.Runtime("fake")
+    _, seen = collect(
+        rt,
+        "plan = await agent('plan the whole thing')\nreturn await agent(f'carry out: {plan}')",
+    )
+    first, second = [event for event in seen if isinstance(event, flowbox.LeafStarted)]
+    assert first.fed_by == [] and second.fed_by == [first.call_id]
 
 
 def test_events_are_typed_with_their_positions_and_errors():

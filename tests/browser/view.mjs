@@ -117,6 +117,10 @@ try {
     "await agent('steady one', label='steady')]\n"), "--thread", "retried", "--backend", "openai", "--model", "m",
   "--base-url", "http://127.0.0.1:" + provider.address().port + "/v1"], 0);
   provider.close();
+  // An outline fed to two parts, the parts fed to a join: the graph's edges.
+  run([file("fed.py", "outline = await agent('outline the essay in parts', label='outline')\n" +
+    "parts = await parallel([lambda i=i: agent(f'write part {i} of {outline}', label=f'part {i}') for i in range(2)])\n" +
+    "return await agent('join: ' + ' | '.join(parts), label='join')\n"), "--thread", "fed", "--backend", "fake"], 0);
   if (bench) run([file("big.py", fan(1000, ["all"])), "--thread", "big", "--backend", "fake"], 0);
   // Six leaves of 300 ms two at a time: the timeline shows three waves and the waits.
   run([file("limited.py", fan(6, ["review", "sum"])), "--thread", "limited", "--max-concurrency", "2",
@@ -270,6 +274,36 @@ try {
   await page.locator("#leaf-when").waitFor();
   assert.match(await page.locator("#leaf-when").textContent(), / · 1 request sent again · in phase calls$/);
   await page.locator("#timeline").screenshot({ path: join(outDir, "retried.png") });
+
+  // Where a reply feeds a later leaf, the graph draws an arrow from the one to the other, and
+  // the leaf's detail names both ends.
+  await page.goto(base + "/runs/fed");
+  await page.locator('#tree .leaf[data-status="done"]').nth(3).waitFor({ timeout: 30000 });
+  const callOf = async (label) => page.locator(`#tree .leaf:has(.label:text-is("${label}"))`).getAttribute("data-call");
+  const [outlineId, part0, part1, joinId] = await Promise.all(["outline", "part 0", "part 1", "join"].map(callOf));
+  await page.waitForFunction(() => document.querySelectorAll("#tree svg.feeds path[data-from]").length === 4);
+  const arrows = await page.locator("#tree svg.feeds path[data-from]").evaluateAll((paths) =>
+    paths.map((p) => p.dataset.from + ">" + p.dataset.to).sort());
+  assert.deepEqual(arrows, [outlineId + ">" + part0, outlineId + ">" + part1, part0 + ">" + joinId,
+    part1 + ">" + joinId].sort());
+  // Each arrow runs from its source's bottom down to its target's top.
+  for (const [from, to] of [[outlineId, part0], [part1, joinId]]) {
+    const arrow = await page.locator(`#tree svg.feeds path[data-from="${from}"][data-to="${to}"]`).boundingBox();
+    const [a, b] = [await page.locator(`#tree .leaf[data-call="${from}"]`).boundingBox(),
+      await page.locator(`#tree .leaf[data-call="${to}"]`).boundingBox()];
+    assert.ok(Math.abs(arrow.y - (a.y + a.height)) < 5 && Math.abs(arrow.y + arrow.height - b.y) < 5,
+      JSON.stringify({ arrow, a, b }));
+  }
+  await page.click('#tree .leaf:has(.label:text-is("join"))');
+  await page.locator("#leaf-fed-by button").first().waitFor();
+  assert.deepEqual(await page.locator("#leaf-fed-by button").allTextContents(), ["part 0", "part 1"]);
+  assert.equal(await page.locator("#leaf-feeds").textContent(), "-");
+  await page.click('#leaf-fed-by button:text-is("part 0")');
+  await page.waitForFunction((id) => document.querySelector("#tree .leaf.selected")?.dataset.call === id, part0);
+  await page.locator("#leaf-feeds button").first().waitFor();
+  assert.deepEqual(await page.locator("#leaf-feeds button").allTextContents(), ["join"]);
+  assert.deepEqual(await page.locator("#leaf-fed-by button").allTextContents(), ["outline"]);
+  await page.locator("#tree").screenshot({ path: join(outDir, "graph.png") });
 
   // A pipeline is lanes: a row per item, a column per stage; a parallel in a stage is a fan
   // inside its cell. Its later stages appear live, without a reload.

@@ -179,6 +179,60 @@ return await pipeline(["a", "b"], lambda prev, item, index: inner(index))
     );
 }
 
+/// Each leaf's label and the labels of the leaves feeding it, by label.
+fn feeds(events: &[Event]) -> Vec<(String, Vec<String>)> {
+    let mut labels = HashMap::new();
+    let mut edges = Vec::new();
+    for event in events {
+        if let EventKind::LeafStarted {
+            call_id,
+            label,
+            fed_by,
+            ..
+        } = &event.kind
+        {
+            let label = label.clone().unwrap_or_default();
+            labels.insert(*call_id, label.clone());
+            let sources = fed_by.iter().map(|call| labels[call].clone()).collect();
+            edges.push((label, sources));
+        }
+    }
+    edges.sort();
+    edges
+}
+
+#[tokio::test]
+async fn a_leaf_is_fed_by_the_replies_its_prompt_quotes() {
+    let rt = runtime();
+    let events = events_of(
+        &rt,
+        "events-feeds",
+        r#"
+outline = await agent("outline the essay", label="outline")
+parts = await parallel([lambda i=i: agent(f"write part {i} of {outline}", label=f"part {i}")
+                        for i in range(2)])
+tiny = await agent("yes", label="tiny")
+await agent("an aside nobody quotes", instruction=f"mind the {outline}", label="aside")
+return await agent("join: " + " | ".join(parts) + " / " + tiny, label="join")
+"#,
+    )
+    .await;
+    let edges = |sources: &[&str]| sources.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        feeds(&events),
+        vec![
+            ("aside".into(), edges(&["outline"])),
+            ("join".into(), edges(&["part 0", "part 1"])),
+            ("outline".into(), edges(&[])),
+            ("part 0".into(), edges(&["outline"])),
+            ("part 1".into(), edges(&["outline"])),
+            ("tiny".into(), edges(&[])),
+        ],
+        "the join is fed by the parts, not by the outline they quote, nor by a reply too \
+         short to tell"
+    );
+}
+
 #[tokio::test]
 async fn a_failed_run_ends_with_its_error() {
     let rt = runtime();
@@ -423,8 +477,8 @@ async fn a_resumed_run_marks_journaled_leaves_as_replayed() {
             .build()
             .expect("the guest loads")
     };
-    let script = "pair = await parallel([lambda: agent('one'), lambda: agent('two')])\n\
-                  rest = [await agent('hang'), await agent('three')]\n\
+    let script = "pair = await parallel([lambda: agent('one of a pair'), lambda: agent('two')])\n\
+                  rest = [await agent('hang'), await agent('three after ' + pair[0])]\n\
                   return pair + rest";
     // The third leaf never answers: stop the run once it is in flight, as a crash would.
     let hanging = Arc::new(GatedBackend::new("hang"));
@@ -445,22 +499,29 @@ async fn a_resumed_run_marks_journaled_leaves_as_replayed() {
     assert_eq!(
         outcome.result.unwrap(),
         json!([
-            "[fake leaf] one",
+            "[fake leaf] one of a pair",
             "[fake leaf] two",
             "[fake leaf] hang",
-            "[fake leaf] three"
+            "[fake leaf] three after [fake leaf] one of a pair"
         ])
     );
     assert_eq!(backend.calls(), 2);
-    let mut prompts = HashMap::new();
+    let mut prompts: HashMap<u64, String> = HashMap::new();
     let mut replayed = Vec::new();
+    let mut fed = Vec::new();
     loop {
         match next_of(&mut stream, "replayed").await {
             EventKind::LeafStarted {
                 call_id,
                 prompt_preview,
+                fed_by,
                 ..
             } => {
+                let sources: Vec<String> =
+                    fed_by.iter().map(|call| prompts[call].clone()).collect();
+                if !sources.is_empty() {
+                    fed.push((prompt_preview.clone(), sources));
+                }
                 prompts.insert(call_id, prompt_preview);
             }
             EventKind::LeafFinished {
@@ -484,10 +545,18 @@ async fn a_resumed_run_marks_journaled_leaves_as_replayed() {
         replayed,
         vec![
             ("hang".to_owned(), false),
-            ("one".to_owned(), true),
-            ("three".to_owned(), false),
+            ("one of a pair".to_owned(), true),
+            ("three after [fake leaf] one of a pair".to_owned(), false),
             ("two".to_owned(), true),
         ]
+    );
+    assert_eq!(
+        fed,
+        vec![(
+            "three after [fake leaf] one of a pair".to_owned(),
+            vec!["one of a pair".to_owned()]
+        )],
+        "a reply from the journal feeds a live leaf as it did the first time"
     );
 }
 

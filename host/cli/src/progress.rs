@@ -149,6 +149,7 @@ mod tests {
             path: vec![],
             model: None,
             waited_ms: 0,
+            fed_by: vec![],
         });
         assert_eq!(
             (state.0.running(), state.0.phase.as_deref()),

@@ -169,13 +169,13 @@ function runPage(threadId) {
   // A parallel is drawn as a fan: one hub, its branches side by side below it. A pipeline is
   // drawn as lanes: one row per item, one column per stage, each cell what that item did in
   // that stage. Groups from events recorded before kinds were are drawn as fans.
+  // Leaves and groups come in the order the script started them (a group at its first call).
   function drawNode(node) {
-    const out = [];
-    for (const id of node.leaves) out.push(leafNode(state.leaves.get(id)));
-    for (const [groupId, group] of [...node.groups].sort((a, b) => a[0] - b[0])) {
-      out.push(group.kind === "pipeline" ? drawLanes(groupId, group) : drawFan(groupId, group));
+    const parts = node.leaves.map((id) => [id, () => leafNode(state.leaves.get(id))]);
+    for (const [groupId, group] of node.groups) {
+      parts.push([group.first, () => group.kind === "pipeline" ? drawLanes(groupId, group) : drawFan(groupId, group)]);
     }
-    return out;
+    return parts.sort((a, b) => a[0] - b[0]).map(([, draw]) => draw());
   }
 
   function items(n) {
@@ -222,8 +222,67 @@ function runPage(threadId) {
       drawPending = false;
       tree.replaceChildren(...drawNode(state.tree));
       if (!state.leaves.size) tree.append(el("p", { class: "muted" }, "no leaves yet"));
+      drawFeeds();
     });
   }
+
+  // Where a reply feeds a later leaf (its prompt quotes it), an arrow from the one to the
+  // other, drawn under the leaves.
+  const SVG = "http://www.w3.org/2000/svg";
+  function drawFeeds() {
+    const old = tree.querySelector("svg.feeds");
+    if (old) old.remove();
+    const edges = [];
+    for (const leaf of state.leaves.values()) {
+      for (const from of leaf.fed_by) edges.push([from, leaf.call_id]);
+    }
+    tree.classList.toggle("fed", edges.length > 0);
+    if (!edges.length) return;
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "feeds");
+    svg.setAttribute("width", tree.scrollWidth);
+    svg.setAttribute("height", tree.scrollHeight);
+    const defs = document.createElementNS(SVG, "defs");
+    const marker = document.createElementNS(SVG, "marker");
+    for (const [key, value] of Object.entries({ id: "feed-arrow", viewBox: "0 0 8 8", refX: "7",
+      refY: "4", markerWidth: "7", markerHeight: "7", orient: "auto" })) marker.setAttribute(key, value);
+    const head = document.createElementNS(SVG, "path");
+    head.setAttribute("d", "M0,0 L8,4 L0,8 z");
+    marker.append(head);
+    defs.append(marker);
+    svg.append(defs);
+    const origin = tree.getBoundingClientRect();
+    const box = (callId) => {
+      const node = tree.querySelector(`.leaf[data-call="${callId}"]`);
+      if (!node) return null;
+      const r = node.getBoundingClientRect();
+      return { x: r.left - origin.left + tree.scrollLeft, y: r.top - origin.top + tree.scrollTop,
+        w: r.width, h: r.height };
+    };
+    for (const [from, to] of edges) {
+      const [a, b] = [box(from), box(to)];
+      if (!a || !b) continue;
+      const path = document.createElementNS(SVG, "path");
+      if (b.y < a.y + a.h && b.x >= a.x + a.w) {
+        // Beside it (the next stage of a pipeline item): from its right side to the other's left.
+        const [x1, y1, x2, y2] = [a.x + a.w, a.y + a.h / 2, b.x, b.y + b.h / 2];
+        const bend = Math.max(8, (x2 - x1) / 2);
+        path.setAttribute("d", `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`);
+      } else {
+        // Below it: from the middle of its bottom to the middle of the other's top.
+        const [x1, y1, x2, y2] = [a.x + Math.min(a.w / 2, 60), a.y + a.h, b.x + Math.min(b.w / 2, 60), b.y];
+        const bend = Math.max(12, Math.abs(y2 - y1) / 2);
+        path.setAttribute("d", `M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`);
+      }
+      path.setAttribute("marker-end", "url(#feed-arrow)");
+      path.dataset.from = from;
+      path.dataset.to = to;
+      svg.append(path);
+    }
+    tree.prepend(svg);
+  }
+  const relayout = new ResizeObserver(() => drawFeeds());
+  relayout.observe(tree);
 
   function newNode() {
     return { groups: new Map(), leaves: [] };
@@ -234,7 +293,7 @@ function runPage(threadId) {
     let node = state.tree;
     for (const pos of path) {
       if (!node.groups.has(pos.group)) {
-        node.groups.set(pos.group, { kind: pos.kind, size: pos.size, slots: new Map() });
+        node.groups.set(pos.group, { kind: pos.kind, size: pos.size, slots: new Map(), first: callId });
       }
       const group = node.groups.get(pos.group);
       if (!group.slots.has(pos.index)) {
@@ -270,7 +329,7 @@ function runPage(threadId) {
       case "leaf_started":
         if (!state.leaves.has(event.call_id)) place(event.call_id, event.path || []);
         state.leaves.set(event.call_id, { call_id: event.call_id, status: "running",
-          label: event.label || event.prompt_preview });
+          label: event.label || event.prompt_preview, fed_by: event.fed_by || [] });
         drawTree();
         break;
       case "leaf_finished": {
@@ -326,6 +385,13 @@ function runPage(threadId) {
       if (onTimeline) {
         items.push(el("dt", {}, "on the timeline"), el("dd", { id: "leaf-when" }, onTimeline));
       }
+      // The leaves whose replies its prompt quotes, and those that quote its reply.
+      const link = (id) => el("button", { class: "link", "data-call": id, onclick: () => select(id) },
+        state.leaves.has(id) ? state.leaves.get(id).label : "leaf " + id);
+      const fedBy = state.leaves.has(callId) ? state.leaves.get(callId).fed_by : [];
+      const feeds = [...state.leaves.values()].filter((l) => l.fed_by.includes(callId)).map((l) => l.call_id);
+      items.push(el("dt", {}, "fed by"), el("dd", { id: "leaf-fed-by" }, ...(fedBy.length ? fedBy.map(link) : ["-"])),
+        el("dt", {}, "feeds"), el("dd", { id: "leaf-feeds" }, ...(feeds.length ? feeds.map(link) : ["-"])));
       detail.replaceChildren(el("dl", {}, ...items));
     } catch (error) {
       detail.replaceChildren(el("p", { class: "error-text" }, String(error.message)));
@@ -358,7 +424,12 @@ function runPage(threadId) {
   const timer = setInterval(() => {
     if (state.thread && !state.thread.outcome) refreshThread();
   }, 2000);
-  return () => { clearInterval(timer); timeline.stop(); if (stream) stream.close(); };
+  return () => {
+    clearInterval(timer);
+    relayout.disconnect();
+    timeline.stop();
+    if (stream) stream.close();
+  };
 }
 
 // ---- routing ----

@@ -153,6 +153,12 @@ fn a_fan_out_and_a_pipeline_export_their_span_tree() {
             stage(item, 2)["start"].as_u64() >= stage(item, 1)["end"].as_u64(),
             "an item's second stage starts after its first ends"
         );
+        // Its check quotes its draft's reply.
+        assert_eq!(
+            stage(item, 2)["attributes"]["flowbox.fed_by"],
+            json!([stage(item, 1)["attributes"]["flowbox.call_id"]])
+        );
+        assert!(stage(item, 1)["attributes"].get("flowbox.fed_by").is_none());
     }
 }
 

@@ -21,6 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 def value(any_value):
     """The Python value of an OTLP AnyValue."""
     kind = any_value.WhichOneof("value")
+    if kind == "array_value":
+        return [value(item) for item in any_value.array_value.values]
     return None if kind is None else getattr(any_value, kind)
 
 

@@ -117,6 +117,11 @@ impl Calls {
                 self.events
                     .emit(|| external_finished(call.kind, &done, price));
             }
+            if call.kind == CallKind::Agent
+                && let Ok(reply) = &done.result
+            {
+                self.feeds.delivered(done.handle, &reply.value);
+            }
             let (completion, usage) = self.deliverable(done.handle, call.kind, done.result);
             batch_bytes += completion.outcome.as_ref().map_or(0, String::len);
             if let (Some((seq, batch)), Some(record)) = (position, call.record) {
@@ -181,8 +186,11 @@ impl Calls {
             };
             match call.kind {
                 CallKind::Agent => {
-                    if let (Some(leaf), Ok(reply)) = (&call.replayed, entry_reply(&entry)) {
-                        self.backend.replayed(leaf, &reply);
+                    if let Ok(reply) = entry_reply(&entry) {
+                        if let Some(leaf) = &call.replayed {
+                            self.backend.replayed(leaf, &reply);
+                        }
+                        self.feeds.delivered(entry.handle, &reply.value);
                     }
                     let price = call.cost.as_ref().map(|cost| cost.price);
                     self.events

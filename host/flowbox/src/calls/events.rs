@@ -61,8 +61,14 @@ impl LeafObserver for LeafTools {
     }
 }
 
-/// A leaf's start, after waiting `waited` for its concurrency slot.
-pub(super) fn leaf_started(leaf: &LeafRequest, path: Vec<Position>, waited: Duration) -> EventKind {
+/// A leaf's start, after waiting `waited` for its concurrency slot, fed by the replies of the
+/// leaves `fed_by`.
+pub(super) fn leaf_started(
+    leaf: &LeafRequest,
+    path: Vec<Position>,
+    waited: Duration,
+    fed_by: Vec<u64>,
+) -> EventKind {
     EventKind::LeafStarted {
         call_id: leaf.call_id,
         label: leaf.label.clone(),
@@ -71,6 +77,7 @@ pub(super) fn leaf_started(leaf: &LeafRequest, path: Vec<Position>, waited: Dura
         path,
         model: leaf.model.clone(),
         waited_ms: millis(waited),
+        fed_by,
     }
 }
 

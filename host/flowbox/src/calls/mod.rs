@@ -18,6 +18,7 @@ pub(crate) mod budget;
 pub(crate) mod decode;
 mod deliver;
 mod events;
+mod feeds;
 mod projection;
 pub(crate) mod source;
 mod start;
@@ -121,6 +122,8 @@ pub(crate) struct Calls {
     /// answered with placeholders.
     projection: Option<Projection>,
     checkpoints: Checkpoints,
+    /// The leaf replies delivered so far, to tell which of them feed a new leaf.
+    feeds: feeds::Feeds,
 }
 
 impl Calls {
@@ -183,6 +186,7 @@ impl Calls {
             phase: None,
             projection: settings.projection.then(Projection::default),
             checkpoints,
+            feeds: feeds::Feeds::default(),
         }
     }
 

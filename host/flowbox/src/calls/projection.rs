@@ -59,7 +59,7 @@ impl Calls {
             return;
         };
         self.events
-            .emit(|| leaf_started(leaf, path, Duration::ZERO));
+            .emit(|| leaf_started(leaf, path, Duration::ZERO, Vec::new()));
         let result = FakeBackend::reply(leaf).map(|reply| LeafReply {
             value: reply.value,
             usage: worst_case(&estimate),

@@ -129,20 +129,21 @@ impl Calls {
             self.project_leaf(&leaf, path, estimate);
             return Ok(Ok(handle));
         }
+        let fed_by = self.feeds.fed_by(&leaf.prompt, leaf.instruction.as_deref());
         if !replayed && cached.is_none() {
             match &mut self.checkpoints.external {
                 Some(source) => {
                     self.events
-                        .emit(|| leaf_started(&leaf, path, Duration::ZERO));
+                        .emit(|| leaf_started(&leaf, path, Duration::ZERO, fed_by));
                     source.start(handle, ExternalCall::Agent(Box::new(leaf)));
                 }
-                None => self.add_leaf(leaf, path, price),
+                None => self.add_leaf(leaf, path, fed_by, price),
             }
             return Ok(Ok(handle));
         }
         // Answered from a journal: no backend, but the same events as a live leaf.
         self.events
-            .emit(|| leaf_started(&leaf, path, Duration::ZERO));
+            .emit(|| leaf_started(&leaf, path, Duration::ZERO, fed_by));
         if let Some(entry) = cached {
             let usage = Ok(entry_usage(&entry));
             self.events
@@ -260,8 +261,15 @@ impl Calls {
         Ok(Ok(handle))
     }
 
-    /// Adds a live leaf: it waits for a slot, then calls the backend; `price` prices it.
-    fn add_leaf(&mut self, leaf: LeafRequest, path: Vec<Position>, price: Option<Price>) {
+    /// Adds a live leaf, fed by the replies of `fed_by`: it waits for a slot, then calls the
+    /// backend; `price` prices it.
+    fn add_leaf(
+        &mut self,
+        leaf: LeafRequest,
+        path: Vec<Position>,
+        fed_by: Vec<u64>,
+        price: Option<Price>,
+    ) {
         let backend = Arc::clone(&self.backend);
         let events = Arc::clone(&self.events);
         let slots = Arc::clone(&self.slots);
@@ -270,7 +278,7 @@ impl Calls {
             let called = Instant::now();
             let _slot = slots.acquire_owned().await;
             let started = Instant::now();
-            events.emit(|| leaf_started(&leaf, path, started - called));
+            events.emit(|| leaf_started(&leaf, path, started - called, fed_by));
             let tools = LeafTools {
                 events: Arc::clone(&events),
                 call_id: leaf.call_id,

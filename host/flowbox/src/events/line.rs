@@ -61,11 +61,18 @@ fn line(event: &Event) -> String {
             label,
             prompt_preview,
             path,
+            fed_by,
             ..
         } => format!(
-            "leaf {call_id} started {}{}",
+            "leaf {call_id} started {}{}{}",
             label.clone().unwrap_or_else(|| preview(prompt_preview, 60)),
-            place(path)
+            place(path),
+            if fed_by.is_empty() {
+                String::new()
+            } else {
+                let calls: Vec<String> = fed_by.iter().map(u64::to_string).collect();
+                format!(", fed by leaf {}", calls.join(", "))
+            }
         ),
         EventKind::LeafFinished {
             call_id,
@@ -156,5 +163,29 @@ mod tests {
             " in pipeline 2 item 1 stage 2 › parallel 2 branch 1"
         );
         assert_eq!(place(&[position(None, None)]), " in group 2 item 1");
+    }
+
+    #[test]
+    fn a_fed_leaf_names_the_leaves_feeding_it() {
+        let started = |fed_by| Event {
+            thread_id: "t".into(),
+            seq: 4,
+            unix_us: None,
+            kind: EventKind::LeafStarted {
+                call_id: 3,
+                label: Some("join".into()),
+                agent_type: None,
+                prompt_preview: String::new(),
+                path: vec![],
+                model: None,
+                waited_ms: 0,
+                fed_by,
+            },
+        };
+        assert_eq!(line(&started(vec![])), "#4     leaf 3 started join");
+        assert_eq!(
+            line(&started(vec![1, 2])),
+            "#4     leaf 3 started join, fed by leaf 1, 2"
+        );
     }
 }

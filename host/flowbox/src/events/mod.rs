@@ -126,6 +126,11 @@ pub enum EventKind {
         /// milliseconds (left out of the JSON when 0).
         #[serde(default, skip_serializing_if = "is_zero")]
         waited_ms: u64,
+        /// The leaves whose replies the script put word for word into this leaf's prompt or
+        /// instruction (a text reply, or a string of a structured one, of at least 16 bytes), in
+        /// call order: the edges of the run's graph (left out of the JSON when none).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        fed_by: Vec<u64>,
     },
     /// A leaf agent finished.
     LeafFinished {
@@ -274,6 +279,7 @@ mod tests {
                 prompt_preview: "p".into(),
                 model: None,
                 waited_ms: 0,
+                fed_by: vec![],
                 path: vec![
                     Position {
                         group: 1,
@@ -412,6 +418,7 @@ mod tests {
                 path: vec![],
                 model: None,
                 waited_ms: 0,
+                fed_by: vec![3, 5],
             },
             EventKind::LeafTurn {
                 call_id: 1,

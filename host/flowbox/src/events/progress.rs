@@ -64,6 +64,7 @@ mod tests {
             path: vec![],
             model: None,
             waited_ms: 0,
+            fed_by: vec![],
         };
         let finished = |call_id, ok, tokens| EventKind::LeafFinished {
             call_id,

@@ -250,6 +250,7 @@ impl RunTrace {
                 path,
                 model,
                 waited_ms,
+                fed_by,
                 ..
             } => {
                 let parent = self.parent(path, at);
@@ -270,6 +271,16 @@ impl RunTrace {
                     KeyValue::new("flowbox.call_id", int(*call_id)),
                     KeyValue::new("flowbox.waited_ms", int(*waited_ms)),
                 ]);
+                if !fed_by.is_empty() {
+                    let calls = fed_by
+                        .iter()
+                        .map(|call| i64::try_from(*call).unwrap_or(i64::MAX))
+                        .collect();
+                    leaf.attributes.push(KeyValue::new(
+                        "flowbox.fed_by",
+                        Value::Array(opentelemetry::Array::I64(calls)),
+                    ));
+                }
                 if let Some(kind) = agent_type {
                     leaf.attributes
                         .push(KeyValue::new("flowbox.agent_type", kind.clone()));
@@ -576,6 +587,7 @@ mod tests {
             path,
             model: None,
             waited_ms: 0,
+            fed_by: vec![],
         }
     }
 
