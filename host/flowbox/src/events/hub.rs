@@ -2,7 +2,7 @@
 //! ([`EventStream`]): a live broadcast that never waits, and lossless queues of their own; and
 //! the same for events that come from elsewhere ([`EventRelay`]).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -75,7 +75,10 @@ fn gap(missed: u64) -> Event {
 /// Where every run of a runtime publishes: the live broadcast and the lossless queues.
 #[derive(Debug)]
 pub(crate) struct EventHub {
-    live: broadcast::Sender<Event>,
+    /// Made by the first live subscriber: a channel of `capacity` slots is ~1 MiB of memory
+    /// written, which a process that never subscribes (a one-shot `flowbox run`) would pay
+    /// for in page faults.
+    live: OnceLock<broadcast::Sender<Event>>,
     lossless: Mutex<Vec<Arc<EventQueue>>>,
     /// How far a live subscriber may fall behind before a gap, and how many events a lossless
     /// queue holds before the scripts' writers wait.
@@ -107,7 +110,7 @@ impl EventHub {
     pub(crate) fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         Self {
-            live: broadcast::channel(capacity).0,
+            live: OnceLock::new(),
             lossless: Mutex::new(Vec::new()),
             capacity,
             observer: None,
@@ -131,7 +134,11 @@ impl EventHub {
     /// A live stream of the events published from now on.
     pub(crate) fn subscribe(&self) -> EventStream {
         EventStream {
-            source: Source::Live(self.live.subscribe()),
+            source: Source::Live(
+                self.live
+                    .get_or_init(|| broadcast::channel(self.capacity).0)
+                    .subscribe(),
+            ),
         }
     }
 
@@ -149,8 +156,11 @@ impl EventHub {
     pub(super) fn publish(&self, make: impl FnOnce() -> Event) {
         let mut queues = self.lossless();
         queues.retain(|queue| !queue.is_abandoned());
-        let live = self.live.receiver_count() > 0;
-        if queues.is_empty() && !live {
+        let live = self
+            .live
+            .get()
+            .filter(|live| live.receiver_count() > 0);
+        if queues.is_empty() && live.is_none() {
             return;
         }
         let event = make();
@@ -160,13 +170,15 @@ impl EventHub {
                 for queue in others {
                     queue.push(event.clone());
                 }
-                if live {
-                    let _ = self.live.send(event.clone());
+                if let Some(live) = live {
+                    let _ = live.send(event.clone());
                 }
                 last.push(event);
             }
             None => {
-                let _ = self.live.send(event);
+                if let Some(live) = live {
+                    let _ = live.send(event);
+                }
             }
         }
     }
