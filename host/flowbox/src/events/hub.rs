@@ -156,10 +156,7 @@ impl EventHub {
     pub(super) fn publish(&self, make: impl FnOnce() -> Event) {
         let mut queues = self.lossless();
         queues.retain(|queue| !queue.is_abandoned());
-        let live = self
-            .live
-            .get()
-            .filter(|live| live.receiver_count() > 0);
+        let live = self.live.get().filter(|live| live.receiver_count() > 0);
         if queues.is_empty() && live.is_none() {
             return;
         }

@@ -15,8 +15,17 @@
 //! [`SAMPLE`] is left as it is and only those, and those that start before the profile has
 //! counted a run, teach it. Pre-faulting never changes the memory's contents, so a run's
 //! result and fuel are what they are without it.
+//!
+//! A process that runs one script (a one-shot `flowbox run`) would never count a run before
+//! its own, so what a fresh run touched is also kept on disk beside the compiled guest, under
+//! its key, and every later process starts its profile from it, as if it had counted that
+//! run. The first run of a process with no such file writes it, on its own path as it ends
+//! (~0.1 ms, once per guest and cache directory): left to the thread that drops stores, it
+//! would never be written by a process that exits straight after its run.
 
 use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::prefault::{self, Access, Learner, Touch};
@@ -25,11 +34,18 @@ use super::profile::{PageProfile, Threshold};
 /// One fresh instance in this many is not pre-faulted, and its run teaches the profile.
 const SAMPLE: u64 = 16;
 
+/// The first bytes of a file of kept pages; the number of pages and a newline follow, then a
+/// byte per page (see [`page_byte`]).
+const PAGES_HEADER: &[u8] = b"flowbox pages 1 ";
+
 /// The pre-faulting of a runtime's fresh instances.
 pub(crate) struct FreshPrefault {
     profile: PageProfile,
     /// Fresh instances so far, for the sample.
     instances: AtomicU64,
+    /// Where the next run counted is to be kept for later processes: the file of kept pages,
+    /// until one is written or read.
+    keep_at: Mutex<Option<PathBuf>>,
 }
 
 impl Default for FreshPrefault {
@@ -37,11 +53,25 @@ impl Default for FreshPrefault {
         Self {
             profile: PageProfile::new(Threshold::Most),
             instances: AtomicU64::new(0),
+            keep_at: Mutex::new(None),
         }
     }
 }
 
 impl FreshPrefault {
+    /// A profile that starts from the pages kept at `path` when it holds them, and keeps the
+    /// first run it counts there when it does not (a missing, damaged or foreign file).
+    pub(crate) fn kept_in(path: Option<PathBuf>) -> Self {
+        let fresh = Self::default();
+        if let Some(path) = path {
+            match std::fs::read(&path).ok().as_deref().and_then(read_pages) {
+                Some(pages) => fresh.profile.add(pages),
+                None => *fresh.keep_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(path),
+            }
+        }
+        fresh
+    }
+
     /// Pre-faults a fresh instance's `memory` with what most recent runs did to it, and
     /// returns the bytes pre-faulted for writing; `None` where it leaves the memory as it is
     /// and the instance's run is to teach the profile: before it has counted a run, for a
@@ -73,8 +103,59 @@ impl FreshPrefault {
 
 impl Learner for FreshPrefault {
     fn add(&self, pages: Vec<Touch>) {
+        let keep_at = self
+            .keep_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(path) = keep_at
+            && let Some(dir) = path.parent()
+        {
+            let mut bytes = PAGES_HEADER.to_vec();
+            bytes.extend(format!("{}\n", pages.len()).bytes());
+            bytes.extend(pages.iter().map(|touch| page_byte(*touch)));
+            // An optimisation, like the compiled guest beside it: a file that cannot be
+            // written is left for a later process to write. Not synced: one cut short by a
+            // crash has fewer pages than it says, and is written again.
+            let _ = crate::runtime::cache::store(dir, &path, &bytes, false);
+        }
         self.profile.add(pages);
     }
+
+    fn wants_now(&self) -> bool {
+        self.keep_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+}
+
+/// A page's byte in a file of kept pages.
+fn page_byte(touch: Touch) -> u8 {
+    match touch {
+        Touch::Untouched => b'.',
+        Touch::Read => b'r',
+        Touch::Written => b'w',
+    }
+}
+
+/// The pages a file of kept pages holds; `None` for anything else.
+fn read_pages(bytes: &[u8]) -> Option<Vec<Touch>> {
+    let rest = bytes.strip_prefix(PAGES_HEADER)?;
+    let newline = rest.iter().position(|byte| *byte == b'\n')?;
+    let count: usize = std::str::from_utf8(&rest[..newline]).ok()?.parse().ok()?;
+    let body = &rest[newline + 1..];
+    if count == 0 || body.len() != count {
+        return None;
+    }
+    body.iter()
+        .map(|byte| match byte {
+            b'.' => Some(Touch::Untouched),
+            b'r' => Some(Touch::Read),
+            b'w' => Some(Touch::Written),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -90,6 +171,56 @@ mod tests {
         let start = (bytes.as_ptr() as usize).div_ceil(page) * page;
         assert_eq!(fresh.prefault(&(start..start + 8 * page)), None);
         assert_eq!(fresh.instances(), 0);
+    }
+
+    #[test]
+    fn the_first_run_counted_is_kept_for_the_next_process_which_starts_from_it() {
+        use Touch::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("guest.pages");
+        let first = FreshPrefault::kept_in(Some(path.clone()));
+        assert_eq!(first.runs(), 0, "nothing kept yet");
+        assert!(
+            first.wants_now(),
+            "its first run's pages are wanted before it exits"
+        );
+        first.add(vec![Written, Read, Untouched, Written]);
+        assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 1 4\nwr.w");
+        assert!(!first.wants_now());
+        // Only the first: later runs are this process's own.
+        first.add(vec![Untouched; 4]);
+        assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 1 4\nwr.w");
+
+        let next = FreshPrefault::kept_in(Some(path.clone()));
+        assert_eq!(next.runs(), 1, "it starts as if it had counted that run");
+        assert!(!next.wants_now());
+        next.add(vec![Untouched; 4]);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            b"flowbox pages 1 4\nwr.w",
+            "and keeps it"
+        );
+
+        // A damaged or foreign file is not read, and the next run counted replaces it.
+        let damaged: [&[u8]; 6] = [
+            b"flowbox pages 1 2\nwx",
+            b"flowbox pages 1 4\nwr",
+            b"flowbox pages 1 0\n",
+            b"flowbox pages 1\nwr",
+            b"wr.w",
+            b"",
+        ];
+        for damaged in damaged {
+            std::fs::write(&path, damaged).unwrap();
+            let fresh = FreshPrefault::kept_in(Some(path.clone()));
+            assert_eq!(fresh.runs(), 0, "{damaged:?}");
+            fresh.add(vec![Read, Written]);
+            assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 1 2\nrw");
+        }
+        // Without a cache directory nothing is kept.
+        let nowhere = FreshPrefault::kept_in(None);
+        nowhere.add(vec![Written]);
+        assert_eq!(nowhere.runs(), 1);
     }
 
     #[test]

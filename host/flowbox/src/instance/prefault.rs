@@ -155,6 +155,12 @@ pub(crate) enum Touch {
 pub(crate) trait Learner: Send + Sync {
     /// Adds what one run did to each page of its linear memory.
     fn add(&self, pages: Vec<Touch>);
+
+    /// Whether it wants the next run's pages before the process may exit: read as the run
+    /// ends, on its own path, rather than when its store is dropped.
+    fn wants_now(&self) -> bool {
+        false
+    }
 }
 
 /// Where a run's linear memory is, for `learner` to learn what the run did to it.

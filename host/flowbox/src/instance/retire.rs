@@ -34,6 +34,14 @@ pub(crate) fn retire(mut store: Store<RunCtx>) {
     let ctx = store.data_mut();
     ctx.calls.end();
     ctx.store = None;
+    if ctx
+        .touched
+        .as_ref()
+        .is_some_and(|touched| touched.learner.wants_now())
+        && let Some(touched) = ctx.touched.take()
+    {
+        touched.learn();
+    }
     static RETIRED: OnceLock<Option<SyncSender<Store<RunCtx>>>> = OnceLock::new();
     let sender = RETIRED.get_or_init(|| {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Store<RunCtx>>(RETIRING);

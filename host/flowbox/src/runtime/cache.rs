@@ -3,7 +3,8 @@
 //! The key is the guest's SHA-256 plus wasmtime's compatibility hash of the engine
 //! configuration (fuel and epoch instrumentation change the code), so a stale artifact is never
 //! loaded. Files are written to a temporary name and renamed, so a crash mid-write leaves no
-//! half file behind; an unreadable cache falls back to compiling.
+//! half file behind; an unreadable cache falls back to compiling. Beside each compiled guest,
+//! under the same key, the pages a fresh run of it touched (see `instance::fresh`).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
@@ -45,23 +46,36 @@ pub(crate) fn load_component(
     }
     let artifact = engine.precompile_component(wasm)?;
     // The cache is an optimisation: when it cannot be written, run from memory.
-    let _ = store(dir, &path, &artifact);
+    let _ = store(dir, &path, &artifact, true);
     deserialize_bytes(engine, &artifact)
 }
 
 fn artifact_name(engine: &Engine, wasm_sha256: &str) -> String {
+    format!("{}.cwasm", key(engine, wasm_sha256))
+}
+
+/// Where the pages a fresh run of the guest touched are kept, in `dir`.
+pub(crate) fn pages_path(engine: &Engine, wasm_sha256: &str, dir: &Path) -> PathBuf {
+    dir.join(format!("{}.pages", key(engine, wasm_sha256)))
+}
+
+fn key(engine: &Engine, wasm_sha256: &str) -> String {
     let mut hasher = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     let short = &wasm_sha256[..wasm_sha256.len().min(16)];
-    format!("guest-{short}-{:016x}.cwasm", hasher.finish())
+    format!("guest-{short}-{:016x}", hasher.finish())
 }
 
-fn store(dir: &Path, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
+/// Writes `artifact` to `path` in `dir` whole or not at all, synced to disk before it takes
+/// the name when `sync`.
+pub(crate) fn store(dir: &Path, path: &Path, artifact: &[u8], sync: bool) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     // A unique temporary name per writer: several processes may fill the cache at once.
     let mut temp = tempfile::NamedTempFile::new_in(dir)?;
     temp.write_all(artifact)?;
-    temp.as_file().sync_all()?;
+    if sync {
+        temp.as_file().sync_all()?;
+    }
     temp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }

@@ -20,6 +20,7 @@ use crate::bindings::{Workflow, WorkflowPre};
 use crate::error::JournalError;
 use crate::events::{EventHub, EventStream};
 use crate::instance::context::RunCtx;
+use crate::instance::fresh::FreshPrefault;
 use crate::instance::pool::{WarmPool, WarmPoolStats};
 use crate::plan::{FanoutProfile, Plan, PriceTable};
 use crate::run::shared::{EpochTicker, Shared};
@@ -258,6 +259,11 @@ impl RuntimeBuilder {
         let component =
             cache::load_component(&engine, GUEST_COMPONENT, GUEST_SHA256, cache_dir.as_deref())
                 .map_err(wasmtime_error)?;
+        let fresh = FreshPrefault::kept_in(
+            cache_dir
+                .as_deref()
+                .map(|dir| cache::pages_path(&engine, GUEST_SHA256, dir)),
+        );
 
         let mut linker = Linker::<RunCtx>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
@@ -302,7 +308,7 @@ impl RuntimeBuilder {
                 prices: self.prices.map(Arc::new),
                 fanout: self.fanout,
                 pool,
-                fresh: Arc::default(),
+                fresh: Arc::new(fresh),
                 remote: self.remote,
             }),
         })
