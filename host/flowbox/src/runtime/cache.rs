@@ -50,7 +50,7 @@ pub(crate) fn load_component(
     deserialize_bytes(engine, &artifact)
 }
 
-fn artifact_name(engine: &Engine, wasm_sha256: &str) -> String {
+pub(crate) fn artifact_name(engine: &Engine, wasm_sha256: &str) -> String {
     format!("{}.cwasm", key(engine, wasm_sha256))
 }
 

@@ -526,7 +526,9 @@ mod tests {
     #[tokio::test]
     #[cfg(target_os = "linux")]
     async fn a_fresh_run_pre_faulted_by_the_profile_uses_exactly_the_fuel_of_the_first() {
-        let runtime = test_runtime();
+        let mut runtime = test_runtime();
+        // A profile that has counted nothing, whatever the cache directory keeps.
+        Arc::get_mut(&mut runtime.shared).unwrap().fresh = Arc::default();
         let script = "import random\nreturn [random.random(), sum(range(1000))]";
         let run = async || {
             runtime
@@ -546,6 +548,45 @@ mod tests {
         assert_eq!(fresh.instances(), 1, "the second run was not pre-faulted");
         assert_eq!(second.result.unwrap(), first.result.unwrap());
         assert_eq!(second.summary.fuel_used, first.summary.fuel_used);
+    }
+
+    /// The first run of a runtime whose cache directory keeps no pages keeps its own there; a
+    /// runtime built on that directory later starts from them and pre-faults its first fresh
+    /// run, which uses exactly the fuel of the run that was not.
+    #[tokio::test]
+    #[cfg(target_os = "linux")]
+    async fn the_pages_a_run_touched_are_kept_for_the_next_runtime_on_the_cache() {
+        let shared_cache =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flowbox-cache");
+        let engine = test_runtime().shared.engine.clone();
+        let dir = tempfile::tempdir().unwrap();
+        let artifact = cache::artifact_name(&engine, GUEST_SHA256);
+        std::fs::copy(shared_cache.join(&artifact), dir.path().join(&artifact)).unwrap();
+        let on_dir = || {
+            Runtime::builder()
+                .backend(flowbox_backends::FakeBackend::new())
+                .cache_dir(dir.path())
+                .build()
+                .expect("the guest loads")
+        };
+        let script = "return sum(range(1000))";
+        let first = on_dir();
+        assert_eq!(first.shared.fresh.runs(), 0);
+        let taught = first.run(script, serde_json::json!({})).await;
+        let kept = std::fs::read(cache::pages_path(&engine, GUEST_SHA256, dir.path()))
+            .expect("the first run's pages are kept as it ends");
+        assert!(kept.starts_with(b"flowbox pages 1 "), "{:?}", &kept[..20]);
+
+        let next = on_dir();
+        assert_eq!(next.shared.fresh.runs(), 1, "it starts from the kept pages");
+        let prefaulted = next.run(script, serde_json::json!({})).await;
+        assert_eq!(
+            next.shared.fresh.instances(),
+            1,
+            "its first run was pre-faulted"
+        );
+        assert_eq!(prefaulted.result.unwrap(), taught.result.unwrap());
+        assert_eq!(prefaulted.summary.fuel_used, taught.summary.fuel_used);
     }
 
     /// Everything the guest can call, by interface: the component's imports are fixed when it
