@@ -209,10 +209,7 @@ class Event:
                 data=event,
             )
         # A field the event leaves out (as it does a zero count) takes the field's default.
-        values = {
-            f.name: event.get(f.name, None if f.default is dataclasses.MISSING else f.default)
-            for f in dataclasses.fields(cls)
-        }
+        values = {f.name: event.get(f.name, _default(f)) for f in dataclasses.fields(cls)}
         return cls(**{**values, **cls._convert(event)})
 
     @classmethod
@@ -245,6 +242,14 @@ class Log(Event):
     type: ClassVar[str] = "log"
 
 
+def _default(field_: dataclasses.Field) -> Any:
+    if field_.default is not dataclasses.MISSING:
+        return field_.default
+    if field_.default_factory is not dataclasses.MISSING:
+        return field_.default_factory()
+    return None
+
+
 def _path(event: dict[str, Any]) -> dict[str, Any]:
     return {"path": [Position(**{"stage": None, "kind": None, **p}) for p in event.get("path", [])]}
 
@@ -268,7 +273,7 @@ class LeafStarted(Event):
 
     @classmethod
     def _convert(cls, event: dict[str, Any]) -> dict[str, Any]:
-        return {"fed_by": event.get("fed_by", []), **_path(event)}
+        return _path(event)
 
 
 @dataclass(frozen=True)
@@ -295,9 +300,9 @@ class LeafTurn(Event):
     input_tokens: int = 0
     output_tokens: int = 0
     duration_ms: int = 0
+    error: str | None = None
     #: How many times its request was sent again after failures worth retrying.
     retries: int = 0
-    error: str | None = None
     type: ClassVar[str] = "leaf_turn"
 
 

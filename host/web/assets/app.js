@@ -252,8 +252,9 @@ function runPage(threadId) {
     defs.append(marker);
     svg.append(defs);
     const origin = tree.getBoundingClientRect();
+    const nodes = new Map([...tree.querySelectorAll(".leaf[data-call]")].map((n) => [Number(n.dataset.call), n]));
     const box = (callId) => {
-      const node = tree.querySelector(`.leaf[data-call="${callId}"]`);
+      const node = nodes.get(callId);
       if (!node) return null;
       const r = node.getBoundingClientRect();
       return { x: r.left - origin.left + tree.scrollLeft, y: r.top - origin.top + tree.scrollTop,
@@ -296,6 +297,8 @@ function runPage(threadId) {
         node.groups.set(pos.group, { kind: pos.kind, size: pos.size, slots: new Map(), first: callId });
       }
       const group = node.groups.get(pos.group);
+      // A group sits where its first call is (a leaf from the journal may start first).
+      group.first = Math.min(group.first, callId);
       if (!group.slots.has(pos.index)) {
         group.slots.set(pos.index, { node: newNode(), stages: new Map() });
       }

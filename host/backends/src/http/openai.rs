@@ -161,8 +161,9 @@ impl ChatModel for OpenAiChat {
                     .http
                     .post(&self.url, headers, &request_body(request, true))
                     .await?;
-                // The refused request counts among the ones sent again.
-                posted.retries = posted.retries.saturating_add(error.retries() + 1);
+                // The refused request's own retries count (a 503 before the refusal); the
+                // refusal is no failure worth retrying, and sending the other field is no retry.
+                posted.retries = posted.retries.saturating_add(error.retries());
                 posted
             }
             other => other?,

@@ -117,11 +117,6 @@ impl Calls {
                 self.events
                     .emit(|| external_finished(call.kind, &done, price));
             }
-            if call.kind == CallKind::Agent
-                && let Ok(reply) = &done.result
-            {
-                self.feeds.delivered(done.handle, &reply.value);
-            }
             let (completion, usage) = self.deliverable(done.handle, call.kind, done.result);
             batch_bytes += completion.outcome.as_ref().map_or(0, String::len);
             if let (Some((seq, batch)), Some(record)) = (position, call.record) {
@@ -217,9 +212,11 @@ impl Calls {
         Ok(completions)
     }
 
-    /// The completion the guest gets for a backend or tool result, and the tokens it counts.
+    /// The completion the guest gets for a backend or tool result, and the tokens it counts;
+    /// a leaf's reply the guest gets is indexed for the leaves it may feed (not a plan's
+    /// placeholder).
     fn deliverable(
-        &self,
+        &mut self,
         handle: u64,
         kind: CallKind,
         result: Result<LeafReply, BackendError>,
@@ -247,6 +244,9 @@ impl Calls {
                     };
                     Err(CallFailure::backend(failed, &too_large.into()))
                 } else {
+                    if kind == CallKind::Agent && self.projection.is_none() {
+                        self.feeds.delivered(handle, &reply.value);
+                    }
                     Ok(text)
                 };
                 (outcome, reply.usage)

@@ -7,8 +7,9 @@
 //! prompts by chance). A new leaf's prompt strings are then scanned once: each of their
 //! [`MIN_BYTES`]-byte windows is looked up among the indexed texts' first bytes, and a hit is
 //! checked against the whole text by its hash, computed from the prompt's prefix hashes in
-//! constant time. So a scan costs the prompt's length, however many replies came before, and
-//! nothing while none has. A reply found only inside another one found (a plan quoted by the
+//! constant time; replies alike to the byte are one text with several leaves. So a scan costs
+//! the prompt's length, plus a check per distinct reply starting alike at each place the prompt
+//! holds such a start; nothing while no reply has come. A reply found only inside another one found (a plan quoted by the
 //! drafts that a final prompt joins) fed that one, not the new leaf: it is left out.
 
 use std::collections::HashMap;
@@ -25,12 +26,12 @@ const MAX_STRINGS_PER_REPLY: usize = 64;
 /// The base of the polynomial hash (odd, so that it is invertible modulo 2⁶⁴).
 const BASE: u64 = 0x100_0000_01b3;
 
-/// An indexed text: its leaf, its length, its hash.
-#[derive(Debug, Clone, Copy)]
+/// An indexed text: its length, its hash and the leaves that replied it.
+#[derive(Debug, Clone)]
 struct Text {
-    call_id: u64,
     len: usize,
     hash: u64,
+    calls: Vec<u64>,
 }
 
 /// The delivered replies' texts, by their first [`MIN_BYTES`] bytes.
@@ -46,11 +47,17 @@ impl Feeds {
         collect_strings(reply, &mut strings);
         for text in strings.into_iter().take(MAX_STRINGS_PER_REPLY) {
             let bytes = text.as_bytes();
-            self.by_start.entry(window(bytes)).or_default().push(Text {
-                call_id,
-                len: bytes.len(),
-                hash: hash(bytes),
-            });
+            let (len, hash) = (bytes.len(), hash(bytes));
+            let alike = self.by_start.entry(window(bytes)).or_default();
+            match alike.iter_mut().find(|t| t.len == len && t.hash == hash) {
+                Some(known) if known.calls.last() == Some(&call_id) => {}
+                Some(known) => known.calls.push(call_id),
+                None => alike.push(Text {
+                    len,
+                    hash,
+                    calls: vec![call_id],
+                }),
+            }
         }
     }
 
@@ -72,9 +79,12 @@ impl Feeds {
     }
 
     fn scan(&self, text: &[u8], found: &mut Vec<u64>) {
+        if text.len() < MIN_BYTES {
+            return;
+        }
         let mut prefixes: Option<Prefixes> = None;
-        // (start, end, call): where each indexed text occurs.
-        let mut spans = Vec::new();
+        // (start, end, text): where each indexed text occurs.
+        let mut spans: Vec<(usize, usize, &Text)> = Vec::new();
         for start in 0..=text.len() - MIN_BYTES {
             let Some(candidates) = self.by_start.get(&window(&text[start..])) else {
                 continue;
@@ -83,21 +93,19 @@ impl Feeds {
             for candidate in candidates {
                 let end = start + candidate.len;
                 if end <= text.len() && prefixes.hash(start, end) == candidate.hash {
-                    spans.push((start, end, candidate.call_id));
+                    spans.push((start, end, candidate));
                 }
             }
         }
         // By start, the longest first: a span is inside another when one before it reaches as
-        // far (the same span twice is two leaves that replied alike, and both count).
+        // far (no two spans are the same: leaves that replied alike share one text).
         spans.sort_unstable_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
-        let mut reach: Option<(usize, usize)> = None;
-        for (start, end, call_id) in spans {
-            match reach {
-                Some((from, to)) if end <= to && (from, to) != (start, end) => {}
-                _ => found.push(call_id),
-            }
-            if reach.is_none_or(|(_, to)| end > to) {
-                reach = Some((start, end));
+        // The furthest end of the spans so far.
+        let mut reach = 0;
+        for (_, end, replied) in spans {
+            if end > reach {
+                found.extend_from_slice(&replied.calls);
+                reach = end;
             }
         }
     }
@@ -239,6 +247,17 @@ mod tests {
         assert_eq!(feeds.fed_by(&joined, None), [2, 3, 4], "not the plan");
         let quoted_apart = json!(format!("join: part one, following {plan}; recall {plan}"));
         assert_eq!(feeds.fed_by(&quoted_apart, None), [1, 2]);
+    }
+
+    #[test]
+    fn leaves_that_replied_alike_share_one_text() {
+        let mut feeds = Feeds::default();
+        for call_id in 0..1000 {
+            feeds.delivered(call_id, &json!("No issues found in this section."));
+        }
+        assert_eq!(feeds.by_start.values().map(Vec::len).sum::<usize>(), 1);
+        let joined = json!(vec!["No issues found in this section."; 1000].join(" | "));
+        assert_eq!(feeds.fed_by(&joined, None), (0..1000).collect::<Vec<_>>());
     }
 
     #[test]
