@@ -30,6 +30,7 @@ mod calls;
 mod clock;
 mod error;
 pub mod events;
+mod files;
 mod host;
 mod instance;
 mod journal;

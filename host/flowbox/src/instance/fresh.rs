@@ -117,7 +117,7 @@ impl Learner for FreshPrefault {
             // An optimisation, like the compiled guest beside it: a file that cannot be
             // written is left for a later process to write. Not synced: one cut short by a
             // crash has fewer pages than it says, and is written again.
-            let _ = crate::runtime::cache::store(dir, &path, &bytes, false);
+            let _ = crate::files::write_whole(dir, &path, &bytes, false);
         }
         self.profile.add(pages);
     }

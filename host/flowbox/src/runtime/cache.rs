@@ -7,7 +7,6 @@
 //! under the same key, the pages a fresh run of it touched (see `instance::fresh`).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use wasmtime::Engine;
@@ -46,7 +45,7 @@ pub(crate) fn load_component(
     }
     let artifact = engine.precompile_component(wasm)?;
     // The cache is an optimisation: when it cannot be written, run from memory.
-    let _ = store(dir, &path, &artifact, true);
+    let _ = crate::files::write_whole(dir, &path, &artifact, true);
     deserialize_bytes(engine, &artifact)
 }
 
@@ -64,20 +63,6 @@ fn key(engine: &Engine, wasm_sha256: &str) -> String {
     engine.precompile_compatibility_hash().hash(&mut hasher);
     let short = &wasm_sha256[..wasm_sha256.len().min(16)];
     format!("guest-{short}-{:016x}", hasher.finish())
-}
-
-/// Writes `artifact` to `path` in `dir` whole or not at all, synced to disk before it takes
-/// the name when `sync`.
-pub(crate) fn store(dir: &Path, path: &Path, artifact: &[u8], sync: bool) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    // A unique temporary name per writer: several processes may fill the cache at once.
-    let mut temp = tempfile::NamedTempFile::new_in(dir)?;
-    temp.write_all(artifact)?;
-    if sync {
-        temp.as_file().sync_all()?;
-    }
-    temp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 #[expect(

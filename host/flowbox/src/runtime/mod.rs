@@ -537,7 +537,9 @@ mod tests {
         };
         let first = run().await;
         let fresh = &runtime.shared.fresh;
-        for _ in 0..500 {
+        // Up to 5 s: the thread that drops stores waits for moments without runs in flight,
+        // which the other tests of this process keep scarce.
+        for _ in 0..2500 {
             if fresh.runs() > 0 {
                 break;
             }
