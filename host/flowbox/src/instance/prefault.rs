@@ -50,6 +50,9 @@ pub(crate) fn hold_unmapping() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Room for a process's memory map in one read: ~100 mappings of ~100 bytes, with a margin.
+const MAPS_BYTES: usize = 64 << 10;
+
 /// The process's writable private mappings at one moment.
 #[derive(Debug, Default)]
 pub(crate) struct Mappings(Vec<Mapping>);
@@ -60,8 +63,12 @@ impl Mappings {
         if !cfg!(target_os = "linux") {
             return Self::default();
         }
-        std::fs::read_to_string("/proc/self/maps")
-            .map(|maps| Self::parse(&maps))
+        // Into room for the whole map at once: the kernel walks the mappings again for every
+        // read, and `read_to_string` alone starts with 32 bytes and doubles (~10 reads).
+        let mut maps = String::with_capacity(MAPS_BYTES);
+        std::fs::File::open("/proc/self/maps")
+            .and_then(|mut file| std::io::Read::read_to_string(&mut file, &mut maps))
+            .map(|_| Self::parse(&maps))
             .unwrap_or_default()
     }
 
