@@ -535,26 +535,37 @@ mod tests {
                 .run_request(crate::RunRequest::new(script).thread_id("fresh"))
                 .await
         };
-        let first = run().await;
         let fresh = &runtime.shared.fresh;
-        // Up to 5 s: the thread that drops stores waits for moments without runs in flight,
-        // which the other tests of this process keep scarce.
-        for _ in 0..2500 {
+        // A run whose instantiation another test's overlapped cannot tell its memory apart
+        // (see `Mappings::linear_memories_since`), and neither teaches nor is pre-faulted: such
+        // runs are run again. The thread that drops stores waits for moments without runs in
+        // flight, which the other tests make scarce: up to 5 s.
+        let mut first = run().await;
+        for attempt in 1..2500 {
             if fresh.runs() > 0 {
                 break;
             }
+            if attempt % 250 == 0 {
+                first = run().await;
+            }
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
-        assert_eq!(fresh.runs(), 1, "the first run did not teach the profile");
-        let second = run().await;
-        assert_eq!(fresh.instances(), 1, "the second run was not pre-faulted");
+        assert_eq!(fresh.runs(), 1, "no run taught the profile");
+        let mut second = run().await;
+        for _ in 0..20 {
+            if fresh.instances() > 0 {
+                break;
+            }
+            second = run().await;
+        }
+        assert_eq!(fresh.instances(), 1, "no later run was pre-faulted");
         assert_eq!(second.result.unwrap(), first.result.unwrap());
         assert_eq!(second.summary.fuel_used, first.summary.fuel_used);
     }
 
     /// The first run of a runtime whose cache directory keeps no pages keeps its own there; a
-    /// runtime built on that directory later starts from them and pre-faults its first fresh
-    /// run, which uses exactly the fuel of the run that was not.
+    /// runtime built on that directory later starts from them and pre-faults its fresh runs,
+    /// which use exactly the fuel of the run that was not.
     #[tokio::test]
     #[cfg(target_os = "linux")]
     async fn the_pages_a_run_touched_are_kept_for_the_next_runtime_on_the_cache() {
@@ -574,19 +585,30 @@ mod tests {
         let script = "return sum(range(1000))";
         let first = on_dir();
         assert_eq!(first.shared.fresh.runs(), 0);
-        let taught = first.run(script, serde_json::json!({})).await;
-        let kept = std::fs::read(cache::pages_path(&engine, GUEST_SHA256, dir.path()))
-            .expect("the first run's pages are kept as it ends");
+        // A run whose instantiation another test's overlapped cannot tell its memory apart
+        // (see `Mappings::linear_memories_since`) and neither keeps its pages nor is
+        // pre-faulted: such runs are run again.
+        let pages = cache::pages_path(&engine, GUEST_SHA256, dir.path());
+        let mut taught = first.run(script, serde_json::json!({})).await;
+        for _ in 0..20 {
+            if pages.exists() {
+                break;
+            }
+            taught = first.run(script, serde_json::json!({})).await;
+        }
+        let kept = std::fs::read(&pages).expect("a run's pages are kept as it ends");
         assert!(kept.starts_with(b"flowbox pages 1 "), "{:?}", &kept[..20]);
 
         let next = on_dir();
         assert_eq!(next.shared.fresh.runs(), 1, "it starts from the kept pages");
-        let prefaulted = next.run(script, serde_json::json!({})).await;
-        assert_eq!(
-            next.shared.fresh.instances(),
-            1,
-            "its first run was pre-faulted"
-        );
+        let mut prefaulted = next.run(script, serde_json::json!({})).await;
+        for _ in 0..20 {
+            if next.shared.fresh.instances() > 0 {
+                break;
+            }
+            prefaulted = next.run(script, serde_json::json!({})).await;
+        }
+        assert_eq!(next.shared.fresh.instances(), 1, "a run was pre-faulted");
         assert_eq!(prefaulted.result.unwrap(), taught.result.unwrap());
         assert_eq!(prefaulted.summary.fuel_used, taught.summary.fuel_used);
     }
