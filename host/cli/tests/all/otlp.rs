@@ -426,31 +426,29 @@ fn trace_flags_on_a_run_sent_to_restate_are_refused_with_where_they_belong() {
     );
 }
 
-#[test]
-fn an_endpoint_that_is_not_an_http_url_is_a_usage_error_naming_the_flag() {
-    for endpoint in ["not a url", "ftp://127.0.0.1:4318", "http://"] {
-        let output = crate::support::flowbox(&[
-            "run",
-            "examples/review.py",
-            "--backend",
-            "scripted:examples/review.backend.json",
-            "--no-journal",
-            "--otlp-endpoint",
-            endpoint,
-        ]);
-        assert_exit(&output, 2);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(stderr.contains("--otlp-endpoint: "), "{endpoint}: {stderr}");
-    }
-    // Contents asked for with nowhere to send them.
-    let output = crate::support::flowbox(&[
+/// `flowbox run` of the offline example with the trace flags `flags`.
+fn review_with(flags: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "run",
         "examples/review.py",
         "--backend",
         "scripted:examples/review.backend.json",
         "--no-journal",
-        "--otlp-contents",
-    ]);
+    ];
+    args.extend_from_slice(flags);
+    crate::support::flowbox(&args)
+}
+
+#[test]
+fn an_endpoint_that_is_not_an_http_url_is_a_usage_error_naming_the_flag() {
+    for endpoint in ["not a url", "ftp://127.0.0.1:4318", "http://"] {
+        let output = review_with(&["--otlp-endpoint", endpoint]);
+        assert_exit(&output, 2);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("--otlp-endpoint: "), "{endpoint}: {stderr}");
+    }
+    // Contents asked for with nowhere to send them.
+    let output = review_with(&["--otlp-contents"]);
     assert_exit(&output, 2);
     assert!(String::from_utf8_lossy(&output.stderr).contains("give --otlp-endpoint URL"));
 }

@@ -50,3 +50,15 @@ fn runs_print_their_thread_and_are_journaled_by_default() {
     assert_eq!(shown["status"], "succeeded");
     assert_eq!(shown["entries"].as_array().unwrap().len(), 1);
 }
+
+/// docs/security.md: on Linux the binary is linked position-dependent (`host/cli/build.rs`), so
+/// the loader relocates nothing of its own at start-up. Its ELF type is `ET_EXEC`, not the
+/// `ET_DYN` of a position-independent executable.
+#[test]
+#[cfg(target_os = "linux")]
+fn the_binary_is_linked_position_dependent() {
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_flowbox")).unwrap();
+    assert_eq!(&binary[..4], b"\x7fELF");
+    let e_type = u16::from_le_bytes([binary[16], binary[17]]);
+    assert_eq!(e_type, 2, "ET_EXEC (2), not ET_DYN (3)");
+}

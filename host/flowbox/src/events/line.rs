@@ -166,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fed_leaf_names_the_leaves_feeding_it() {
+    fn a_fed_leaf_names_the_leaves_feeding_it_and_a_turn_its_retries() {
         let started = |fed_by| Event {
             thread_id: "t".into(),
             seq: 4,
@@ -183,6 +183,29 @@ mod tests {
             },
         };
         assert_eq!(line(&started(vec![])), "#4     leaf 3 started join");
+        let turn = |retries| Event {
+            thread_id: "t".into(),
+            seq: 5,
+            unix_us: None,
+            kind: EventKind::LeafTurn {
+                call_id: 3,
+                model: "m".into(),
+                input_tokens: 11,
+                output_tokens: 5,
+                duration_ms: 9,
+                retries,
+                error: None,
+            },
+        };
+        assert_eq!(line(&turn(0)), "#5     leaf 3 turn m 11+5 tok 9 ms");
+        assert_eq!(
+            line(&turn(1)),
+            "#5     leaf 3 turn m 11+5 tok 9 ms after 1 retry"
+        );
+        assert_eq!(
+            line(&turn(2)),
+            "#5     leaf 3 turn m 11+5 tok 9 ms after 2 retries"
+        );
         assert_eq!(
             line(&started(vec![1, 2])),
             "#4     leaf 3 started join, fed by leaf 1, 2"
