@@ -8,12 +8,21 @@
 //! (`PASSIVE`: it never holds up a reader or a writer), so the log stays as long as a short
 //! while's writes and no append waits on an fsync. A commit is as durable as before: in the
 //! log, which survives a killed process, whenever it is checkpointed.
+//!
+//! Closing the store does not checkpoint either, unless the log has grown past [`LOG_LIMIT`]:
+//! SQLite's own checkpoint as its last connection closes would fsync the log and the database
+//! and delete the log, milliseconds at the end of every `flowbox run`, and the next process
+//! would make the log again. The log stays beside the database instead, and the next
+//! connection to open it reads it back (SQLite's recovery, which reads the log's frames: kept
+//! short by the limit, at which closing checkpoints it, and by `journal_size_limit`, which
+//! trims the file once a checkpoint let the log start over).
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use super::error::classify;
@@ -22,6 +31,11 @@ use crate::StoreError;
 /// How long the checkpointing thread waits after a write before it checkpoints: the writes of
 /// that while share one checkpoint, and so its fsyncs.
 const SETTLE: Duration = Duration::from_millis(100);
+
+/// The length of the log, in bytes, past which closing the store checkpoints it (256 pages):
+/// the most a process opening the journal reads back from it, give or take the writes of the
+/// process that closed it last.
+pub(super) const LOG_LIMIT: u64 = 1 << 20;
 
 /// The checkpointing thread of one journal; stopped (and its connection closed) when dropped.
 #[derive(Debug)]
@@ -43,26 +57,26 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 
 impl Checkpointer {
     /// Opens a second connection to the journal at `path` and starts the thread that
-    /// checkpoints through it. The caller then turns off `writer`'s own checkpoints.
+    /// checkpoints through it; turns off `writer`'s own checkpoints, on commit and on close.
     pub(super) fn start(path: &Path, writer: &Connection) -> Result<Self, StoreError> {
         let connection = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| classify(path, e))?;
-        connection
-            .pragma_update(None, "wal_autocheckpoint", 0)
-            .map_err(|e| classify(path, e))?;
+        never_checkpoints(&connection).map_err(|e| classify(path, e))?;
         let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
+        let log = super::error::beside(path, "-wal");
         let thread = std::thread::Builder::new()
             .name("flowbox-checkpoint".into())
             .spawn({
                 let state = Arc::clone(&state);
-                move || checkpoint_while_open(&connection, &state)
+                move || checkpoint_while_open(&connection, &state, &log)
             })
             .map_err(|e| StoreError::Io(format!("cannot start the checkpoint thread: {e}")))?;
+        never_checkpoints(writer).map_err(|e| classify(path, e))?;
         writer
-            .pragma_update(None, "wal_autocheckpoint", 0)
+            .pragma_update(None, "journal_size_limit", LOG_LIMIT)
             .map_err(|e| classify(path, e))?;
         Ok(Self {
             state,
@@ -93,29 +107,47 @@ impl Drop for Checkpointer {
     }
 }
 
-/// The thread: waits for a write, lets [`SETTLE`] pass, checkpoints; until stopped.
-fn checkpoint_while_open(connection: &Connection, state: &(Mutex<State>, Condvar)) {
+/// Turns off `connection`'s checkpoints: in the commit that takes the log past 1000 pages, and
+/// as the last connection to the file closes.
+fn never_checkpoints(connection: &Connection) -> rusqlite::Result<()> {
+    connection.pragma_update(None, "wal_autocheckpoint", 0)?;
+    connection.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    Ok(())
+}
+
+/// The thread: waits for a write, lets [`SETTLE`] pass, checkpoints; until stopped, when it
+/// checkpoints a `log` longer than [`LOG_LIMIT`].
+fn checkpoint_while_open(connection: &Connection, state: &(Mutex<State>, Condvar), log: &Path) {
     let (state, wake) = state;
     let mut guard = lock(state);
     loop {
         while !guard.dirty && !guard.stopping {
             guard = wake.wait(guard).unwrap_or_else(|p| p.into_inner());
         }
-        if guard.stopping {
-            return;
+        if !guard.stopping {
+            guard = wake
+                .wait_timeout_while(guard, SETTLE, |state| !state.stopping)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
-        guard = wake
-            .wait_timeout_while(guard, SETTLE, |state| !state.stopping)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
         if guard.stopping {
+            // Emptied, not only copied: the next process's recovery would take the frames of a
+            // log it finds for frames still to copy, however many a checkpoint had copied.
+            if std::fs::metadata(log).is_ok_and(|log| log.len() > LOG_LIMIT) {
+                checkpoint(connection, "TRUNCATE");
+            }
             return;
         }
         guard.dirty = false;
         drop(guard);
-        // A checkpoint that cannot finish (a reader still on old pages, another process
-        // checkpointing) leaves the rest for the next; nothing is lost either way.
-        let _ = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        checkpoint(connection, "PASSIVE");
         guard = lock(state);
     }
+}
+
+/// A checkpoint in `mode`. One that cannot finish (a reader still on old pages, a writer,
+/// another process checkpointing; this connection never waits for them) leaves the rest for
+/// the next; nothing is lost either way.
+fn checkpoint(connection: &Connection, mode: &str) {
+    let _ = connection.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()));
 }

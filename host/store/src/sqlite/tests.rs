@@ -89,7 +89,7 @@ async fn journals_survive_reopening() {
 }
 
 /// No commit checkpoints the log itself (that would fsync inside an append): the store's own
-/// thread copies it into the database soon after, and the log is gone once the store closes.
+/// thread copies it into the database soon after.
 #[tokio::test]
 async fn the_log_is_checkpointed_in_the_background_and_never_by_a_commit() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,12 +124,79 @@ async fn the_log_is_checkpointed_in_the_background_and_never_by_a_commit() {
         assert_eq!(reader.load("t").await.unwrap().unwrap().entries, entries);
     }
     drop(store);
-    assert!(
-        !dir.path().join("journal.db-wal").exists(),
-        "closing the store checkpoints what is left and removes the log"
-    );
     let reopened = SqliteStore::open_read_only(&path).unwrap();
     assert_eq!(reopened.load("t").await.unwrap().unwrap().entries, entries);
+}
+
+/// Closing the store leaves a short log where it is, without a checkpoint (which would fsync
+/// at the end of every process), and the next store reads it back; a log past the limit is
+/// checkpointed as the store closes, so the next open never reads back more than that.
+#[tokio::test]
+async fn closing_leaves_a_short_log_and_checkpoints_a_long_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let log = dir.path().join("journal.db-wal");
+    // The threads the database file alone holds, as a copy of it without its log shows (none
+    // while even the tables are only in the log).
+    let threads_in_file = || {
+        let copy = dir.path().join("copy.db");
+        std::fs::copy(&path, &copy).unwrap();
+        let count: i64 = Connection::open(&copy)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM runs", [], |row| row.get(0))
+            .unwrap_or(0);
+        std::fs::remove_file(&copy).unwrap();
+        count
+    };
+    let store = SqliteStore::open(&path).unwrap();
+    store.begin(&header("short")).await.unwrap();
+    store.append("short", &[entry(0, 0)]).await.unwrap();
+    drop(store);
+    assert!(log.exists(), "the log is left in place");
+    let reopened = SqliteStore::open(&path).unwrap();
+    let thread = reopened.load("short").await.unwrap().unwrap();
+    assert_eq!(thread.entries, vec![entry(0, 0)]);
+    drop(reopened);
+
+    // A log past the limit, written by another connection that never checkpoints, and a store
+    // that only opens and closes the journal.
+    {
+        let writer = Connection::open(&path).unwrap();
+        writer
+            .execute_batch("PRAGMA wal_autocheckpoint = 0;")
+            .unwrap();
+        writer
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .unwrap();
+        let filler = "x".repeat(4000);
+        for n in 0..400 {
+            writer
+                .execute(
+                    "INSERT INTO runs (thread_id, header, status, created_unix_ms)
+                     VALUES (?1, ?2, 'unfinished', 0)",
+                    rusqlite::params![format!("long-{n}"), filler],
+                )
+                .unwrap();
+        }
+    }
+    let long = std::fs::metadata(&log).unwrap().len();
+    assert!(long > checkpoints::LOG_LIMIT, "{long}");
+    let in_file = threads_in_file();
+    assert!(in_file < 401, "{in_file}");
+    drop(SqliteStore::open(&path).unwrap());
+    assert_eq!(
+        threads_in_file(),
+        401,
+        "the long log was checkpointed on close"
+    );
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), 0, "and emptied");
+    let reopened = SqliteStore::open(&path).unwrap();
+    reopened.begin(&header("after")).await.unwrap();
+    let listing = reopened.list().await.unwrap();
+    assert_eq!(listing.threads.len() + listing.damaged.len(), 402);
 }
 
 #[tokio::test]
