@@ -34,7 +34,7 @@ mod progress;
 mod sampling;
 mod server;
 mod stateless;
-mod stdin;
+mod stdio;
 mod tasks;
 mod tools;
 
@@ -187,18 +187,16 @@ impl Server {
     /// still running are cancelled at once (their threads stay resumable) and given a moment
     /// to let go of their threads.
     pub async fn serve_stdio(self) -> Result<Served, ServeError> {
-        let transport = (
-            stdin::Watched::new(tokio::io::stdin(), self.gone()),
-            tokio::io::stdout(),
-        );
+        let (input, output, restore) = stdio::open(self.gone());
         let service = self
             .clone()
-            .serve(transport)
+            .serve((input, output))
             .await
             .map_err(|error| ServeError::Handshake(error.to_string()))?;
         let _ = service.waiting().await;
         let cancelled = self.cancelled_on_exit();
         self.drained(DRAIN).await;
+        drop(restore);
         Ok(Served { cancelled })
     }
 

@@ -682,3 +682,131 @@ fn deleting_a_session_cancels_its_running_calls() {
     let _ = child.wait();
     resumes_without_calling_first_again(&db, "deleted-1", &backend_flag, &calls);
 }
+
+/// The requests of the stdio tests below: the handshake and a run whose result is exact.
+fn handshake_and_a_run() -> String {
+    [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run_workflow", "arguments": {"script": "return [1, 2.5, 'é']"}}}),
+    ]
+    .iter()
+    .map(|message| format!("{message}\n"))
+    .collect()
+}
+
+/// The answer to the run of [`handshake_and_a_run`] among `lines`, checked.
+fn assert_ran(lines: &str) {
+    let called = lines
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|message| message["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to the call in {lines:?}"));
+    assert_eq!(
+        called["result"]["structuredContent"]["result"],
+        json!([1, 2.5, "é"]),
+        "{called}"
+    );
+}
+
+/// Stdio as clients give it: a socket (what Node's child processes get) for stdin and stdout
+/// alike, a pipe that stdout and stderr share (`2>&1`), and a file for stdout. The pipes and
+/// sockets the server polls are made non-blocking, a flag their other holders share (here this
+/// test's copy of the stdin pipe): it is put back when the session ends.
+#[cfg(unix)]
+#[test]
+fn the_server_talks_over_sockets_shared_pipes_and_files() {
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let db = scratch.path().join("journal.db");
+    let requests = handshake_and_a_run();
+
+    // A socket pair: the server's stdin and stdout are one end.
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    let kept = theirs.try_clone().unwrap();
+    let mut child = command_with_db(&db, &["mcp"])
+        .stdin(Stdio::from(OwnedFd::from(theirs.try_clone().unwrap())))
+        .stdout(Stdio::from(OwnedFd::from(theirs)))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    ours.write_all(requests.as_bytes()).unwrap();
+    let mut reader = BufReader::new(ours.try_clone().unwrap());
+    let mut lines = String::new();
+    while !lines.contains("\"id\":2") {
+        assert!(reader.read_line(&mut lines).unwrap() > 0, "{lines}");
+    }
+    assert_ran(&lines);
+    #[cfg(target_os = "linux")]
+    assert!(non_blocking(&kept), "the server polls its socket");
+    ours.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(child.wait().unwrap().success());
+    #[cfg(target_os = "linux")]
+    assert!(!non_blocking(&kept), "the socket was left non-blocking");
+    drop(kept);
+
+    // A pipe for stdin, of which this test keeps a copy, and one pipe for stdout and stderr.
+    let (stdin_reader, mut stdin_writer) = std::io::pipe().unwrap();
+    let kept = stdin_reader.try_clone().unwrap();
+    let (output, output_writer) = std::io::pipe().unwrap();
+    let mut child = command_with_db(&db, &["mcp"])
+        .stdin(stdin_reader)
+        .stdout(output_writer.try_clone().unwrap())
+        .stderr(output_writer)
+        .spawn()
+        .unwrap();
+    stdin_writer.write_all(requests.as_bytes()).unwrap();
+    let mut reader = BufReader::new(output);
+    let mut lines = String::new();
+    while !lines.contains("\"id\":2") {
+        assert!(reader.read_line(&mut lines).unwrap() > 0, "{lines}");
+    }
+    assert_ran(&lines);
+    #[cfg(target_os = "linux")]
+    assert!(non_blocking(&kept), "the server polls its stdin pipe");
+    drop(stdin_writer);
+    assert!(child.wait().unwrap().success());
+    #[cfg(target_os = "linux")]
+    assert!(!non_blocking(&kept), "the stdin pipe was left non-blocking");
+    drop(kept);
+
+    // A file for stdout (not pollable: written through tokio's stdout).
+    let out = scratch.path().join("out.jsonl");
+    let mut child = command_with_db(&db, &["mcp"])
+        .stdin(Stdio::piped())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(requests.as_bytes()).unwrap();
+    let waited = std::time::Instant::now();
+    while !std::fs::read_to_string(&out).unwrap().contains("\"id\":2") {
+        assert!(
+            waited.elapsed() < std::time::Duration::from_secs(60),
+            "no answer in the file"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert_ran(&std::fs::read_to_string(&out).unwrap());
+}
+
+/// Whether the open file behind `fd` is non-blocking (`O_NONBLOCK` in its flags, which Linux
+/// shows in octal in `/proc/self/fdinfo`).
+#[cfg(target_os = "linux")]
+fn non_blocking(fd: &impl std::os::fd::AsRawFd) -> bool {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).unwrap();
+    let flags = info
+        .lines()
+        .find_map(|line| line.strip_prefix("flags:"))
+        .map(|flags| u32::from_str_radix(flags.trim(), 8).unwrap())
+        .unwrap();
+    flags & 0o4000 != 0
+}

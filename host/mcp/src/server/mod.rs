@@ -26,7 +26,7 @@ use self::sessions::Sessions;
 use crate::progress::{self, LogLevel, StatusLine};
 use crate::sampling::Clients;
 use crate::stateless::Rounds;
-use crate::stdin::ClientGone;
+use crate::stdio::ClientGone;
 use crate::tasks::Tasks;
 use crate::tools;
 
