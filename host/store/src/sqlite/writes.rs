@@ -1,5 +1,6 @@
-//! The journal's writes, one function per store operation, each in one `BEGIN IMMEDIATE`
-//! transaction whose `BEGIN` and `COMMIT` come from the statement cache.
+//! The journal's writes, one function per store operation, each in one transaction; every
+//! statement, `BEGIN IMMEDIATE` and `COMMIT` included, comes from the statement cache, as each
+//! is asked for in every run.
 
 use std::path::Path;
 
@@ -51,6 +52,16 @@ impl Drop for Immediate<'_> {
             let _ = self.connection.execute_batch("ROLLBACK");
         }
     }
+}
+
+/// `sql` run with `params` through the statement cache, so that a write asked for in every
+/// run is not parsed again each time; the rows it changed.
+fn execute_cached(
+    connection: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<usize> {
+    connection.prepare_cached(sql)?.execute(params)
 }
 
 fn run_cached(connection: &Connection, path: &Path, sql: &str) -> Result<(), StoreError> {
@@ -105,18 +116,18 @@ pub(super) fn begin(
     path: &Path,
     header: &ThreadHeader,
 ) -> Result<(), StoreError> {
-    let inserted = connection
-        .execute(
-            "INSERT OR IGNORE INTO runs (thread_id, header, status, created_unix_ms)
+    let inserted = execute_cached(
+        connection,
+        "INSERT OR IGNORE INTO runs (thread_id, header, status, created_unix_ms)
              VALUES (?1, ?2, ?3, ?4)",
-            params![
-                header.thread_id,
-                to_json(header),
-                Stored::Unfinished.as_str(),
-                header.created_unix_ms as i64
-            ],
-        )
-        .map_err(|e| classify(path, e))?;
+        params![
+            header.thread_id,
+            to_json(header),
+            Stored::Unfinished.as_str(),
+            header.created_unix_ms as i64
+        ],
+    )
+    .map_err(|e| classify(path, e))?;
     if inserted == 0 {
         return Err(StoreError::ThreadExists(header.thread_id.clone()));
     }
@@ -129,12 +140,12 @@ pub(super) fn set_name(
     thread_id: &str,
     name: &str,
 ) -> Result<(), StoreError> {
-    let updated = connection
-        .execute(
-            "UPDATE runs SET name = ?2 WHERE thread_id = ?1",
-            params![thread_id, name],
-        )
-        .map_err(|e| classify(path, e))?;
+    let updated = execute_cached(
+        connection,
+        "UPDATE runs SET name = ?2 WHERE thread_id = ?1",
+        params![thread_id, name],
+    )
+    .map_err(|e| classify(path, e))?;
     if updated == 0 {
         return Err(StoreError::UnknownThread(thread_id.to_owned()));
     }
@@ -197,18 +208,18 @@ pub(super) fn finish(
 ) -> Result<(), StoreError> {
     let transaction = Immediate::begin(connection, path)?;
     check_running(&transaction, path, thread_id)?;
-    transaction
-        .execute(
-            "UPDATE runs SET status = ?2, outcome = ?3, finished_unix_ms = ?4
+    execute_cached(
+        &transaction,
+        "UPDATE runs SET status = ?2, outcome = ?3, finished_unix_ms = ?4
              WHERE thread_id = ?1",
-            params![
-                thread_id,
-                Stored::of_end(end).as_str(),
-                to_json(&end.outcome),
-                end.finished_unix_ms as i64
-            ],
-        )
-        .map_err(|e| classify(path, e))?;
+        params![
+            thread_id,
+            Stored::of_end(end).as_str(),
+            to_json(&end.outcome),
+            end.finished_unix_ms as i64
+        ],
+    )
+    .map_err(|e| classify(path, e))?;
     transaction.commit()
 }
 
@@ -217,22 +228,22 @@ pub(super) fn record_workflow(
     path: &Path,
     record: &WorkflowRecord,
 ) -> Result<(), StoreError> {
-    connection
-        .execute(
-            "INSERT INTO workflows (conversation_id, thread_id, name, leaves, tokens, ok,
+    execute_cached(
+        connection,
+        "INSERT INTO workflows (conversation_id, thread_id, name, leaves, tokens, ok,
                 recorded_unix_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                record.conversation_id,
-                record.thread_id,
-                record.name,
-                record.leaves as i64,
-                record.tokens as i64,
-                record.ok,
-                record.recorded_unix_ms as i64
-            ],
-        )
-        .map_err(|e| classify(path, e))?;
+        params![
+            record.conversation_id,
+            record.thread_id,
+            record.name,
+            record.leaves as i64,
+            record.tokens as i64,
+            record.ok,
+            record.recorded_unix_ms as i64
+        ],
+    )
+    .map_err(|e| classify(path, e))?;
     Ok(())
 }
 
