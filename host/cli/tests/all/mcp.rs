@@ -698,6 +698,16 @@ fn handshake_and_a_run() -> String {
     .collect()
 }
 
+/// The lines read from `output` up to the answer to the run of [`handshake_and_a_run`].
+fn read_to_the_run(output: impl Read) -> String {
+    let mut reader = BufReader::new(output);
+    let mut lines = String::new();
+    while !lines.contains("\"id\":2") {
+        assert!(reader.read_line(&mut lines).unwrap() > 0, "{lines}");
+    }
+    lines
+}
+
 /// The answer to the run of [`handshake_and_a_run`] among `lines`, checked.
 fn assert_ran(lines: &str) {
     let called = lines
@@ -736,12 +746,7 @@ fn the_server_talks_over_sockets_shared_pipes_and_files() {
         .spawn()
         .unwrap();
     ours.write_all(requests.as_bytes()).unwrap();
-    let mut reader = BufReader::new(ours.try_clone().unwrap());
-    let mut lines = String::new();
-    while !lines.contains("\"id\":2") {
-        assert!(reader.read_line(&mut lines).unwrap() > 0, "{lines}");
-    }
-    assert_ran(&lines);
+    assert_ran(&read_to_the_run(ours.try_clone().unwrap()));
     #[cfg(target_os = "linux")]
     assert!(non_blocking(&kept), "the server polls its socket");
     ours.shutdown(std::net::Shutdown::Write).unwrap();
@@ -761,12 +766,7 @@ fn the_server_talks_over_sockets_shared_pipes_and_files() {
         .spawn()
         .unwrap();
     stdin_writer.write_all(requests.as_bytes()).unwrap();
-    let mut reader = BufReader::new(output);
-    let mut lines = String::new();
-    while !lines.contains("\"id\":2") {
-        assert!(reader.read_line(&mut lines).unwrap() > 0, "{lines}");
-    }
-    assert_ran(&lines);
+    assert_ran(&read_to_the_run(output));
     #[cfg(target_os = "linux")]
     assert!(non_blocking(&kept), "the server polls its stdin pipe");
     drop(stdin_writer);
