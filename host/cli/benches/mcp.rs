@@ -4,7 +4,8 @@
 //!
 //! Both sides use the fake backend (zero latency), the warm pool of 2 the server keeps, and an
 //! SQLite journal, so the difference is what the protocol adds: framing, rmcp's dispatch, the
-//! `run_workflow` answer (summary, text rendering) and the pipes.
+//! `run_workflow` answer (summary, text rendering) and the pipes. A `ping` round trip, timed
+//! the same way, shows how much of that is the pipes and the two processes waking each other.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -113,6 +114,26 @@ impl Drop for Server {
     }
 }
 
+/// The median of `runs` round trips of MCP's `ping` (a request the server answers without
+/// doing anything), each after the same pause as a run: what crossing the two pipes and waking
+/// the two processes costs, the floor of what the server can add to a run.
+fn ping(runs: usize, server: &mut Server) -> f64 {
+    let mut times = Vec::with_capacity(runs);
+    for i in 0..runs + 5 {
+        std::thread::sleep(SETTLE);
+        let id = server.next_id;
+        server.next_id += 1;
+        let started = Instant::now();
+        let answer = server.exchange(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        let elapsed = started.elapsed();
+        assert!(answer.get("result").is_some(), "{answer}");
+        if i >= 5 {
+            times.push(elapsed);
+        }
+    }
+    median(times)
+}
+
 /// Medians of `runs` runs of `script` on the library and through the server, interleaved so
 /// both see the same load on the machine.
 fn compare(
@@ -160,11 +181,13 @@ fn main() {
     let mut server = Server::start(dir.path());
     let trivial = compare(TRIVIAL, 200, &rt, &runtime, &mut server);
     let fanout = compare(FANOUT, 100, &rt, &runtime, &mut server);
+    let ping = ping(200, &mut server);
     drop(server);
     let results = json!({
         "mcp_trivial_library_ms": trivial.0,
         "mcp_trivial_stdio_ms": trivial.1,
         "mcp_trivial_added_ms": trivial.1 - trivial.0,
+        "mcp_ping_ms": ping,
         "mcp_fanout_100_library_ms": fanout.0,
         "mcp_fanout_100_stdio_ms": fanout.1,
         "mcp_fanout_100_added_pct": (fanout.1 / fanout.0 - 1.0) * 100.0,
@@ -186,6 +209,10 @@ fn main() {
         trivial.0,
         trivial.1,
         trivial.1 - trivial.0
+    );
+    println!(
+        "{:<44} {:>10} {:>7.2} ms   the least a call adds",
+        "`ping` round trip", "", ping
     );
     println!(
         "{:<44} {:>7.2} ms {:>7.2} ms {:>10.1} %   target ≤ 10 %",

@@ -185,7 +185,9 @@ impl Server {
     /// is not JSON is skipped and a JSON value that is not a JSON-RPC message is answered with
     /// an Invalid Request error; neither ends the session. When the client leaves, the calls
     /// still running are cancelled at once (their threads stay resumable) and given a moment
-    /// to let go of their threads.
+    /// to let go of their threads. Stdin and stdout that are pipes or sockets are polled by the
+    /// tokio runtime, which must have its I/O driver enabled (`enable_io` or `enable_all`):
+    /// they are non-blocking for the session, and their flags are put back as it ends.
     pub async fn serve_stdio(self) -> Result<Served, ServeError> {
         let (input, output, restore) = stdio::open(self.gone());
         let service = self
@@ -194,9 +196,10 @@ impl Server {
             .await
             .map_err(|error| ServeError::Handshake(error.to_string()))?;
         let _ = service.waiting().await;
+        // Before the drain: a client may stop the process soon after closing stdin.
+        drop(restore);
         let cancelled = self.cancelled_on_exit();
         self.drained(DRAIN).await;
-        drop(restore);
         Ok(Served { cancelled })
     }
 

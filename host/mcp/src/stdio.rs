@@ -118,6 +118,14 @@ impl Restore {
         self.flags.push((owned, flags));
         Some(())
     }
+
+    /// Puts back the flags kept last, at once: what they were kept for could not be polled
+    /// after all, and is read or written as it is.
+    fn undo_last(&mut self) {
+        if let Some((fd, flags)) = self.flags.pop() {
+            polled::set_flags(&fd, flags);
+        }
+    }
 }
 
 impl Drop for Restore {
@@ -146,8 +154,21 @@ mod polled {
         Socket(std::os::unix::net::UnixStream),
     }
 
-    /// A duplicate of `fd` when it is a pipe or a Unix socket (not one of another family).
+    /// The file `fd` is open on, as its device and inode.
+    fn identity(fd: BorrowedFd<'_>) -> Option<(u64, u64)> {
+        let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+        let metadata = file.metadata().ok()?;
+        Some((metadata.dev(), metadata.ino()))
+    }
+
+    /// A duplicate of `fd` when it is a pipe or a Unix socket (not one of another family) that
+    /// stderr is not open on too: a non-blocking stderr could turn a diagnostic into a failed
+    /// write. (Stdin and stdout on one file are both polled, or neither: they are alike.)
     fn pollable(fd: BorrowedFd<'_>) -> Option<Pollable> {
+        let stderr = identity(std::io::stderr().as_fd());
+        if stderr.is_some() && identity(fd) == stderr {
+            return None;
+        }
         let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
         let file_type = file.metadata().ok()?.file_type();
         if file_type.is_fifo() {
@@ -166,32 +187,42 @@ mod polled {
         tokio::net::UnixStream::from_std(socket).ok()
     }
 
+    /// `fd` polled, its flags kept in `restore` first, and put back at once when it cannot be
+    /// (registering it with the reactor failed after it was made non-blocking).
+    fn polled<T>(
+        fd: BorrowedFd<'_>,
+        restore: &mut Restore,
+        pipe: impl FnOnce(OwnedFd) -> std::io::Result<T>,
+        socket: impl FnOnce(tokio::net::UnixStream) -> T,
+    ) -> Option<T> {
+        let pollable = pollable(fd)?;
+        restore.keep(fd)?;
+        let polled = match pollable {
+            Pollable::Pipe(fd) => pipe(fd).ok(),
+            Pollable::Socket(stream) => self::socket(stream).map(socket),
+        };
+        if polled.is_none() {
+            restore.undo_last();
+        }
+        polled
+    }
+
     pub(super) fn input(restore: &mut Restore) -> Option<Input> {
-        let stdin = std::io::stdin();
-        let pollable = pollable(stdin.as_fd())?;
-        restore.keep(stdin.as_fd())?;
-        Some(match pollable {
-            Pollable::Pipe(fd) => Box::new(pipe::Receiver::from_owned_fd(fd).ok()?),
-            Pollable::Socket(stream) => Box::new(socket(stream)?),
-        })
+        polled(
+            std::io::stdin().as_fd(),
+            restore,
+            |fd| Ok(Box::new(pipe::Receiver::from_owned_fd(fd)?) as Input),
+            |stream| Box::new(stream) as Input,
+        )
     }
 
     pub(super) fn output(restore: &mut Restore) -> Option<Output> {
-        let stdout = std::io::stdout();
-        let identity = |fd: BorrowedFd<'_>| {
-            let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
-            let metadata = file.metadata().ok()?;
-            Some((metadata.dev(), metadata.ino()))
-        };
-        if identity(stdout.as_fd()) == identity(std::io::stderr().as_fd()) {
-            return None;
-        }
-        let pollable = pollable(stdout.as_fd())?;
-        restore.keep(stdout.as_fd())?;
-        Some(match pollable {
-            Pollable::Pipe(fd) => Box::new(pipe::Sender::from_owned_fd(fd).ok()?),
-            Pollable::Socket(stream) => Box::new(socket(stream)?),
-        })
+        polled(
+            std::io::stdout().as_fd(),
+            restore,
+            |fd| Ok(Box::new(pipe::Sender::from_owned_fd(fd)?) as Output),
+            |stream| Box::new(stream) as Output,
+        )
     }
 
     #[expect(unsafe_code, reason = "fcntl is the way to read a file's status flags")]

@@ -242,9 +242,10 @@ async def slow_run(session, thread_id):
 
 
 async def cancel_and_resume():
+    # The slow leaves outlast the two calls made while they run, on a loaded machine too.
     backend = backend_file([
         {"label": "^first$", "text": "first done", "latency_ms": 0},
-        {"label": "^slow ", "text": "slow done", "latency_ms": 1500},
+        {"label": "^slow ", "text": "slow done", "latency_ms": 3000},
     ])
     flags = ["--backend", f"scripted:{backend}"]
     async with server(*flags) as session:

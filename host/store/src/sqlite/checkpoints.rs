@@ -17,7 +17,7 @@
 //! short by the limit, at which closing checkpoints it, and by `journal_size_limit`, which
 //! trims the file once a checkpoint let the log start over).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -65,8 +65,22 @@ impl Checkpointer {
         )
         .map_err(|e| classify(path, e))?;
         never_checkpoints(&connection).map_err(|e| classify(path, e))?;
+        // A checkpoint other than PASSIVE waits for other connections for as long as the busy
+        // timeout says (rusqlite's default is 5 s): this one never waits.
+        connection
+            .busy_timeout(std::time::Duration::ZERO)
+            .map_err(|e| classify(path, e))?;
+        never_checkpoints(writer).map_err(|e| classify(path, e))?;
+        writer
+            .pragma_update(None, "journal_size_limit", LOG_LIMIT)
+            .map_err(|e| classify(path, e))?;
+        // Beside the file SQLite opened, which is where it keeps the log (through a symlink,
+        // beside the symlink's target).
+        let database = connection
+            .path()
+            .map_or_else(|| path.to_owned(), PathBuf::from);
+        let log = super::error::beside(&database, "-wal");
         let state = Arc::new((Mutex::new(State::default()), Condvar::new()));
-        let log = super::error::beside(path, "-wal");
         let thread = std::thread::Builder::new()
             .name("flowbox-checkpoint".into())
             .spawn({
@@ -74,10 +88,6 @@ impl Checkpointer {
                 move || checkpoint_while_open(&connection, &state, &log)
             })
             .map_err(|e| StoreError::Io(format!("cannot start the checkpoint thread: {e}")))?;
-        never_checkpoints(writer).map_err(|e| classify(path, e))?;
-        writer
-            .pragma_update(None, "journal_size_limit", LOG_LIMIT)
-            .map_err(|e| classify(path, e))?;
         Ok(Self {
             state,
             thread: Some(thread),

@@ -49,6 +49,9 @@ use leases::Leases;
 /// locked.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The statements the connection keeps prepared: more than the store has (~25).
+const STATEMENT_CACHE: usize = 64;
+
 /// How durable a committed batch is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Durability {
@@ -131,6 +134,8 @@ impl SqliteStore {
         connection
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| classify(&path, e))?;
+        // Room for every statement the store runs, so that none is evicted and parsed again.
+        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         let found = schema::recognise(&path, &connection)?;
         let mut checkpoints = None;
         if access == Access::ReadOnly {
