@@ -91,11 +91,15 @@ pub(crate) type Output = Box<dyn AsyncWrite + Send + Unpin>;
 /// can be (see the module's docs), with what puts their flags back. Called inside the tokio
 /// runtime, which polls them.
 pub(crate) fn open(gone: std::sync::Arc<ClientGone>) -> (Watched<Input>, Output, Restore) {
-    let mut restore = Restore::default();
     #[cfg(unix)]
-    let (input, output) = (polled::input(&mut restore), polled::output(&mut restore));
+    let (input, output, restore) = {
+        let mut restore = Restore::default();
+        let input = polled::input(&mut restore);
+        (input, polled::output(&mut restore), restore)
+    };
     #[cfg(not(unix))]
-    let (input, output): (Option<Input>, Option<Output>) = (None, None);
+    let (input, output, restore): (Option<Input>, Option<Output>, _) =
+        (None, None, Restore::default());
     let input = input.unwrap_or_else(|| Box::new(tokio::io::stdin()));
     let output = output.unwrap_or_else(|| Box::new(tokio::io::stdout()));
     (Watched::new(input, gone), output, restore)
