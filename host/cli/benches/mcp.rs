@@ -90,15 +90,23 @@ impl Server {
         }
     }
 
-    /// One `run_workflow` call, timed from the request's line to the answer's.
-    fn run(&mut self, script: &str) -> Duration {
+    /// A request of `method` with `params`, and its answer, timed from the request's line to
+    /// the answer's.
+    fn timed(&mut self, method: &str, params: Value) -> (Value, Duration) {
         let id = self.next_id;
         self.next_id += 1;
-        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": "run_workflow", "arguments": {"script": script}}});
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let started = Instant::now();
-        let answer = self.exchange(&call);
-        let elapsed = started.elapsed();
+        let answer = self.exchange(&request);
+        (answer, started.elapsed())
+    }
+
+    /// One `run_workflow` call, timed.
+    fn run(&mut self, script: &str) -> Duration {
+        let (answer, elapsed) = self.timed(
+            "tools/call",
+            json!({"name": "run_workflow", "arguments": {"script": script}}),
+        );
         assert_eq!(
             answer["result"]["structuredContent"]["ok"], true,
             "{answer}"
@@ -121,11 +129,7 @@ fn ping(runs: usize, server: &mut Server) -> f64 {
     let mut times = Vec::with_capacity(runs);
     for i in 0..runs + 5 {
         std::thread::sleep(SETTLE);
-        let id = server.next_id;
-        server.next_id += 1;
-        let started = Instant::now();
-        let answer = server.exchange(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
-        let elapsed = started.elapsed();
+        let (answer, elapsed) = server.timed("ping", json!({}));
         assert!(answer.get("result").is_some(), "{answer}");
         if i >= 5 {
             times.push(elapsed);

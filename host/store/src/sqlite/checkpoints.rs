@@ -119,7 +119,7 @@ impl Drop for Checkpointer {
 
 /// Turns off `connection`'s checkpoints: in the commit that takes the log past 1000 pages, and
 /// as the last connection to the file closes.
-fn never_checkpoints(connection: &Connection) -> rusqlite::Result<()> {
+pub(super) fn never_checkpoints(connection: &Connection) -> rusqlite::Result<()> {
     connection.pragma_update(None, "wal_autocheckpoint", 0)?;
     connection.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     Ok(())

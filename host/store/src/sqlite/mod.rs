@@ -8,9 +8,9 @@
 //! batch. The log is checkpointed into the database by a thread of the store's own, never
 //! inside a writer's commit (see `checkpoints.rs`), so no append waits on a checkpoint's
 //! fsyncs; closing the store leaves a short log beside the database for the next process to
-//! read back rather than fsync it at exit. A damaged file or one from a newer flowbox is refused with a clear error and left
-//! untouched, so nothing already journaled is lost; so is another application's database, before
-//! anything is written to it. Only [`SqliteStore::open`] creates a journal: reading commands
+//! read back rather than fsync it at exit. A damaged file or one from a newer flowbox is
+//! refused with a clear error and left untouched, so nothing already journaled is lost; so is
+//! another application's database, before anything is written to it. Only [`SqliteStore::open`] creates a journal: reading commands
 //! open it with [`SqliteStore::open_read_only`], resuming ones with
 //! [`SqliteStore::open_existing`]. A run's claim on a thread is an OS lock on
 //! a lease file in a directory beside the database (`journal.db.leases/`), released when the

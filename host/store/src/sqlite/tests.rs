@@ -162,15 +162,7 @@ async fn closing_leaves_a_short_log_and_checkpoints_a_long_one() {
     // that only opens and closes the journal.
     {
         let writer = Connection::open(&path).unwrap();
-        writer
-            .execute_batch("PRAGMA wal_autocheckpoint = 0;")
-            .unwrap();
-        writer
-            .set_db_config(
-                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-                true,
-            )
-            .unwrap();
+        checkpoints::never_checkpoints(&writer).unwrap();
         let filler = "x".repeat(4000);
         for n in 0..400 {
             writer
@@ -197,6 +189,48 @@ async fn closing_leaves_a_short_log_and_checkpoints_a_long_one() {
     reopened.begin(&header("after")).await.unwrap();
     let listing = reopened.list().await.unwrap();
     assert_eq!(listing.threads.len() + listing.damaged.len(), 402);
+}
+
+/// Once a checkpoint has copied a long log whole, the next commit starts the log over and trims
+/// its file back to the limit (`journal_size_limit`), so the file's length, which closing the
+/// store looks at, is not that of a log long since copied.
+#[tokio::test]
+async fn a_log_that_starts_over_is_trimmed_to_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let log = dir.path().join("journal.db-wal");
+    let store = SqliteStore::open(&path).unwrap();
+    store.begin(&header("t")).await.unwrap();
+    {
+        let writer = store.connection.lock().unwrap();
+        let filler = "x".repeat(4000);
+        for n in 0..400 {
+            writer
+                .execute(
+                    "INSERT INTO runs (thread_id, header, status, created_unix_ms)
+                     VALUES (?1, ?2, 'unfinished', 0)",
+                    rusqlite::params![format!("long-{n}"), filler],
+                )
+                .unwrap();
+        }
+    }
+    let long = std::fs::metadata(&log).unwrap().len();
+    assert!(long > checkpoints::LOG_LIMIT, "{long}");
+    let (frames, copied): (i64, i64) = Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            Ok((row.get(1)?, row.get(2)?))
+        })
+        .unwrap();
+    assert_eq!(frames, copied, "the checkpoint copied the whole log");
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().len(),
+        long,
+        "a copy trims nothing"
+    );
+    store.append("t", &[entry(0, 0)]).await.unwrap();
+    let trimmed = std::fs::metadata(&log).unwrap().len();
+    assert!(trimmed <= checkpoints::LOG_LIMIT, "{trimmed} of {long}");
 }
 
 #[tokio::test]

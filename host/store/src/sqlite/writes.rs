@@ -65,9 +65,7 @@ fn execute_cached(
 }
 
 fn run_cached(connection: &Connection, path: &Path, sql: &str) -> Result<(), StoreError> {
-    connection
-        .prepare_cached(sql)
-        .and_then(|mut statement| statement.execute([]))
+    execute_cached(connection, sql, [])
         .map(drop)
         .map_err(|e| classify(path, e))
 }
