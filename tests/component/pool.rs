@@ -120,10 +120,10 @@ async fn the_pool_holds_at_most_its_capacity_and_reports_its_memory() {
 #[tokio::test]
 async fn a_pool_that_sat_full_long_enough_to_sleep_still_refills_after_a_run() {
     let rt = pooled(1, Arc::new(FakeBackend::new()));
-    // The first run teaches the pool which pages to pre-fault, which wakes the refill thread.
+    // The first run teaches the pool which pages to pre-fault, which wakes the refill thread
+    // to pre-fault the instance waiting: `taught` returns once it has.
     taught(&rt).await;
     for round in 0..2 {
-        filled_until(&rt, 1, prefaulted).await;
         // Past the second the refill thread goes on looking for room before it sleeps until
         // an instance is taken.
         tokio::time::sleep(Duration::from_millis(1500)).await;

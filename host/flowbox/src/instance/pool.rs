@@ -39,6 +39,7 @@ use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store, set_deadlin
 use crate::instance::fault_around;
 use crate::instance::prefault::{self, Access, Mappings, TouchedPages};
 use crate::instance::profile::{PageProfile, Targets, Threshold};
+use crate::instance::retire::unmap;
 use crate::{Limits, RunError};
 
 /// The fuel a pooled instance instantiates with: far more than instantiation takes, so what
@@ -288,8 +289,22 @@ impl Warm {
     }
 }
 
-/// Keeps the pool full until it is stopped.
+/// Keeps the pool full until it is stopped, then drops the instances it holds (as the
+/// retiring thread drops finished runs' stores, see `retire::unmap`).
 fn refill(
+    pool: &Inner,
+    executor: &tokio::runtime::Runtime,
+    engine: &Engine,
+    pre: &WorkflowPre<RunCtx>,
+    backend: &Arc<dyn LeafBackend>,
+) {
+    fill(pool, executor, engine, pre, backend);
+    let instances = std::mem::take(&mut pool.ready().instances);
+    unmap(instances);
+}
+
+/// Fills the pool until it is stopped (or the guest does not instantiate).
+fn fill(
     pool: &Inner,
     executor: &tokio::runtime::Runtime,
     engine: &Engine,
@@ -318,11 +333,12 @@ fn refill(
                 warm.teaches = true;
             }
         }
+        // Once stopped, `refill` drops it with the rest.
         let mut ready = pool.ready();
+        ready.instances.push_back(warm);
         if ready.stopped {
             return;
         }
-        ready.instances.push_back(warm);
         drop(ready);
         // Let a run that is waiting for a core have it before the next instantiation.
         std::thread::yield_now();

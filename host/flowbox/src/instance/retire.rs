@@ -52,6 +52,7 @@ pub(crate) fn retire(mut store: Store<RunCtx>) {
             .map(|_| sender)
     });
     let Some(sender) = sender else {
+        unmap(store);
         return;
     };
     WAITING.fetch_add(1, Ordering::Relaxed);
@@ -59,8 +60,16 @@ pub(crate) fn retire(mut store: Store<RunCtx>) {
         sender.try_send(store)
     {
         WAITING.fetch_sub(1, Ordering::Relaxed);
-        drop(store);
+        unmap(store);
     }
+}
+
+/// Drops `dropped` (stores, and the guest memory they hold), but not while the warm pool
+/// compares the memory map around an instantiation: a range unmapped in between could be
+/// taken over by the new memory, which would then look old (see `prefault`).
+pub(crate) fn unmap<T>(dropped: T) {
+    let _unmapping = crate::instance::prefault::hold_unmapping();
+    drop(dropped);
 }
 
 /// The retiring thread: drops each store that arrives, at a quiet moment, until every sender
@@ -88,10 +97,7 @@ fn drop_stores(receiver: &Receiver<Store<RunCtx>>) {
         if let Some(touched) = store.data_mut().touched.take() {
             touched.learn();
         }
-        // Not while the warm pool compares the memory map around an instantiation (see
-        // `prefault`).
-        let _unmapping = crate::instance::prefault::hold_unmapping();
-        drop(store);
+        unmap(store);
         last = Instant::now();
     }
 }
