@@ -13,7 +13,9 @@
 //! drafts that a final prompt joins) fed that one, not the new leaf: it is left out.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
+
+use super::NumberHasher;
 
 use serde_json::Value;
 
@@ -37,7 +39,11 @@ struct Text {
 /// The delivered replies' texts, by their first [`MIN_BYTES`] bytes.
 #[derive(Debug, Default)]
 pub(super) struct Feeds {
-    by_start: HashMap<u128, Vec<Text>, BuildHasherDefault<WindowHasher>>,
+    by_start: HashMap<u128, Vec<Text>, BuildHasherDefault<NumberHasher>>,
+    /// Where each text is in `by_start`'s list for its start, by its start, length and hash:
+    /// replies that start alike (a fan-out's, often) are indexed in constant time each, not
+    /// in time growing with how many came before.
+    known: HashMap<(u128, usize, u64), usize, BuildHasherDefault<NumberHasher>>,
 }
 
 impl Feeds {
@@ -47,16 +53,23 @@ impl Feeds {
         collect_strings(reply, &mut strings);
         for text in strings.into_iter().take(MAX_STRINGS_PER_REPLY) {
             let bytes = text.as_bytes();
-            let (len, hash) = (bytes.len(), hash(bytes));
-            let alike = self.by_start.entry(window(bytes)).or_default();
-            match alike.iter_mut().find(|t| t.len == len && t.hash == hash) {
+            let (start, len, hash) = (window(bytes), bytes.len(), hash(bytes));
+            let alike = self.by_start.entry(start).or_default();
+            match self
+                .known
+                .get(&(start, len, hash))
+                .map(|&at| &mut alike[at])
+            {
                 Some(known) if known.calls.last() == Some(&call_id) => {}
                 Some(known) => known.calls.push(call_id),
-                None => alike.push(Text {
-                    len,
-                    hash,
-                    calls: vec![call_id],
-                }),
+                None => {
+                    self.known.insert((start, len, hash), alike.len());
+                    alike.push(Text {
+                        len,
+                        hash,
+                        calls: vec![call_id],
+                    });
+                }
             }
         }
     }
@@ -161,28 +174,6 @@ impl Prefixes {
     /// The hash of `text[start..end]`.
     fn hash(&self, start: usize, end: usize) -> u64 {
         self.hashes[end].wrapping_sub(self.hashes[start].wrapping_mul(self.powers[end - start]))
-    }
-}
-
-/// Hashes a window (a `u128` of text bytes) with one multiplication: the windows are looked
-/// up once per byte of a prompt, where SipHash would cost more than the rest of the scan.
-#[derive(Debug, Default)]
-struct WindowHasher(u64);
-
-impl Hasher for WindowHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-    }
-
-    fn write_u128(&mut self, window: u128) {
-        let folded = (window as u64) ^ ((window >> 64) as u64).rotate_left(29);
-        self.0 = folded.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 29)
     }
 }
 

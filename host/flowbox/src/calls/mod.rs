@@ -24,6 +24,7 @@ pub(crate) mod source;
 mod start;
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,7 +105,7 @@ pub(crate) struct Calls {
     receiver: mpsc::UnboundedReceiver<Finished>,
     thread_id: String,
     next_handle: u64,
-    in_flight: HashMap<u64, PendingCall>,
+    in_flight: HashMap<u64, PendingCall, BuildHasherDefault<NumberHasher>>,
     agents_started: u32,
     tools_called: u32,
     max_agents: u32,
@@ -173,7 +174,7 @@ impl Calls {
             receiver,
             thread_id: settings.thread_id,
             next_handle: 1,
-            in_flight: HashMap::new(),
+            in_flight: HashMap::default(),
             agents_started: 0,
             tools_called: 0,
             max_agents: settings.max_agents,
@@ -231,6 +232,37 @@ impl Calls {
     fn keeps_records(&self) -> bool {
         let d = &self.checkpoints;
         d.journal.is_some() || d.replay.is_some() || d.cache.is_some()
+    }
+}
+
+/// Hashes numbers with one multiplication each, where SipHash would cost more than the lookup
+/// it serves: calls by their handle (a counter the host sets, never the script), and a reply
+/// text's first bytes as one `u128`, which `feeds` looks up once per byte of a prompt.
+#[derive(Debug, Default)]
+pub(super) struct NumberHasher(u64);
+
+impl Hasher for NumberHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, number: u64) {
+        self.0 = (self.0.rotate_left(5) ^ number).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn write_usize(&mut self, number: usize) {
+        self.write_u64(number as u64);
+    }
+
+    fn write_u128(&mut self, window: u128) {
+        let folded = (window as u64) ^ ((window >> 64) as u64).rotate_left(29);
+        self.0 = (self.0 ^ folded).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
     }
 }
 
