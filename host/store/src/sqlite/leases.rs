@@ -3,12 +3,15 @@
 //! holds it, however that process ends.
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
 use crate::{Claim, StoreError};
+
+/// The width of the process id a claim writes, padded with spaces: any `u32` fits.
+const PID_WIDTH: usize = 10;
 
 /// The lease files of one journal.
 #[derive(Debug, Clone)]
@@ -62,9 +65,11 @@ impl Leases {
         }
         match attempt {
             Ok(()) => {
-                file.set_len(0).map_err(io)?;
-                file.rewind().map_err(io)?;
-                write!(file, "{}", std::process::id()).map_err(io)?;
+                // Over what an earlier claim wrote, at a width any process id fits, rather
+                // than into a file truncated first: ext4 starts writing a file truncated to
+                // nothing back to disk as it is closed, which the run would wait for.
+                let pid = format!("{:<PID_WIDTH$}", std::process::id());
+                file.write_all(pid.as_bytes()).map_err(io)?;
                 Ok(Claim::new(file))
             }
             Err(TryLockError::WouldBlock) => Err(StoreError::InUse {
@@ -113,9 +118,13 @@ impl Leases {
 
 /// Who holds a lease, from the process id its holder wrote.
 fn holder(file: &mut File) -> String {
-    let mut pid = String::new();
-    match file.read_to_string(&mut pid) {
-        Ok(_) if !pid.trim().is_empty() => format!("process {}", pid.trim()),
+    let mut text = String::new();
+    // The first word: a claim writes over an earlier one's without truncating the file.
+    match file
+        .read_to_string(&mut text)
+        .map(|_| text.split_whitespace().next())
+    {
+        Ok(Some(pid)) => format!("process {pid}"),
         _ => "another process".into(),
     }
 }

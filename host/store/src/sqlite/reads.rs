@@ -146,21 +146,23 @@ pub(super) fn load(
     claimed: impl FnOnce() -> bool,
 ) -> Result<Option<StoredThread>, StoreError> {
     let row = connection
-        .query_row(
+        .prepare_cached(
             "SELECT header, name, status, outcome, finished_unix_ms FROM runs
              WHERE thread_id = ?1",
-            [thread_id],
-            |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, Option<String>>(1)?,
-                    row.get::<_, String>(2)?,
-                    row.get::<_, Option<String>>(3)?,
-                    row.get::<_, Option<i64>>(4)?,
-                ))
-            },
         )
-        .optional()
+        .and_then(|mut statement| {
+            statement
+                .query_row([thread_id], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, Option<String>>(3)?,
+                        row.get::<_, Option<i64>>(4)?,
+                    ))
+                })
+                .optional()
+        })
         .map_err(|e| classify(path, e))?;
     let Some((header, name, status_text, outcome, finished)) = row else {
         return Ok(None);

@@ -26,6 +26,27 @@ async fn keeps_the_store_contract() {
     crate::contract::recent_replies_are_the_newest_successful_leaves(&fresh).await;
 }
 
+/// A claim writes its process id over the lease without truncating it first (see `leases`):
+/// what an earlier claim left after it never reaches the error a second claimant gets.
+#[tokio::test]
+async fn a_claim_names_its_process_over_what_an_earlier_claim_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let one = SqliteStore::open(&path).unwrap();
+    let two = SqliteStore::open(&path).unwrap();
+    one.begin(&header("t")).await.unwrap();
+    let lease = one.leases.path("t");
+    std::fs::create_dir_all(lease.parent().unwrap()).unwrap();
+    std::fs::write(&lease, "4294967295 and more an earlier claim left").unwrap();
+    let _held = one.claim("t").await.unwrap();
+    let err = two.claim("t").await.unwrap_err();
+    let holder = format!("process {}", std::process::id());
+    assert!(
+        matches!(&err, StoreError::InUse { holder: h, .. } if *h == holder),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn a_claim_holds_across_stores_on_one_file_and_ends_with_the_thread() {
     let dir = tempfile::tempdir().unwrap();
