@@ -196,7 +196,11 @@ impl WarmPool {
         let executor = tokio::runtime::Builder::new_current_thread().build()?;
         std::thread::Builder::new()
             .name("flowbox-warm-pool".into())
-            .spawn(move || refill(&pool, &executor, &engine, &pre, &backend))?;
+            .spawn(move || {
+                refill(&pool, &executor, &engine, &pre, &backend);
+                // As the retiring thread drops finished runs' stores (see `retire::unmap`).
+                unmap(std::mem::take(&mut pool.ready().instances));
+            })?;
         Ok(Self { inner })
     }
 
@@ -289,22 +293,8 @@ impl Warm {
     }
 }
 
-/// Keeps the pool full until it is stopped, then drops the instances it holds (as the
-/// retiring thread drops finished runs' stores, see `retire::unmap`).
+/// Keeps the pool full until it is stopped (or the guest does not instantiate).
 fn refill(
-    pool: &Inner,
-    executor: &tokio::runtime::Runtime,
-    engine: &Engine,
-    pre: &WorkflowPre<RunCtx>,
-    backend: &Arc<dyn LeafBackend>,
-) {
-    fill(pool, executor, engine, pre, backend);
-    let instances = std::mem::take(&mut pool.ready().instances);
-    unmap(instances);
-}
-
-/// Fills the pool until it is stopped (or the guest does not instantiate).
-fn fill(
     pool: &Inner,
     executor: &tokio::runtime::Runtime,
     engine: &Engine,
@@ -333,7 +323,7 @@ fn fill(
                 warm.teaches = true;
             }
         }
-        // Once stopped, `refill` drops it with the rest.
+        // Once stopped, the thread drops it with the rest as it ends.
         let mut ready = pool.ready();
         ready.instances.push_back(warm);
         if ready.stopped {

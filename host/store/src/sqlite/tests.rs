@@ -26,6 +26,12 @@ async fn keeps_the_store_contract() {
     crate::contract::recent_replies_are_the_newest_successful_leaves(&fresh).await;
 }
 
+/// Whether `err` refuses a claim because this process holds the thread.
+fn in_use_by_this_process(err: &StoreError) -> bool {
+    let this = format!("process {}", std::process::id());
+    matches!(err, StoreError::InUse { holder, .. } if *holder == this)
+}
+
 /// A claim writes its process id over the lease without truncating it first (see `leases`):
 /// what an earlier claim left after it never reaches the error a second claimant gets.
 #[tokio::test]
@@ -40,11 +46,7 @@ async fn a_claim_names_its_process_over_what_an_earlier_claim_left() {
     std::fs::write(&lease, "4294967295 and more an earlier claim left").unwrap();
     let _held = one.claim("t").await.unwrap();
     let err = two.claim("t").await.unwrap_err();
-    let holder = format!("process {}", std::process::id());
-    assert!(
-        matches!(&err, StoreError::InUse { holder: h, .. } if *h == holder),
-        "{err}"
-    );
+    assert!(in_use_by_this_process(&err), "{err}");
 }
 
 #[tokio::test]
@@ -65,11 +67,7 @@ async fn a_claim_holds_across_stores_on_one_file_and_ends_with_the_thread() {
     one.begin(&header("t")).await.unwrap();
     let held = one.claim("t").await.unwrap();
     let err = two.claim("t").await.unwrap_err();
-    let holder = format!("process {}", std::process::id());
-    assert!(
-        matches!(&err, StoreError::InUse { holder: h, .. } if *h == holder),
-        "{err}"
-    );
+    assert!(in_use_by_this_process(&err), "{err}");
     let lease = one.leases.path("t");
     assert!(lease.exists());
     let end = ThreadEnd {
