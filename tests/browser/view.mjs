@@ -102,7 +102,8 @@ async function runAlongside(args, expectCode) {
 const htmlReply = file("html.json", JSON.stringify({ latency_ms: 5, fallback: "fake",
   rules: [{ label: "^r1$", text: "<script>window.pwned = 1</script><b>bold?</b>" }] }));
 const steady = file("steady.json", JSON.stringify({ latency_ms: 2000, fallback: "fake" }));
-const slow = file("slow.json", JSON.stringify({ latency_ms: 2500, jitter_ms: 1500, fallback: "fake" }));
+// Slow enough that its leaves still run when the page opens on a loaded machine: 6–15 s in all.
+const slow = file("slow.json", JSON.stringify({ latency_ms: 3500, jitter_ms: 1500, fallback: "fake" }));
 
 let browser;
 try {
