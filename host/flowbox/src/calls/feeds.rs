@@ -15,9 +15,9 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use super::NumberHasher;
-
 use serde_json::Value;
+
+use super::NumberHasher;
 
 /// The shortest text that counts as a reply feeding a prompt, in bytes.
 pub(super) const MIN_BYTES: usize = 16;
