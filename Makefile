@@ -128,3 +128,11 @@ bench: bench-mcp
 
 bench-mcp: guest
 	$(CARGO) bench --locked -p flowbox-cli --bench mcp
+
+# A whole `flowbox run` process of `return 1`, with and without the journal
+# (target/bench/process.json).
+.PHONY: bench-process
+bench: bench-process
+
+bench-process: guest
+	$(CARGO) bench --locked -p flowbox-cli --bench process

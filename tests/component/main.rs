@@ -6,6 +6,7 @@ mod clocks;
 mod durable;
 mod events;
 mod faults;
+mod guest;
 mod history;
 mod json_fidelity;
 mod limits;

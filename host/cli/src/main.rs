@@ -21,6 +21,7 @@ mod ask;
 mod check;
 mod events;
 mod follow;
+mod guest;
 mod guidance;
 mod mcp;
 mod options;
@@ -119,6 +120,12 @@ impl Command {
             | Self::Guidance(_)
             | Self::Mcp(_) => false,
         }
+    }
+
+    /// Whether the command serves until stopped: its tasks may still hold runs (and their
+    /// traces' last spans) when it returns.
+    fn serves(&self) -> bool {
+        matches!(self, Self::Serve(_) | Self::Mcp(_) | Self::Worker(_))
     }
 }
 
@@ -236,11 +243,13 @@ pub(crate) fn exit_code(error: &flowbox::RunError) -> u8 {
 }
 
 fn main() -> ExitCode {
+    guest::load_ahead(std::env::args_os());
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(error),
     };
     let json = cli.command.json();
+    let serves = cli.command.serves();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -268,12 +277,15 @@ fn main() -> ExitCode {
             Command::Mcp(args) => mcp::mcp(args).await,
         }
     });
-    // A tool call stuck in a blocking read must not keep the finished command from exiting.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
-    match result {
+    if serves {
+        // Dropping the server's tasks drops their runs, and with the last the tracer, which
+        // exports what it still holds; a tool call stuck in a blocking read is left behind.
+        runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    }
+    let code = match result {
         // A result nobody could read is not a success.
-        Ok(0) if STDOUT.load(Ordering::Relaxed) == STDOUT_FAILED => ExitCode::from(1),
-        Ok(code) => ExitCode::from(code),
+        Ok(0) if STDOUT.load(Ordering::Relaxed) == STDOUT_FAILED => 1,
+        Ok(code) => code,
         Err(failure) => {
             if json {
                 out!("{}", failure.to_json());
@@ -282,9 +294,13 @@ fn main() -> ExitCode {
                 "error: {}",
                 flowbox::store::view::terminal_safe(&format!("{:#}", failure.error))
             );
-            ExitCode::from(failure.code)
+            failure.code
         }
-    }
+    };
+    // Any other command has written its output, committed its journal and flushed its traces
+    // by now, so the process ends without stopping tokio's threads one by one (~0.7 ms of a
+    // one-shot run) or waiting for a tool call stuck in a blocking read.
+    std::process::exit(i32::from(code))
 }
 
 /// What became of stdout: [`STDOUT_OPEN`], [`STDOUT_GONE`] (its reader stopped reading: later

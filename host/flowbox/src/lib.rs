@@ -52,6 +52,7 @@ pub use flowbox_backends::{
     Waiting,
 };
 pub use flowbox_store::Summary;
+pub use instance::guest::Guest;
 pub use instance::pool::WarmPoolStats;
 pub use limits::{InvalidLimit, Limits};
 pub use run::outcome::RunOutcome;

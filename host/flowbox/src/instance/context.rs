@@ -252,7 +252,7 @@ pub(crate) fn new_store(engine: &Engine, ctx: RunCtx) -> Result<Store<RunCtx>, R
 
 /// Starts a run's deadline: `timeout` from now.
 pub(crate) fn set_deadline(store: &mut Store<RunCtx>, timeout: Duration) {
-    // Each epoch tick (see `engine::EpochTicker`) lets other runs on this thread progress and
+    // Each epoch tick (see `guest::EpochTicker`) lets other runs on this thread progress and
     // checks the deadline, so a CPU-bound script is stopped on time.
     let deadline = Instant::now() + timeout;
     store.set_epoch_deadline(1);

@@ -414,7 +414,7 @@ fn start(shared: &Shared, setup: RunSetup) -> Result<(Store<RunCtx>, Option<Work
         Some(warm) => warm
             .start(ctx)
             .map(|(store, instance)| (store, Some(instance))),
-        None => Ok((new_store(&shared.engine, ctx)?, None)),
+        None => Ok((new_store(shared.guest.engine(), ctx)?, None)),
     }
 }
 
@@ -428,15 +428,15 @@ fn start(shared: &Shared, setup: RunSetup) -> Result<(Store<RunCtx>, Option<Work
 /// run's own random streams what a pooled run's skip.
 async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Result<Workflow> {
     let before = Mappings::now();
-    let instance = shared.pre.instantiate_async(&mut *store).await?;
+    let instance = shared.guest.pre().instantiate_async(&mut *store).await?;
     let memories = Mappings::now().linear_memories_since(&before, store.data().memory.total);
     fault_around::turn_off(&memories);
     if let [memory] = memories.as_slice()
-        && shared.fresh.prefault(memory).is_none()
+        && shared.guest.fresh().prefault(memory).is_none()
     {
         store.data_mut().touched = Some(TouchedPages {
             memories,
-            learner: Arc::clone(&shared.fresh) as Arc<dyn Learner>,
+            learner: Arc::clone(shared.guest.fresh()) as Arc<dyn Learner>,
         });
     }
     instance.call_warm_up(&mut *store).await?;
@@ -449,7 +449,7 @@ fn fresh_store(
     setup: RunSetup,
     projection: bool,
 ) -> Result<Store<RunCtx>, RunError> {
-    new_store(&shared.engine, run_ctx(shared, setup, projection))
+    new_store(shared.guest.engine(), run_ctx(shared, setup, projection))
 }
 
 /// The state of a run of `setup` on the runtime's backend, tools, journal and prices; a

@@ -1,10 +1,12 @@
-//! The [`Runtime`]: one wasmtime `Engine`, the guest compiled once, and what every run shares.
+//! The [`Runtime`]: the [`Guest`] (one wasmtime `Engine`, the guest compiled once) and what
+//! every run shares.
 //!
 //! Compiling the ~20 MB guest takes seconds, so it is precompiled once per engine
 //! configuration and cached on disk (see `cache`); building a runtime after that takes
 //! milliseconds. Each run then instantiates the pre-linked component into a fresh `Store`.
 
 pub(crate) mod cache;
+mod guest;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,27 +14,16 @@ use std::sync::Arc;
 use flowbox_backends::{LeafBackend, LeafCatalog, ToolSet};
 use flowbox_store::CheckpointStore;
 use serde_json::Value;
-use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine};
 
-use crate::RunRequest;
-use crate::bindings::{Workflow, WorkflowPre};
+use self::guest::CacheDir;
 use crate::error::JournalError;
 use crate::events::{EventHub, EventStream};
-use crate::instance::context::RunCtx;
-use crate::instance::fresh::FreshPrefault;
 use crate::instance::pool::{WarmPool, WarmPoolStats};
 use crate::plan::{FanoutProfile, Plan, PriceTable};
-use crate::run::shared::{EpochTicker, Shared};
+use crate::run::shared::Shared;
 use crate::run::{self};
+use crate::{Guest, RunRequest};
 use crate::{Limits, RunError, RunOutcome};
-
-/// The guest's wasm stack. Recursion through the interpreter's C code (a deeply nested
-/// expression, `map` calling a Python function calling `map`, ...) needs far more than
-/// wasmtime's 512 KiB default before Python's own recursion limit can speak.
-const MAX_WASM_STACK: usize = 4 << 20;
-/// The fiber stack a run executes on: the wasm stack plus room for host calls.
-const ASYNC_STACK: usize = MAX_WASM_STACK + (2 << 20);
 
 /// Events a live subscriber may fall behind by before it sees a gap, and a lossless one may
 /// hold before the scripts wait for it.
@@ -44,8 +35,9 @@ static GUEST_COMPONENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/flowbo
 /// Its SHA-256, computed at build time.
 const GUEST_SHA256: &str = env!("FLOWBOX_GUEST_SHA256");
 
-/// Runs workflow scripts. Cheap to clone; clones share the engine, the compiled guest, the
-/// backend and the event stream. Build one per process with [`Runtime::builder`].
+/// Runs workflow scripts. Cheap to clone; clones share the [`Guest`], the backend and the
+/// event stream. Build one per process with [`Runtime::builder`] (or several on one
+/// [`Guest`]).
 #[derive(Debug, Clone)]
 pub struct Runtime {
     shared: Arc<Shared>,
@@ -99,7 +91,7 @@ pub struct RuntimeBuilder {
     tools: ToolSet,
     store: Option<Arc<dyn CheckpointStore>>,
     limits: Limits,
-    cache_dir: CacheDir,
+    guest: GuestSource,
     event_capacity: usize,
     prices: Option<PriceTable>,
     fanout: Option<FanoutProfile>,
@@ -109,11 +101,11 @@ pub struct RuntimeBuilder {
     otlp: Option<crate::trace::Otlp>,
 }
 
+/// Where a runtime gets its guest.
 #[derive(Debug)]
-enum CacheDir {
-    Default,
-    At(PathBuf),
-    Disabled,
+enum GuestSource {
+    Load(CacheDir),
+    Given(Guest),
 }
 
 impl RuntimeBuilder {
@@ -177,13 +169,21 @@ impl RuntimeBuilder {
     /// Where the precompiled guest is cached. The default is `$FLOWBOX_CACHE_DIR`, else the
     /// user's cache directory (`$XDG_CACHE_HOME/flowbox` or `~/.cache/flowbox`).
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache_dir = CacheDir::At(dir.into());
+        self.guest = GuestSource::Load(CacheDir::At(dir.into()));
         self
     }
 
     /// Compiles the guest in memory every time, without a disk cache.
     pub fn no_cache(mut self) -> Self {
-        self.cache_dir = CacheDir::Disabled;
+        self.guest = GuestSource::Load(CacheDir::Disabled);
+        self
+    }
+
+    /// Runs on this guest, loaded already (see [`Guest`]), instead of loading one as the
+    /// runtime is built; [`cache_dir`](Self::cache_dir) and [`no_cache`](Self::no_cache) then
+    /// do not apply, since the guest was loaded from where its own loader said.
+    pub fn guest(mut self, guest: Guest) -> Self {
+        self.guest = GuestSource::Given(guest);
         self
     }
 
@@ -227,8 +227,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Creates the engine and loads the guest: from the cache in milliseconds, or compiled in
-    /// a few seconds the first time (then cached).
+    /// Builds the runtime, loading the guest unless it was [given one](Self::guest): from the
+    /// cache in milliseconds, or compiled in a few seconds the first time (then cached).
     pub fn build(self) -> Result<Runtime, SetupError> {
         let backend = self.backend.ok_or(SetupError::NoBackend)?;
         self.limits.check()?;
@@ -237,44 +237,10 @@ impl RuntimeBuilder {
         {
             return Err(SetupError::NoPrices(field));
         }
-        if GUEST_COMPONENT.is_empty() {
-            return Err(SetupError::GuestMissing);
-        }
-        let wasmtime_error = |e: wasmtime::Error| SetupError::Wasmtime(e.into_boxed_dyn_error());
-        let mut config = Config::new();
-        config
-            .consume_fuel(true)
-            .epoch_interruption(true)
-            .memory_init_cow(true)
-            .wasm_component_model(true)
-            .max_wasm_stack(MAX_WASM_STACK)
-            .async_stack_size(ASYNC_STACK);
-        let engine = Engine::new(&config).map_err(wasmtime_error)?;
-
-        let cache_dir = match self.cache_dir {
-            CacheDir::Default => cache::default_dir(),
-            CacheDir::At(dir) => Some(dir),
-            CacheDir::Disabled => None,
+        let guest = match self.guest {
+            GuestSource::Load(cache_dir) => Guest::load_from(cache_dir)?,
+            GuestSource::Given(guest) => guest,
         };
-        let component =
-            cache::load_component(&engine, GUEST_COMPONENT, GUEST_SHA256, cache_dir.as_deref())
-                .map_err(wasmtime_error)?;
-        let fresh = FreshPrefault::kept_in(
-            cache_dir
-                .as_deref()
-                .map(|dir| cache::pages_path(&engine, GUEST_SHA256, dir)),
-        );
-
-        let mut linker = Linker::<RunCtx>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasmtime_error)?;
-        // Clock subscriptions wait in virtual time, not on a real timer.
-        crate::host::monotonic_clock::add_to_linker(&mut linker).map_err(wasmtime_error)?;
-        Workflow::add_to_linker::<_, HasSelf<_>>(&mut linker, |ctx| ctx).map_err(wasmtime_error)?;
-        let pre = linker
-            .instantiate_pre(&component)
-            .and_then(WorkflowPre::new)
-            .map_err(wasmtime_error)?;
-
         #[cfg(feature = "otlp")]
         let tracer = match self.otlp {
             Some(otlp) => Some(Arc::new(crate::trace::Tracer::start(otlp)?)),
@@ -289,15 +255,18 @@ impl RuntimeBuilder {
         let pool = match self.warm_pool {
             0 => None,
             instances => Some(
-                WarmPool::start(instances, engine.clone(), pre.clone(), Arc::clone(&backend))
-                    .map_err(SetupError::WarmPool)?,
+                WarmPool::start(
+                    instances,
+                    guest.engine().clone(),
+                    guest.pre().clone(),
+                    Arc::clone(&backend),
+                )
+                .map_err(SetupError::WarmPool)?,
             ),
         };
         Ok(Runtime {
             shared: Arc::new(Shared {
-                _ticker: EpochTicker::start(engine.clone()),
-                engine,
-                pre,
+                guest,
                 backend,
                 tools: self.tools,
                 limits: self.limits,
@@ -308,7 +277,6 @@ impl RuntimeBuilder {
                 prices: self.prices.map(Arc::new),
                 fanout: self.fanout,
                 pool,
-                fresh: Arc::new(fresh),
                 remote: self.remote,
             }),
         })
@@ -324,7 +292,7 @@ impl Runtime {
             tools: ToolSet::new(),
             store: None,
             limits: Limits::default(),
-            cache_dir: CacheDir::Default,
+            guest: GuestSource::Load(CacheDir::Default),
             event_capacity: DEFAULT_EVENT_CAPACITY,
             prices: None,
             fanout: None,
@@ -458,11 +426,13 @@ impl Runtime {
     /// guest's runtime sets itself up), timed on this thread; the store is dropped after.
     pub async fn instance_floor(&self) -> Result<std::time::Duration, RunError> {
         let shared = &self.shared;
-        let mut store = crate::instance::pool::placeholder_store(&shared.engine, &shared.backend)
-            .ok_or_else(|| RunError::Host("cannot make a store".into()))?;
+        let mut store =
+            crate::instance::pool::placeholder_store(shared.guest.engine(), &shared.backend)
+                .ok_or_else(|| RunError::Host("cannot make a store".into()))?;
         let start = std::time::Instant::now();
         let instance = shared
-            .pre
+            .guest
+            .pre()
             .instantiate_async(&mut store)
             .await
             .map_err(|e| RunError::Host(format!("cannot instantiate the guest: {e}")))?;
@@ -511,12 +481,14 @@ mod tests {
         );
     }
 
+    fn test_cache() -> PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flowbox-cache")
+    }
+
     fn test_runtime() -> Runtime {
         Runtime::builder()
             .backend(flowbox_backends::FakeBackend::new())
-            .cache_dir(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flowbox-cache"),
-            )
+            .cache_dir(test_cache())
             .build()
             .expect("the guest loads")
     }
@@ -526,16 +498,20 @@ mod tests {
     #[tokio::test]
     #[cfg(target_os = "linux")]
     async fn a_fresh_run_pre_faulted_by_the_profile_uses_exactly_the_fuel_of_the_first() {
-        let mut runtime = test_runtime();
-        // A profile that has counted nothing, whatever the cache directory keeps.
-        Arc::get_mut(&mut runtime.shared).unwrap().fresh = Arc::default();
+        let mut guest = Guest::load_cached_in(test_cache()).expect("the guest loads");
+        guest.forget_pages();
+        let runtime = Runtime::builder()
+            .backend(flowbox_backends::FakeBackend::new())
+            .guest(guest)
+            .build()
+            .unwrap();
         let script = "import random\nreturn [random.random(), sum(range(1000))]";
         let run = async || {
             runtime
                 .run_request(crate::RunRequest::new(script).thread_id("fresh"))
                 .await
         };
-        let fresh = &runtime.shared.fresh;
+        let fresh = runtime.shared.guest.fresh();
         // A run whose instantiation another test's overlapped cannot tell its memory apart
         // (see `Mappings::linear_memories_since`), and neither teaches nor is pre-faulted: such
         // runs are run again. The thread that drops stores waits for moments without runs in
@@ -569,9 +545,8 @@ mod tests {
     #[tokio::test]
     #[cfg(target_os = "linux")]
     async fn the_pages_a_run_touched_are_kept_for_the_next_runtime_on_the_cache() {
-        let shared_cache =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flowbox-cache");
-        let engine = test_runtime().shared.engine.clone();
+        let shared_cache = test_cache();
+        let engine = test_runtime().shared.guest.engine().clone();
         let dir = tempfile::tempdir().unwrap();
         let artifact = cache::artifact_name(&engine, GUEST_SHA256);
         std::fs::copy(shared_cache.join(&artifact), dir.path().join(&artifact)).unwrap();
@@ -584,7 +559,7 @@ mod tests {
         };
         let script = "return sum(range(1000))";
         let first = on_dir();
-        assert_eq!(first.shared.fresh.runs(), 0);
+        assert_eq!(first.shared.guest.fresh().runs(), 0);
         // A run whose instantiation another test's overlapped cannot tell its memory apart
         // (see `Mappings::linear_memories_since`) and neither keeps its pages nor is
         // pre-faulted: such runs are run again.
@@ -600,15 +575,23 @@ mod tests {
         assert!(kept.starts_with(b"flowbox pages 1 "), "{:?}", &kept[..20]);
 
         let next = on_dir();
-        assert_eq!(next.shared.fresh.runs(), 1, "it starts from the kept pages");
+        assert_eq!(
+            next.shared.guest.fresh().runs(),
+            1,
+            "it starts from the kept pages"
+        );
         let mut prefaulted = next.run(script, serde_json::json!({})).await;
         for _ in 0..20 {
-            if next.shared.fresh.instances() > 0 {
+            if next.shared.guest.fresh().instances() > 0 {
                 break;
             }
             prefaulted = next.run(script, serde_json::json!({})).await;
         }
-        assert_eq!(next.shared.fresh.instances(), 1, "a run was pre-faulted");
+        assert_eq!(
+            next.shared.guest.fresh().instances(),
+            1,
+            "a run was pre-faulted"
+        );
         assert_eq!(prefaulted.result.unwrap(), taught.result.unwrap());
         assert_eq!(prefaulted.summary.fuel_used, taught.summary.fuel_used);
     }
@@ -619,9 +602,14 @@ mod tests {
     fn the_guest_imports_nothing_but_the_host_interface_and_wasi() {
         let runtime = test_runtime();
         let shared = &runtime.shared;
-        let types = shared.pre.instance_pre().component().component_type();
+        let types = shared
+            .guest
+            .pre()
+            .instance_pre()
+            .component()
+            .component_type();
         let imports: Vec<&str> = types
-            .imports(&shared.engine)
+            .imports(shared.guest.engine())
             .map(|(name, _)| name)
             .collect();
         let allowed = [

@@ -1,0 +1,108 @@
+//! The [`Guest`] every instance is made from: the engine, the compiled guest linked against
+//! the host, the profile of the pages fresh instances pre-fault, and the thread that advances
+//! the engine's epoch. Loading one is the runtime's business (`runtime::guest`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::Engine;
+
+use super::context::RunCtx;
+use super::fresh::FreshPrefault;
+use crate::bindings::WorkflowPre;
+
+/// How often the engine's epoch advances: the granularity of deadlines and of yielding
+/// between concurrent busy runs.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The compiled guest, linked and ready to instantiate, on its own engine: what every run
+/// starts from. Loading it takes milliseconds from the disk cache (seconds the first time,
+/// when it is compiled and cached); [`RuntimeBuilder::build`](crate::RuntimeBuilder::build)
+/// loads one unless it is [given one](crate::RuntimeBuilder::guest). Load it apart
+/// ([`Guest::load`]) to overlap that with other start-up work (`flowbox run` loads it on a
+/// thread of its own while it parses its flags and opens its journal), or to share one among
+/// several runtimes, which then also share its memory image and what fresh instances learn
+/// to pre-fault. Cheap to clone.
+#[derive(Clone)]
+pub struct Guest {
+    parts: Arc<Parts>,
+}
+
+struct Parts {
+    engine: Engine,
+    pre: WorkflowPre<RunCtx>,
+    /// What recent fresh instances did to their memory's pages, to pre-fault the next with.
+    fresh: Arc<FreshPrefault>,
+    /// Stops advancing the engine's epoch when the last runtime and run let go.
+    _ticker: EpochTicker,
+}
+
+impl Guest {
+    /// The guest `pre` links on `engine`, whose epoch it starts advancing.
+    pub(crate) fn new(engine: Engine, pre: WorkflowPre<RunCtx>, fresh: FreshPrefault) -> Guest {
+        Guest {
+            parts: Arc::new(Parts {
+                _ticker: EpochTicker::start(engine.clone()),
+                engine,
+                pre,
+                fresh: Arc::new(fresh),
+            }),
+        }
+    }
+
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.parts.engine
+    }
+
+    pub(crate) fn pre(&self) -> &WorkflowPre<RunCtx> {
+        &self.parts.pre
+    }
+
+    pub(crate) fn fresh(&self) -> &Arc<FreshPrefault> {
+        &self.parts.fresh
+    }
+
+    /// Gives this guest a profile of fresh instances' pages that has counted nothing,
+    /// whatever its cache directory keeps (for tests of the profile), before it is shared.
+    #[cfg(test)]
+    pub(crate) fn forget_pages(&mut self) {
+        Arc::get_mut(&mut self.parts)
+            .expect("a guest not shared yet")
+            .fresh = Arc::default();
+    }
+}
+
+impl std::fmt::Debug for Guest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guest").finish_non_exhaustive()
+    }
+}
+
+/// Advances the engine's epoch on a background thread until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("flowbox-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawning the epoch thread");
+        Self { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
