@@ -7,15 +7,18 @@
 //! `run_workflow` answer (summary, text rendering) and the pipes. A `ping` round trip, timed
 //! the same way, shows how much of that is the pipes and the two processes waking each other.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use flowbox::backends::FakeBackend;
 use flowbox::store::SqliteStore;
 use flowbox::{RunRequest, Runtime};
 use serde_json::{Value, json};
+use support::{flowbox, median, root};
 
 const TRIVIAL: &str = "return 1";
 /// The pause before each measured run: longer than a pool takes to refill one instance.
@@ -23,15 +26,6 @@ const SETTLE: Duration = Duration::from_millis(15);
 const FANOUT: &str = "\
 results = await parallel([lambda i=i: agent(f'item {i}') for i in range(100)])
 return len(results)";
-
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-fn median(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64() * 1e3
-}
 
 /// `flowbox mcp` as a child process, initialized, answering one `tools/call` at a time.
 struct Server {
@@ -43,10 +37,8 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_flowbox"))
+        let mut child = flowbox(&dir.join("mcp.db"))
             .args(["mcp", "--backend", "fake"])
-            .env("FLOWBOX_DB", dir.join("mcp.db"))
-            .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -4,32 +4,24 @@
 //! (starting it, clap, exiting). The three are interleaved so all see the same load on the
 //! machine; medians are written to `target/bench/process.json` and printed as a table.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use support::{flowbox, median, root};
 
 const RUNS: usize = 150;
 /// Runs first, not counted: the page cache and the cached guest's pages settle.
 const WARM_UP: usize = 5;
 
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-}
-
-fn median(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64() * 1e3
-}
-
 /// One process of `flowbox` with `args`, timed from spawn to exit; it must succeed.
 fn timed(args: &[&str], dir: &Path) -> Duration {
     let started = Instant::now();
-    let status = Command::new(env!("CARGO_BIN_EXE_flowbox"))
+    let status = flowbox(&dir.join("process.db"))
         .args(args)
-        .env("FLOWBOX_DB", dir.join("process.db"))
-        .env("FLOWBOX_CACHE_DIR", root().join("target/flowbox-cache"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

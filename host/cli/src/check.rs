@@ -21,11 +21,9 @@ pub(crate) async fn check(args: CheckArgs) -> Result<u8, Failure> {
         .with_context(|| format!("cannot read {}", args.script.display()))
         .map_err(Failure::input)?;
     // Checking runs no leaf; the fake backend is there because a runtime needs one.
-    let mut builder = Runtime::builder().backend(FakeBackend::new());
-    if let Some(guest) = crate::guest::loaded() {
-        builder = builder.guest(guest);
-    }
-    let runtime = builder.build().map_err(Failure::setup)?;
+    let runtime = crate::guest::given_to(Runtime::builder().backend(FakeBackend::new()))
+        .build()
+        .map_err(Failure::setup)?;
     let meta = runtime.check(&script).await.map_err(Failure::run)?;
     let meta = meta.unwrap_or(serde_json::Value::Null);
     out!(

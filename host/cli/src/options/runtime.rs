@@ -94,8 +94,5 @@ pub(crate) fn runtime_builder(
         None => {}
     }
     // Last, so the journal opened while the guest was still loading.
-    if let Some(guest) = crate::guest::loaded() {
-        builder = builder.guest(guest);
-    }
-    Ok(builder)
+    Ok(crate::guest::given_to(builder))
 }
