@@ -334,6 +334,70 @@ pub(crate) async fn events_round_trip(store: &dyn CheckpointStore) {
     assert_eq!(store.last_event_seq("e1").await.unwrap(), 4);
 }
 
+/// How a run ends: its last events and its end written together, or neither.
+pub(crate) async fn finishing_writes_the_last_events_with_the_end(store: &dyn CheckpointStore) {
+    let end = ThreadEnd {
+        outcome: outcome(Ok(json!(1))),
+        finished_unix_ms: 1,
+    };
+    assert!(matches!(
+        store.finish_with_events("f0", &[event(1)], &end).await,
+        Err(StoreError::UnknownThread(_))
+    ));
+    store.begin(&header("f1")).await.unwrap();
+    store.append_events("f1", &[event(1)]).await.unwrap();
+    // Events out of order write nothing, not even the end.
+    let err = store
+        .finish_with_events("f1", &[event(3)], &end)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::OutOfOrder {
+                expected: 2,
+                got: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        store.status("f1").await.unwrap(),
+        Some(ThreadStatus::Resumable)
+    );
+    assert_eq!(store.last_event_seq("f1").await.unwrap(), 1);
+    store
+        .finish_with_events("f1", &[event(2), event(3)], &end)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.status("f1").await.unwrap(),
+        Some(ThreadStatus::Succeeded)
+    );
+    assert_eq!(
+        store.load("f1").await.unwrap().unwrap().end,
+        Some(end.clone())
+    );
+    assert_eq!(
+        store.events("f1", 0, 10).await.unwrap(),
+        vec![event(1), event(2), event(3)]
+    );
+    // A thread ends once: a second end writes neither.
+    assert!(matches!(
+        store.finish_with_events("f1", &[event(4)], &end).await,
+        Err(StoreError::Finished(_))
+    ));
+    assert_eq!(store.last_event_seq("f1").await.unwrap(), 3);
+    // With no events it is `finish`.
+    store.begin(&header("f2")).await.unwrap();
+    store.finish_with_events("f2", &[], &end).await.unwrap();
+    assert_eq!(
+        store.status("f2").await.unwrap(),
+        Some(ThreadStatus::Succeeded)
+    );
+}
+
 pub(crate) async fn claims_are_exclusive(store: &dyn CheckpointStore) {
     let first = store.claim("c1").await.unwrap();
     let err = store.claim("c1").await.unwrap_err();

@@ -108,6 +108,23 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
     /// Records how the thread ended; a thread ends once ([`StoreError::Finished`]).
     async fn finish(&self, thread_id: &str, end: &ThreadEnd) -> Result<(), StoreError>;
 
+    /// Appends the thread's last `events` to its history (as [`Self::append_events`]) and
+    /// records its end (as [`Self::finish`]): how a run ends, so that its history is complete
+    /// up to the end it leads to. A store that can write both in one transaction should (the
+    /// SQLite and memory stores do), so that neither is written without the other; the default
+    /// makes the two calls, and should the second fail, the first has been made.
+    async fn finish_with_events(
+        &self,
+        thread_id: &str,
+        events: &[StoredEvent],
+        end: &ThreadEnd,
+    ) -> Result<(), StoreError> {
+        if !events.is_empty() {
+            self.append_events(thread_id, events).await?;
+        }
+        self.finish(thread_id, end).await
+    }
+
     /// Everything journaled about a thread, or `None`.
     async fn load(&self, thread_id: &str) -> Result<Option<StoredThread>, StoreError>;
 

@@ -203,20 +203,34 @@ impl CheckpointStore for MemoryStore {
     ) -> Result<(), StoreError> {
         self.with_run(thread_id, |_| Ok(()))?;
         let mut all = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        let history = all.entry(thread_id.to_owned()).or_default();
-        let next = history.last().map_or(1, |last| last.seq + 1);
-        for (offset, event) in events.iter().enumerate() {
-            let expected = next + offset as u64;
-            if event.seq != expected {
-                return Err(StoreError::OutOfOrder {
-                    thread_id: thread_id.to_owned(),
-                    expected,
-                    got: event.seq,
-                });
+        extend_history(
+            all.entry(thread_id.to_owned()).or_default(),
+            thread_id,
+            events,
+        )
+    }
+
+    /// Under both locks, taken in the order the other writers take them, so that neither the
+    /// events nor the end is written without the other.
+    async fn finish_with_events(
+        &self,
+        thread_id: &str,
+        events: &[StoredEvent],
+        end: &ThreadEnd,
+    ) -> Result<(), StoreError> {
+        self.with_run(thread_id, |run| {
+            if run.end.is_some() {
+                return Err(StoreError::Finished(thread_id.to_owned()));
             }
-        }
-        history.extend_from_slice(events);
-        Ok(())
+            let mut all = self.events.lock().unwrap_or_else(|p| p.into_inner());
+            extend_history(
+                all.entry(thread_id.to_owned()).or_default(),
+                thread_id,
+                events,
+            )?;
+            run.end = Some(end.clone());
+            Ok(())
+        })
     }
 
     async fn events(
@@ -245,6 +259,28 @@ impl CheckpointStore for MemoryStore {
     }
 }
 
+/// Appends `events` to a thread's `history`, unless the first is not numbered one past its
+/// last or the rest leave a gap.
+fn extend_history(
+    history: &mut Vec<StoredEvent>,
+    thread_id: &str,
+    events: &[StoredEvent],
+) -> Result<(), StoreError> {
+    let next = history.last().map_or(1, |last| last.seq + 1);
+    for (offset, event) in events.iter().enumerate() {
+        let expected = next + offset as u64;
+        if event.seq != expected {
+            return Err(StoreError::OutOfOrder {
+                thread_id: thread_id.to_owned(),
+                expected,
+                got: event.seq,
+            });
+        }
+    }
+    history.extend_from_slice(events);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +290,7 @@ mod tests {
         crate::contract::round_trip(&MemoryStore::new()).await;
         crate::contract::claims_are_exclusive(&MemoryStore::new()).await;
         crate::contract::events_round_trip(&MemoryStore::new()).await;
+        crate::contract::finishing_writes_the_last_events_with_the_end(&MemoryStore::new()).await;
         crate::contract::recent_replies_are_the_newest_successful_leaves(&MemoryStore::new()).await;
     }
 }

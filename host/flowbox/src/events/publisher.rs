@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use flowbox_backends::{BackendError, LeafReply, LeafRequest};
-use flowbox_store::{CheckpointStore, StoreError, StoredEvent};
+use flowbox_store::{CheckpointStore, StoreError, StoredEvent, ThreadEnd};
 
 use super::hub::EventHub;
 use super::{Event, EventKind};
@@ -81,6 +81,20 @@ impl RunEvents {
         match self.history.get() {
             Some(history) => history.flush().await,
             None => Ok(()),
+        }
+    }
+
+    /// Journals the thread's `end` in `store` together with the events published so far, in
+    /// one write where the store can, so that its history is complete up to the end it leads
+    /// to.
+    pub(crate) async fn finish(
+        &self,
+        store: &dyn CheckpointStore,
+        end: &ThreadEnd,
+    ) -> Result<(), StoreError> {
+        match self.history.get() {
+            Some(history) => history.finish(end).await,
+            None => store.finish(&self.thread_id, end).await,
         }
     }
 
@@ -202,16 +216,34 @@ impl History {
         if batch.is_empty() {
             return Ok(());
         }
-        match self.store.append_events(&self.thread_id, &batch).await {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                // Kept, ahead of what came since, for the next write.
-                let mut pending = self.pending();
-                let later = std::mem::replace(&mut *pending, batch);
-                pending.extend(later);
-                Err(error)
-            }
+        let written = self.store.append_events(&self.thread_id, &batch).await;
+        self.keep_unwritten(written, batch)
+    }
+
+    /// Writes what is pending with the thread's `end`.
+    async fn finish(&self, end: &ThreadEnd) -> Result<(), StoreError> {
+        let _writing = self.writing.lock().await;
+        let batch = std::mem::take(&mut *self.pending());
+        let written = self
+            .store
+            .finish_with_events(&self.thread_id, &batch, end)
+            .await;
+        self.keep_unwritten(written, batch)
+    }
+
+    /// After a write of `batch`: should it have failed, the batch is kept, ahead of what came
+    /// since, for the next write; the run's end reports the failure.
+    fn keep_unwritten(
+        &self,
+        written: Result<(), StoreError>,
+        batch: Vec<StoredEvent>,
+    ) -> Result<(), StoreError> {
+        if written.is_err() {
+            let mut pending = self.pending();
+            let later = std::mem::replace(&mut *pending, batch);
+            pending.extend(later);
         }
+        written
     }
 }
 

@@ -68,20 +68,25 @@ pub(crate) async fn prepare(
             .ok_or_else(|| RunError::UnknownThread(from.clone()))?;
         setup.checkpoints.cache = Some(LeafCache::new(earlier.entries));
     }
-    let mut existing = store.load(&setup.thread_id).await.map_err(journal_error)?;
-    if existing.is_some() && generated {
-        // A generated id names a new thread; on the (astronomically rare) collision, draw again.
-        setup.thread_id = crate::run::thread::new_thread_id();
-        existing = store.load(&setup.thread_id).await.map_err(journal_error)?;
-    }
-    // A refused or finished thread is answered before it is claimed, so it leaves no lease.
     let priced = priced(shared);
-    if let Admission::Finished(outcome) = admit(&mut setup, request, existing.as_ref(), priced)? {
-        return Ok(Prepared::Finished(*outcome));
+    if !generated {
+        // A refused or finished thread is answered before it is claimed, so it leaves no
+        // lease.
+        let existing = store.load(&setup.thread_id).await.map_err(journal_error)?;
+        if let Admission::Finished(outcome) = admit(&mut setup, request, existing.as_ref(), priced)?
+        {
+            return Ok(Prepared::Finished(*outcome));
+        }
     }
     let claim = store.claim(&setup.thread_id).await.map_err(journal_error)?;
-    // Read again under the claim: another run may have moved the thread on meanwhile.
-    let existing = store.load(&setup.thread_id).await.map_err(journal_error)?;
+    // Read again under the claim: another run may have moved the thread on meanwhile. A
+    // generated id names a thread nobody has seen (its time, this process and a counter,
+    // hashed), so there is nothing to read, and `begin` refuses it should it exist.
+    let existing = if generated {
+        None
+    } else {
+        store.load(&setup.thread_id).await.map_err(journal_error)?
+    };
     let args_text = match admit(&mut setup, request, existing.as_ref(), priced)? {
         Admission::Finished(outcome) => return Ok(Prepared::Finished(*outcome)),
         Admission::Run(args_text) => args_text,

@@ -115,10 +115,8 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             outcome: outcome.to_record(),
             finished_unix_ms: now_unix_ms(),
         };
-        // The history is complete up to the end before the end is journaled.
-        if let Err(error) = events.flush().await {
-            result = Err(journal_error(error));
-        } else if let Err(error) = store.finish(&summary.thread_id, &end).await {
+        // The history is complete up to the end: both are journaled in one write.
+        if let Err(error) = events.finish(store.as_ref(), &end).await {
             result = Err(journal_error(error));
         }
     } else if let Err(error) = events.flush().await

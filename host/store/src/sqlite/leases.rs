@@ -44,14 +44,23 @@ impl Leases {
     pub(super) fn claim(&self, thread_id: &str) -> Result<Claim, StoreError> {
         let path = self.path(thread_id);
         let io = |e: std::io::Error| StoreError::Io(format!("lease {}: {e}", path.display()));
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
+        let open = || {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+        };
+        // The directory is made by the first claim, not looked for by every one.
+        let mut file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.dir).map_err(io)?;
+                open()
+            }
+            opened => opened,
+        }
+        .map_err(io)?;
         // A reader asking whether the thread is claimed ([`Self::held`]) holds a shared lock
         // for an instant: wait that out rather than call the thread in use.
         let mut attempt = file.try_lock();

@@ -278,6 +278,22 @@ impl CheckpointStore for SqliteStore {
         Ok(())
     }
 
+    /// One transaction: the history and the end it leads to are written together.
+    async fn finish_with_events(
+        &self,
+        thread_id: &str,
+        events: &[StoredEvent],
+        end: &ThreadEnd,
+    ) -> Result<(), StoreError> {
+        let (id, events, end) = (thread_id.to_owned(), events.to_vec(), end.clone());
+        self.write(move |connection, path| {
+            writes::finish_with_events(connection, path, &id, &events, &end)
+        })
+        .await?;
+        self.leases.remove(thread_id);
+        Ok(())
+    }
+
     async fn load(&self, thread_id: &str) -> Result<Option<StoredThread>, StoreError> {
         let thread_id = thread_id.to_owned();
         let leases = self.leases.clone();

@@ -22,6 +22,7 @@ async fn keeps_the_store_contract() {
     crate::contract::round_trip(&store).await;
     crate::contract::claims_are_exclusive(&store).await;
     crate::contract::events_round_trip(&store).await;
+    crate::contract::finishing_writes_the_last_events_with_the_end(&store).await;
     let fresh = SqliteStore::open(dir.path().join("replies.db")).unwrap();
     crate::contract::recent_replies_are_the_newest_successful_leaves(&fresh).await;
 }

@@ -204,8 +204,22 @@ pub(super) fn finish(
     thread_id: &str,
     end: &ThreadEnd,
 ) -> Result<(), StoreError> {
+    finish_with_events(connection, path, thread_id, &[], end)
+}
+
+/// Appends the thread's last events and records its end in one transaction.
+pub(super) fn finish_with_events(
+    connection: &Connection,
+    path: &Path,
+    thread_id: &str,
+    events: &[StoredEvent],
+    end: &ThreadEnd,
+) -> Result<(), StoreError> {
     let transaction = Immediate::begin(connection, path)?;
     check_running(&transaction, path, thread_id)?;
+    if !events.is_empty() {
+        insert_events(&transaction, path, thread_id, events)?;
+    }
     execute_cached(
         &transaction,
         "UPDATE runs SET status = ?2, outcome = ?3, finished_unix_ms = ?4
@@ -256,31 +270,39 @@ pub(super) fn append_events(
     if thread_status(&transaction, path, thread_id)?.is_none() {
         return Err(StoreError::UnknownThread(thread_id.to_owned()));
     }
-    let next = last_event_seq(&transaction, path, thread_id)? + 1;
-    {
-        let mut insert = transaction
-            .prepare_cached(
-                "INSERT INTO events (thread_id, seq, kind, event) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .map_err(|e| classify(path, e))?;
-        for (offset, event) in events.iter().enumerate() {
-            let expected = next + offset as u64;
-            if event.seq != expected {
-                return Err(StoreError::OutOfOrder {
-                    thread_id: thread_id.to_owned(),
-                    expected,
-                    got: event.seq,
-                });
-            }
-            insert
-                .execute(params![
-                    thread_id,
-                    event.seq as i64,
-                    event.kind,
-                    event.event
-                ])
-                .map_err(|e| classify(path, e))?;
-        }
-    }
+    insert_events(&transaction, path, thread_id, events)?;
     transaction.commit()
+}
+
+/// Inserts `events` after the thread's last one, within a transaction; fails unless the first
+/// is numbered one past it and the rest follow without a gap.
+fn insert_events(
+    transaction: &Connection,
+    path: &Path,
+    thread_id: &str,
+    events: &[StoredEvent],
+) -> Result<(), StoreError> {
+    let next = last_event_seq(transaction, path, thread_id)? + 1;
+    let mut insert = transaction
+        .prepare_cached("INSERT INTO events (thread_id, seq, kind, event) VALUES (?1, ?2, ?3, ?4)")
+        .map_err(|e| classify(path, e))?;
+    for (offset, event) in events.iter().enumerate() {
+        let expected = next + offset as u64;
+        if event.seq != expected {
+            return Err(StoreError::OutOfOrder {
+                thread_id: thread_id.to_owned(),
+                expected,
+                got: event.seq,
+            });
+        }
+        insert
+            .execute(params![
+                thread_id,
+                event.seq as i64,
+                event.kind,
+                event.event
+            ])
+            .map_err(|e| classify(path, e))?;
+    }
+    Ok(())
 }
