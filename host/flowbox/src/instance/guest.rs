@@ -23,7 +23,8 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// ([`Guest::load`]) to overlap that with other start-up work (`flowbox run` loads it on a
 /// thread of its own while it parses its flags and opens its journal), or to share one among
 /// several runtimes, which then also share its memory image and what fresh instances learn
-/// to pre-fault. Cheap to clone.
+/// to pre-fault. Runtimes a process builds on one cache directory without a guest of their
+/// own share one already, for as long as one of them (or a run) holds it. Cheap to clone.
 #[derive(Clone)]
 pub struct Guest {
     parts: Arc<Parts>,
@@ -63,6 +64,11 @@ impl Guest {
         &self.parts.fresh
     }
 
+    /// A handle on this guest that does not keep it loaded.
+    pub(crate) fn downgrade(&self) -> WeakGuest {
+        WeakGuest(Arc::downgrade(&self.parts))
+    }
+
     /// Gives this guest a profile of fresh instances' pages that has counted nothing,
     /// whatever its cache directory keeps (for tests of the profile), before it is shared.
     #[cfg(test)]
@@ -70,6 +76,16 @@ impl Guest {
         Arc::get_mut(&mut self.parts)
             .expect("a guest not shared yet")
             .fresh = Arc::default();
+    }
+}
+
+/// A [`Guest`] for as long as something else holds it.
+#[derive(Clone)]
+pub(crate) struct WeakGuest(std::sync::Weak<Parts>);
+
+impl WeakGuest {
+    pub(crate) fn upgrade(&self) -> Option<Guest> {
+        self.0.upgrade().map(|parts| Guest { parts })
     }
 }
 

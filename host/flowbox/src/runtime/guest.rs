@@ -2,6 +2,7 @@
 //! (or compiled and cached), and the linker that puts the host's interfaces under it.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
@@ -11,6 +12,7 @@ use crate::Guest;
 use crate::bindings::{Workflow, WorkflowPre};
 use crate::instance::context::RunCtx;
 use crate::instance::fresh::FreshPrefault;
+use crate::instance::guest::WeakGuest;
 
 /// The guest's wasm stack. Recursion through the interpreter's C code (a deeply nested
 /// expression, `map` calling a Python function calling `map`, ...) needs far more than
@@ -40,6 +42,37 @@ impl Guest {
     /// Loads the guest from the cache in `dir`, compiling and caching it there on a miss.
     pub fn load_cached_in(dir: impl Into<PathBuf>) -> Result<Guest, SetupError> {
         Self::load_from(CacheDir::At(dir.into()))
+    }
+
+    /// The guest in the cache `cache_dir` names as a runtime built in this process without a
+    /// guest of its own loaded it, while any runtime or run still holds it; else loaded anew
+    /// (and kept for the next such runtime while it is held). A guest compiled in memory is
+    /// never shared.
+    pub(crate) fn shared_from(cache_dir: CacheDir) -> Result<Guest, SetupError> {
+        /// The guests runtimes loaded, by cache directory, not kept loaded by this list.
+        static LOADED: Mutex<Vec<(PathBuf, WeakGuest)>> = Mutex::new(Vec::new());
+        let dir = match cache_dir {
+            CacheDir::Default => cache::default_dir(),
+            CacheDir::At(dir) => Some(dir),
+            CacheDir::Disabled => None,
+        };
+        let Some(dir) = dir else {
+            return Self::load_from(CacheDir::Disabled);
+        };
+        let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.retain(|(_, guest)| guest.upgrade().is_some());
+        if let Some(guest) = loaded
+            .iter()
+            .find(|(at, _)| *at == dir)
+            .and_then(|(_, guest)| guest.upgrade())
+        {
+            return Ok(guest);
+        }
+        // Loaded under the lock: a runtime built meanwhile waits for this load rather than
+        // make one of its own.
+        let guest = Self::load_from(CacheDir::At(dir.clone()))?;
+        loaded.push((dir, guest.downgrade()));
+        Ok(guest)
     }
 
     pub(crate) fn load_from(cache_dir: CacheDir) -> Result<Guest, SetupError> {

@@ -228,7 +228,9 @@ impl RuntimeBuilder {
     }
 
     /// Builds the runtime, loading the guest unless it was [given one](Self::guest): from the
-    /// cache in milliseconds, or compiled in a few seconds the first time (then cached).
+    /// cache in milliseconds, or compiled in a few seconds the first time (then cached). A
+    /// runtime built while another one of this process, on the same cache directory, still
+    /// holds its guest takes that one (see [`Guest`]) rather than load it again.
     pub fn build(self) -> Result<Runtime, SetupError> {
         let backend = self.backend.ok_or(SetupError::NoBackend)?;
         self.limits.check()?;
@@ -238,7 +240,7 @@ impl RuntimeBuilder {
             return Err(SetupError::NoPrices(field));
         }
         let guest = match self.guest {
-            GuestSource::Load(cache_dir) => Guest::load_from(cache_dir)?,
+            GuestSource::Load(cache_dir) => Guest::shared_from(cache_dir)?,
             GuestSource::Given(guest) => guest,
         };
         #[cfg(feature = "otlp")]
@@ -491,6 +493,50 @@ mod tests {
             .cache_dir(test_cache())
             .build()
             .expect("the guest loads")
+    }
+
+    /// Runtimes built on one cache directory share the guest loaded for the first while one
+    /// of them holds it, and no longer: the next one loads it anew.
+    #[tokio::test]
+    async fn runtimes_built_on_one_cache_share_its_guest_while_one_holds_it() {
+        // A directory of this test's own, so no other test's runtimes share its guest.
+        let own = Guest::load_cached_in(test_cache()).expect("the guest loads");
+        let name = super::cache::artifact_name(own.engine(), GUEST_SHA256);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(test_cache().join(&name), dir.path().join(&name)).unwrap();
+        let build = || {
+            Runtime::builder()
+                .backend(flowbox_backends::FakeBackend::new())
+                .cache_dir(dir.path())
+                .build()
+                .expect("the guest loads")
+        };
+        let guest = |runtime: &Runtime| runtime.shared.guest.downgrade();
+        let (first, second) = (build(), build());
+        let same = |a: &Runtime, b: &Runtime| {
+            let (a, b) = (guest(a).upgrade().unwrap(), guest(b).upgrade().unwrap());
+            std::ptr::eq(a.engine(), b.engine())
+        };
+        assert!(same(&first, &second), "the second runtime loaded its own");
+        assert!(
+            !std::ptr::eq(first.shared.guest.engine(), own.engine()),
+            "a guest loaded apart is the caller's own"
+        );
+        let held = guest(&first);
+        drop(first);
+        assert!(
+            held.upgrade().is_some(),
+            "the second runtime still holds it"
+        );
+        drop(second);
+        assert!(
+            held.upgrade().is_none(),
+            "nothing keeps a guest nobody holds"
+        );
+        let outcome = build()
+            .run_request(crate::RunRequest::new("return 1"))
+            .await;
+        assert_eq!(outcome.result.unwrap(), serde_json::json!(1));
     }
 
     /// On Linux, the first fresh run teaches the runtime's profile, and the next is pre-faulted
