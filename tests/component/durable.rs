@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use flowbox::backends::{FakeBackend, ScriptedBackend};
-use flowbox::store::{CheckpointStore, MemoryStore, SqliteStore, ThreadStatus};
+use flowbox::store::{CheckpointStore, MemoryStore, SqliteStore, StoreError, ThreadStatus};
 use flowbox::{
     JournalError, LeafBackend, RunError, RunErrorClass, RunErrorKind, RunRequest, Runtime,
 };
@@ -106,6 +106,47 @@ async fn a_finished_thread_returns_its_recorded_outcome() {
     assert_eq!(error.kind(), RunErrorKind::Uncaught);
     assert_eq!(error.class(), RunErrorClass::Script);
     assert_eq!(error.line(), Some(1));
+}
+
+/// A run that starts its thread, under an id drawn for it, journals it as any new thread; one
+/// that finds its thread in the journal already is refused and leaves the thread as it was.
+#[tokio::test]
+async fn a_run_that_starts_its_thread_is_refused_if_the_thread_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores: [Arc<dyn CheckpointStore>; 2] = [
+        Arc::new(MemoryStore::new()),
+        Arc::new(SqliteStore::open(dir.path().join("journal.db")).unwrap()),
+    ];
+    for store in stores {
+        let rt = runtime(Arc::new(FakeBackend::new()), Arc::clone(&store));
+        let thread_id = RunRequest::new_thread_id();
+        let script = "return await agent('once')";
+        let first = rt
+            .run_request(RunRequest::new(script).start_thread(&thread_id))
+            .await;
+        assert_eq!(first.summary.thread_id, thread_id);
+        let result = first.result.unwrap();
+        let again = rt
+            .run_request(RunRequest::new("return 2").start_thread(&thread_id))
+            .await;
+        match again.result {
+            Err(RunError::Journal(JournalError::Store(StoreError::ThreadExists(id)))) => {
+                assert_eq!(id, thread_id);
+            }
+            other => panic!("a second start of {thread_id} was not refused: {other:?}"),
+        }
+        // Asked for by id, the thread answers with what its one run recorded.
+        let recorded = runtime(Arc::new(PanickingBackend::always()), Arc::clone(&store))
+            .run_request(RunRequest::new(script).thread_id(&thread_id))
+            .await;
+        assert!(recorded.recorded);
+        assert_eq!(recorded.result.unwrap(), result);
+        let thread = store.load(&thread_id).await.unwrap().unwrap();
+        assert_eq!(
+            (thread.entries.len(), thread.status),
+            (1, ThreadStatus::Succeeded)
+        );
+    }
 }
 
 #[tokio::test]

@@ -79,17 +79,21 @@ pub(crate) async fn run(args: RunArgs) -> Result<u8, Failure> {
         .otlp(args.trace.otlp()?)
         .build()
         .map_err(Failure::setup)?;
-    let thread_id = args
-        .thread
-        .clone()
-        .unwrap_or_else(RunRequest::new_thread_id);
+    // A thread named on the command line may be one to resume; one drawn here is new.
+    let (thread_id, starts) = match args.thread.clone() {
+        Some(thread_id) => (thread_id, false),
+        None => (RunRequest::new_thread_id(), true),
+    };
     if journal.is_some() && !args.json {
         err!("thread {thread_id}");
         err!("follow it with `flowbox show {thread_id} --follow`, or see it in `flowbox serve`");
     }
-    let mut request = RunRequest::new(script)
-        .args(script_args)
-        .thread_id(thread_id);
+    let request = RunRequest::new(script).args(script_args);
+    let mut request = if starts {
+        request.start_thread(thread_id)
+    } else {
+        request.thread_id(thread_id)
+    };
     // Without limit flags, a new thread gets the defaults and an existing one its own.
     if args.options.sets_limits() {
         request = request.limits(args.options.limits().map_err(Failure::input)?);

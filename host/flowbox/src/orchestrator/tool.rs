@@ -92,11 +92,7 @@ impl WorkflowTool {
     /// summary, or an error it can act on; with `preview`, its plan instead (no leaf runs, no
     /// tool but the read-only ones, and nothing is recorded).
     pub async fn execute(&self, input: WorkflowInput) -> WorkflowOutput {
-        let preview = input.preview;
         let mut request = RunRequest::new(input.script);
-        if let Some(args) = input.args {
-            request = request.args(args);
-        }
         if let Some(thread_id) = input.thread_id {
             // Within a conversation, a model's thread names are its own: it can resume its
             // threads but cannot reach another conversation's.
@@ -104,6 +100,31 @@ impl WorkflowTool {
                 Some(conversation) => format!("{conversation}.{thread_id}"),
                 None => thread_id,
             });
+        }
+        self.run(request, input.args, input.preview).await
+    }
+
+    /// Runs a workflow that names no thread as [`execute`](Self::execute) does, as the new
+    /// thread `thread_id`: one the caller drew with [`RunRequest::new_thread_id`] to follow the
+    /// run by before it starts (see [`RunRequest::start_thread`]). An input that names a
+    /// thread of its own runs as `execute` runs it.
+    pub async fn start(&self, input: WorkflowInput, thread_id: String) -> WorkflowOutput {
+        if input.thread_id.is_some() {
+            return self.execute(input).await;
+        }
+        let request = RunRequest::new(input.script).start_thread(thread_id);
+        self.run(request, input.args, input.preview).await
+    }
+
+    /// Runs `request` with `args`, or plans it if this is a `preview`.
+    async fn run(
+        &self,
+        mut request: RunRequest,
+        args: Option<Value>,
+        preview: bool,
+    ) -> WorkflowOutput {
+        if let Some(args) = args {
+            request = request.args(args);
         }
         if preview {
             return WorkflowOutput {

@@ -26,12 +26,12 @@ pub(crate) enum Prepared {
 
 /// Checks the input and, with a journal, starts the thread or picks up where it stopped. A
 /// resumed thread runs with the limits and guard it started with, unless the request sets
-/// limits of its own.
+/// limits of its own. A run that `starts` its thread reads nothing back.
 pub(crate) async fn prepare(
     shared: &Shared,
     request: &RunRequest,
     thread_id: String,
-    generated: bool,
+    starts: bool,
     events: Arc<RunEvents>,
 ) -> Result<Prepared, RunError> {
     let now = now_unix_nanos();
@@ -69,7 +69,7 @@ pub(crate) async fn prepare(
         setup.checkpoints.cache = Some(LeafCache::new(earlier.entries));
     }
     let priced = priced(shared);
-    if !generated {
+    if !starts {
         // A refused or finished thread is answered before it is claimed, so it leaves no
         // lease.
         let existing = store.load(&setup.thread_id).await.map_err(journal_error)?;
@@ -79,10 +79,10 @@ pub(crate) async fn prepare(
         }
     }
     let claim = store.claim(&setup.thread_id).await.map_err(journal_error)?;
-    // Read again under the claim: another run may have moved the thread on meanwhile. A
-    // generated id names a thread nobody has seen (its time, this process and a counter,
-    // hashed), so there is nothing to read, and `begin` refuses it should it exist.
-    let existing = if generated {
+    // Read again under the claim: another run may have moved the thread on meanwhile. A run
+    // that starts its thread (under an id drawn for it: its time, this process and a counter,
+    // hashed) has nothing to read, and `begin` refuses the id should the thread exist.
+    let existing = if starts {
         None
     } else {
         store.load(&setup.thread_id).await.map_err(journal_error)?

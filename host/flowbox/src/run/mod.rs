@@ -39,8 +39,8 @@ use external::ExternalRun;
 /// Runs one request to its outcome. Never panics on guest behaviour.
 pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome {
     let started = Instant::now();
-    let (thread_id, generated) = match &request.thread_id {
-        Some(id) => (id.clone(), false),
+    let (thread_id, starts) = match &request.thread_id {
+        Some(id) => (id.clone(), request.starts_thread),
         None => (crate::run::thread::new_thread_id(), true),
     };
     let mut summary = Summary::new(thread_id.clone());
@@ -51,7 +51,7 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
 
     let prepared = match crate::run::thread::check_thread_id(&thread_id) {
         Ok(()) => match gate(shared, &request, &thread_id).await {
-            Ok(()) => prepare(shared, &request, thread_id, generated, Arc::clone(&events)).await,
+            Ok(()) => prepare(shared, &request, thread_id, starts, Arc::clone(&events)).await,
             Err(error) => Err(error),
         },
         Err(error) => Err(error),

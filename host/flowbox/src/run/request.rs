@@ -10,6 +10,8 @@ pub struct RunRequest {
     pub(crate) script: String,
     pub(crate) args: Value,
     pub(crate) thread_id: Option<String>,
+    /// Whether `thread_id` names a thread this run starts ([`Self::start_thread`]).
+    pub(crate) starts_thread: bool,
     pub(crate) limits: Option<Limits>,
     pub(crate) guard: bool,
     pub(crate) reuse_leaves_from: Option<String>,
@@ -23,6 +25,7 @@ impl RunRequest {
             script: script.into(),
             args: Value::Object(serde_json::Map::new()),
             thread_id: None,
+            starts_thread: false,
             limits: None,
             guard: true,
             reuse_leaves_from: None,
@@ -69,6 +72,19 @@ impl RunRequest {
     /// live.
     pub fn thread_id(mut self, thread_id: impl Into<String>) -> Self {
         self.thread_id = Some(thread_id.into());
+        self.starts_thread = false;
+        self
+    }
+
+    /// Runs as the new thread `thread_id`, one drawn with [`Self::new_thread_id`] so that the
+    /// caller knows it before the run starts (to follow its events, say), instead of an id
+    /// that may name a thread to resume: the run reads nothing back from the journal first,
+    /// and a journal that already has the thread refuses the run with
+    /// [`RunError::Journal`](crate::RunError::Journal), leaving the thread as it was. (A
+    /// [remote](crate::RuntimeBuilder::remote) engine runs it as [`Self::thread_id`] does.)
+    pub fn start_thread(mut self, thread_id: impl Into<String>) -> Self {
+        self.thread_id = Some(thread_id.into());
+        self.starts_thread = true;
         self
     }
 

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
+
 use flowbox::events::history;
 use flowbox::orchestrator::{WorkflowError, WorkflowErrorKind, WorkflowInput, WorkflowOutput};
 use flowbox::store::StoreError;
@@ -30,22 +32,15 @@ impl Server {
     ) -> Result<CallToolResult, ErrorData> {
         match name {
             RUN_WORKFLOW => {
-                let mut input: WorkflowInput = match parse(name, arguments) {
+                let input: WorkflowInput = match parse(name, arguments) {
                     Ok(input) => input,
                     Err(message) => return Ok(invalid_arguments(&message)),
                 };
-                // The call's events are found by its thread id, so every call has one.
-                let thread_id = input
-                    .thread_id
-                    .get_or_insert_with(RunRequest::new_thread_id)
-                    .clone();
-                let workflow = &self.inner.workflow;
-                Ok(
-                    match self.run(thread_id, workflow.execute(input), context).await {
-                        Some(output) => outcome_result(&output),
-                        None => cancelled(),
-                    },
-                )
+                let (thread_id, work) = self.start(input);
+                Ok(match self.run(thread_id, work, context).await {
+                    Some(output) => outcome_result(&output),
+                    None => cancelled(),
+                })
             }
             RESUME_WORKFLOW => {
                 let ThreadInput { thread_id } = match parse(name, arguments) {
@@ -106,45 +101,39 @@ impl Server {
         let name = request.name.as_ref();
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let workflow = &self.inner.workflow;
-        let (thread_id, work): (String, futures_util::future::BoxFuture<'_, WorkflowOutput>) =
-            match name {
-                RUN_WORKFLOW => {
-                    let mut input: WorkflowInput = match parse(name, arguments) {
-                        Ok(input) => input,
-                        Err(message) => return Ok(invalid_arguments(&message).into()),
-                    };
-                    if let Some(retry) = &retry {
-                        if let Some(named) =
-                            input.thread_id.as_ref().filter(|t| **t != retry.thread_id)
-                        {
-                            return Err(other_thread(&retry.thread_id, named));
-                        }
-                        self.journaled(&retry.thread_id).await?;
-                        input.thread_id = Some(retry.thread_id.clone());
+        let (thread_id, work): (String, BoxFuture<'_, WorkflowOutput>) = match name {
+            RUN_WORKFLOW => {
+                let mut input: WorkflowInput = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message).into()),
+                };
+                if let Some(retry) = &retry {
+                    if let Some(named) = input.thread_id.as_ref().filter(|t| **t != retry.thread_id)
+                    {
+                        return Err(other_thread(&retry.thread_id, named));
                     }
-                    let thread_id = input
-                        .thread_id
-                        .get_or_insert_with(RunRequest::new_thread_id)
-                        .clone();
-                    (thread_id, Box::pin(workflow.execute(input)))
+                    self.journaled(&retry.thread_id).await?;
+                    input.thread_id = Some(retry.thread_id.clone());
                 }
-                RESUME_WORKFLOW => {
-                    let ThreadInput { thread_id } = match parse(name, arguments) {
-                        Ok(input) => input,
-                        Err(message) => return Ok(invalid_arguments(&message).into()),
-                    };
-                    if let Some(retry) = retry.as_ref().filter(|r| r.thread_id != thread_id) {
-                        return Err(other_thread(&retry.thread_id, &thread_id));
-                    }
-                    let resumed = thread_id.clone();
-                    (
-                        thread_id,
-                        Box::pin(async move { workflow.resume(&resumed).await }),
-                    )
+                self.start(input)
+            }
+            RESUME_WORKFLOW => {
+                let ThreadInput { thread_id } = match parse(name, arguments) {
+                    Ok(input) => input,
+                    Err(message) => return Ok(invalid_arguments(&message).into()),
+                };
+                if let Some(retry) = retry.as_ref().filter(|r| r.thread_id != thread_id) {
+                    return Err(other_thread(&retry.thread_id, &thread_id));
                 }
-                _ if retry.is_some() => return Err(no_input_asked(name)),
-                _ => return self.call(name, arguments, context).await.map(Into::into),
-            };
+                let resumed = thread_id.clone();
+                (
+                    thread_id,
+                    Box::pin(async move { workflow.resume(&resumed).await }),
+                )
+            }
+            _ if retry.is_some() => return Err(no_input_asked(name)),
+            _ => return self.call(name, arguments, context).await.map(Into::into),
+        };
         let sampling = context
             .client_capabilities()
             .is_some_and(|capabilities| capabilities.sampling.is_some());
@@ -163,6 +152,21 @@ impl Server {
             Some(Err(batch)) => CallToolResponse::InputRequired(batch.input_required(&thread_id)),
             None => CallToolResponse::Complete(cancelled()),
         })
+    }
+
+    /// The run of `run_workflow`'s `input` and the thread it runs as: the one the input names
+    /// (which may be one to resume), or a new one drawn here, as the call's events are found
+    /// by its thread id.
+    fn start(&self, input: WorkflowInput) -> (String, BoxFuture<'_, WorkflowOutput>) {
+        let workflow = &self.inner.workflow;
+        match input.thread_id.clone() {
+            Some(thread_id) => (thread_id, Box::pin(workflow.execute(input))),
+            None => {
+                let thread_id = RunRequest::new_thread_id();
+                let work = workflow.start(input, thread_id.clone());
+                (thread_id, Box::pin(work))
+            }
+        }
     }
 
     /// Refuses a retry whose request state names a thread the journal does not hold.
