@@ -109,6 +109,26 @@ pub enum StoreError {
     Io(String),
 }
 
+impl StoreError {
+    /// Fails with [`StoreError::OutOfOrder`] unless `seqs` number on from `next` without a gap.
+    pub(crate) fn check_sequence(
+        thread_id: &str,
+        next: u64,
+        seqs: impl IntoIterator<Item = u64>,
+    ) -> Result<(), StoreError> {
+        for (expected, got) in (next..).zip(seqs) {
+            if got != expected {
+                return Err(StoreError::OutOfOrder {
+                    thread_id: thread_id.to_owned(),
+                    expected,
+                    got,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Which record of a thread's journal, for [`StoreError::CorruptRecord`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -108,16 +108,8 @@ impl CheckpointStore for MemoryStore {
             if run.end.is_some() {
                 return Err(StoreError::Finished(thread_id.to_owned()));
             }
-            let expected = run.entries.len() as u64;
-            for (offset, entry) in entries.iter().enumerate() {
-                if entry.seq != expected + offset as u64 {
-                    return Err(StoreError::OutOfOrder {
-                        thread_id: thread_id.to_owned(),
-                        expected: expected + offset as u64,
-                        got: entry.seq,
-                    });
-                }
-            }
+            let next = run.entries.len() as u64;
+            StoreError::check_sequence(thread_id, next, entries.iter().map(|entry| entry.seq))?;
             run.entries.extend_from_slice(entries);
             Ok(())
         })
@@ -267,16 +259,7 @@ fn extend_history(
     events: &[StoredEvent],
 ) -> Result<(), StoreError> {
     let next = history.last().map_or(1, |last| last.seq + 1);
-    for (offset, event) in events.iter().enumerate() {
-        let expected = next + offset as u64;
-        if event.seq != expected {
-            return Err(StoreError::OutOfOrder {
-                thread_id: thread_id.to_owned(),
-                expected,
-                got: event.seq,
-            });
-        }
-    }
+    StoreError::check_sequence(thread_id, next, events.iter().map(|event| event.seq))?;
     history.extend_from_slice(events);
     Ok(())
 }

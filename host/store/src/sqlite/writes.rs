@@ -168,15 +168,8 @@ pub(super) fn append(
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             )
             .map_err(|e| classify(path, e))?;
-        for (offset, entry) in entries.iter().enumerate() {
-            let expected = next + offset as u64;
-            if entry.seq != expected {
-                return Err(StoreError::OutOfOrder {
-                    thread_id: thread_id.to_owned(),
-                    expected,
-                    got: entry.seq,
-                });
-            }
+        StoreError::check_sequence(thread_id, next, entries.iter().map(|entry| entry.seq))?;
+        for entry in entries {
             insert
                 .execute(params![
                     thread_id,
@@ -286,15 +279,8 @@ fn insert_events(
     let mut insert = transaction
         .prepare_cached("INSERT INTO events (thread_id, seq, kind, event) VALUES (?1, ?2, ?3, ?4)")
         .map_err(|e| classify(path, e))?;
-    for (offset, event) in events.iter().enumerate() {
-        let expected = next + offset as u64;
-        if event.seq != expected {
-            return Err(StoreError::OutOfOrder {
-                thread_id: thread_id.to_owned(),
-                expected,
-                got: event.seq,
-            });
-        }
+    StoreError::check_sequence(thread_id, next, events.iter().map(|event| event.seq))?;
+    for event in events {
         insert
             .execute(params![
                 thread_id,
