@@ -116,13 +116,7 @@ impl CheckpointStore for MemoryStore {
     }
 
     async fn finish(&self, thread_id: &str, end: &ThreadEnd) -> Result<(), StoreError> {
-        self.with_run(thread_id, |run| {
-            if run.end.is_some() {
-                return Err(StoreError::Finished(thread_id.to_owned()));
-            }
-            run.end = Some(end.clone());
-            Ok(())
-        })
+        self.finish_with_events(thread_id, &[], end).await
     }
 
     async fn load(&self, thread_id: &str) -> Result<Option<StoredThread>, StoreError> {

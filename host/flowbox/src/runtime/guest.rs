@@ -31,6 +31,17 @@ pub(crate) enum CacheDir {
     Disabled,
 }
 
+impl CacheDir {
+    /// The directory itself, if there is one: the default one as the environment names it.
+    fn resolved(self) -> Option<PathBuf> {
+        match self {
+            CacheDir::Default => cache::default_dir(),
+            CacheDir::At(dir) => Some(dir),
+            CacheDir::Disabled => None,
+        }
+    }
+}
+
 impl Guest {
     /// Loads the guest from the default cache directory (`$FLOWBOX_CACHE_DIR`, else the
     /// user's cache directory: `$XDG_CACHE_HOME/flowbox` or `~/.cache/flowbox`), compiling
@@ -51,12 +62,7 @@ impl Guest {
     pub(crate) fn shared_from(cache_dir: CacheDir) -> Result<Guest, SetupError> {
         /// The guests runtimes loaded, by cache directory, not kept loaded by this list.
         static LOADED: Mutex<Vec<(PathBuf, WeakGuest)>> = Mutex::new(Vec::new());
-        let dir = match cache_dir {
-            CacheDir::Default => cache::default_dir(),
-            CacheDir::At(dir) => Some(dir),
-            CacheDir::Disabled => None,
-        };
-        let Some(dir) = dir else {
+        let Some(dir) = cache_dir.resolved() else {
             return Self::load_from(CacheDir::Disabled);
         };
         let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
@@ -90,11 +96,7 @@ impl Guest {
             .async_stack_size(ASYNC_STACK);
         let engine = Engine::new(&config).map_err(wasmtime_error)?;
 
-        let cache_dir = match cache_dir {
-            CacheDir::Default => cache::default_dir(),
-            CacheDir::At(dir) => Some(dir),
-            CacheDir::Disabled => None,
-        };
+        let cache_dir = cache_dir.resolved();
         let component =
             cache::load_component(&engine, GUEST_COMPONENT, GUEST_SHA256, cache_dir.as_deref())
                 .map_err(wasmtime_error)?;

@@ -511,18 +511,19 @@ mod tests {
                 .build()
                 .expect("the guest loads")
         };
-        let guest = |runtime: &Runtime| runtime.shared.guest.downgrade();
+        let engine = |runtime: &Runtime| runtime.shared.guest.engine() as *const _;
         let (first, second) = (build(), build());
-        let same = |a: &Runtime, b: &Runtime| {
-            let (a, b) = (guest(a).upgrade().unwrap(), guest(b).upgrade().unwrap());
-            std::ptr::eq(a.engine(), b.engine())
-        };
-        assert!(same(&first, &second), "the second runtime loaded its own");
-        assert!(
-            !std::ptr::eq(first.shared.guest.engine(), own.engine()),
+        assert_eq!(
+            engine(&first),
+            engine(&second),
+            "the second runtime loaded its own"
+        );
+        assert_ne!(
+            engine(&first),
+            own.engine() as *const _,
             "a guest loaded apart is the caller's own"
         );
-        let held = guest(&first);
+        let held = first.shared.guest.downgrade();
         drop(first);
         assert!(
             held.upgrade().is_some(),

@@ -158,15 +158,12 @@ impl Server {
     /// (which may be one to resume), or a new one drawn here, as the call's events are found
     /// by its thread id.
     fn start(&self, input: WorkflowInput) -> (String, BoxFuture<'_, WorkflowOutput>) {
-        let workflow = &self.inner.workflow;
-        match input.thread_id.clone() {
-            Some(thread_id) => (thread_id, Box::pin(workflow.execute(input))),
-            None => {
-                let thread_id = RunRequest::new_thread_id();
-                let work = workflow.start(input, thread_id.clone());
-                (thread_id, Box::pin(work))
-            }
-        }
+        let thread_id = input
+            .thread_id
+            .clone()
+            .unwrap_or_else(RunRequest::new_thread_id);
+        let work = self.inner.workflow.start(input, thread_id.clone());
+        (thread_id, Box::pin(work))
     }
 
     /// Refuses a retry whose request state names a thread the journal does not hold.

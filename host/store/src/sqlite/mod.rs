@@ -271,11 +271,7 @@ impl CheckpointStore for SqliteStore {
     }
 
     async fn finish(&self, thread_id: &str, end: &ThreadEnd) -> Result<(), StoreError> {
-        let (id, end) = (thread_id.to_owned(), end.clone());
-        self.write(move |connection, path| writes::finish(connection, path, &id, &end))
-            .await?;
-        self.leases.remove(thread_id);
-        Ok(())
+        self.finish_with_events(thread_id, &[], end).await
     }
 
     /// One transaction: the history and the end it leads to are written together.

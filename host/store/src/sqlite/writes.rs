@@ -191,15 +191,6 @@ pub(super) fn append(
     transaction.commit()
 }
 
-pub(super) fn finish(
-    connection: &Connection,
-    path: &Path,
-    thread_id: &str,
-    end: &ThreadEnd,
-) -> Result<(), StoreError> {
-    finish_with_events(connection, path, thread_id, &[], end)
-}
-
 /// Appends the thread's last events and records its end in one transaction.
 pub(super) fn finish_with_events(
     connection: &Connection,
