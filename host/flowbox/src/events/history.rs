@@ -118,7 +118,8 @@ impl<'a> HistorySource for dyn CheckpointStore + 'a {
 pub const POLL: Duration = Duration::from_millis(50);
 
 /// How long a [`Follower`] waits, once the thread's end is known, for its last events (a run
-/// writes its `run_finished` event just after its end).
+/// journals its `run_finished` event with its end, but a run of an earlier flowbox wrote it
+/// just after, as a store that cannot write both at once does).
 const LAST_EVENTS: Duration = Duration::from_secs(1);
 
 /// Follows one thread's history as it is written, from a sequence number on. Events it never

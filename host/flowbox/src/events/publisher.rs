@@ -17,11 +17,28 @@ use super::{Event, EventKind};
 pub(crate) struct RunEvents {
     thread_id: String,
     hub: Arc<EventHub>,
-    seq: Mutex<u64>,
+    numbering: Mutex<Numbering>,
     history: OnceLock<Arc<History>>,
     sink: Option<Arc<dyn EventSink>>,
     /// Tells this publisher from every other, for the runtime's observer.
     id: u64,
+}
+
+/// Where a run's numbering stands: the last sequence number given, and whether the run's last
+/// event (its `run_finished`) has had its number, after which nothing more is published.
+#[derive(Debug, Default)]
+struct Numbering {
+    last: u64,
+    ended: bool,
+}
+
+impl Numbering {
+    /// The next number, for the run's last event when `last` is set.
+    fn next(&mut self, last: bool) -> u64 {
+        self.last += 1;
+        self.ended = last;
+        self.last
+    }
 }
 
 /// The next publisher's id.
@@ -32,7 +49,7 @@ impl RunEvents {
         Self {
             thread_id,
             hub,
-            seq: Mutex::new(0),
+            numbering: Mutex::new(Numbering::default()),
             history: OnceLock::new(),
             sink: None,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -61,7 +78,7 @@ impl RunEvents {
         if self.history.set(Arc::clone(&history)).is_err() {
             return;
         }
-        *self.seq.lock().unwrap_or_else(|p| p.into_inner()) = last_seq;
+        self.numbering().last = last_seq;
         // The task ends with the run: it holds the history only while writing.
         let weak = Arc::downgrade(&history);
         tokio::spawn(async move {
@@ -84,18 +101,51 @@ impl RunEvents {
         }
     }
 
-    /// Journals the thread's `end` in `store` together with the events published so far, in
-    /// one write where the store can, so that its history is complete up to the end it leads
-    /// to.
+    /// Journals the thread's `end` in `store` with the events published so far and the run's
+    /// last event, `finished` (its `run_finished`), in one write where the store can, so that
+    /// its history is complete up to the end it leads to. `finished` is published once that
+    /// write is done: whoever sees it finds the end journaled. Should the write fail, the event
+    /// published in its place, under the same number, is what `failed` makes of the error.
     pub(crate) async fn finish(
         &self,
         store: &dyn CheckpointStore,
         end: &ThreadEnd,
+        finished: EventKind,
+        failed: impl FnOnce(&StoreError) -> EventKind,
     ) -> Result<(), StoreError> {
-        match self.history.get() {
-            Some(history) => history.finish(end).await,
-            None => store.finish(&self.thread_id, end).await,
+        let Some(history) = self.history.get() else {
+            let written = store.finish(&self.thread_id, end).await;
+            self.end(match &written {
+                Ok(()) => finished,
+                Err(error) => failed(error),
+            });
+            return written;
+        };
+        let _writing = history.writing.lock().await;
+        // Numbered first: every event numbered before it is pending by now (`emit` pushes
+        // under the same lock), and none is after it.
+        let mut event = {
+            let mut numbering = self.numbering();
+            (!numbering.ended).then(|| self.event(numbering.next(true), finished))
+        };
+        let mut batch = std::mem::take(&mut *history.pending());
+        batch.extend(event.as_ref().map(stored));
+        let written = history
+            .store
+            .finish_with_events(&self.thread_id, &batch, end)
+            .await;
+        if let Err(error) = &written {
+            if let Some(event) = &mut event {
+                batch.pop();
+                event.kind = failed(error);
+                batch.push(stored(event));
+            }
+            history.keep(batch);
         }
+        if let Some(event) = event {
+            self.publish_live(event);
+        }
+        written
     }
 
     /// Publishes the event `make` builds, without waiting, unless nobody listens and no
@@ -104,28 +154,50 @@ impl RunEvents {
     pub(crate) fn emit(&self, make: impl FnOnce() -> EventKind) {
         // Holding the lock while publishing keeps sequence order equal to delivery order when
         // leaf tasks publish concurrently.
-        let mut seq = self.seq.lock().unwrap_or_else(|p| p.into_inner());
-        let history = self.history.get();
-        let observer = self.hub.observer();
-        if history.is_none() && self.sink.is_none() && observer.is_none() {
-            self.hub.publish(|| {
-                *seq += 1;
-                self.event(*seq, make())
-            });
+        let mut numbering = self.numbering();
+        if numbering.ended {
             return;
         }
-        *seq += 1;
-        let event = self.event(*seq, make());
-        if let Some(observer) = observer {
-            observer.event(self.id, &event);
+        let history = self.history.get();
+        if history.is_none() && self.sink.is_none() && self.hub.observer().is_none() {
+            self.hub
+                .publish(|| self.event(numbering.next(false), make()));
+            return;
         }
+        let event = self.event(numbering.next(false), make());
         if let Some(history) = history {
             history.push(&event);
+        }
+        self.publish_live(event);
+    }
+
+    /// Publishes the run's last event, its `run_finished`, as [`Self::emit`] does; nothing is
+    /// published after it (a leaf the run's end cancelled may still try).
+    pub(crate) fn end(&self, kind: EventKind) {
+        let mut numbering = self.numbering();
+        if numbering.ended {
+            return;
+        }
+        let event = self.event(numbering.next(true), kind);
+        if let Some(history) = self.history.get() {
+            history.push(&event);
+        }
+        self.publish_live(event);
+    }
+
+    /// Hands a numbered event to the runtime's observer, the run's sink and the hub.
+    fn publish_live(&self, event: Event) {
+        if let Some(observer) = self.hub.observer() {
+            observer.event(self.id, &event);
         }
         if let Some(sink) = &self.sink {
             sink.event(&event);
         }
         self.hub.publish(|| event);
+    }
+
+    fn numbering(&self) -> MutexGuard<'_, Numbering> {
+        self.numbering.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn event(&self, seq: u64, kind: EventKind) -> Event {
@@ -202,12 +274,7 @@ impl History {
     }
 
     fn push(&self, event: &Event) {
-        let stored = StoredEvent {
-            seq: event.seq,
-            kind: event.kind.name().to_owned(),
-            event: serde_json::to_string(event).expect("events serialise"),
-        };
-        self.pending().push(stored);
+        self.pending().push(stored(event));
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
@@ -217,33 +284,27 @@ impl History {
             return Ok(());
         }
         let written = self.store.append_events(&self.thread_id, &batch).await;
-        self.keep_unwritten(written, batch)
-    }
-
-    /// Writes what is pending with the thread's `end`.
-    async fn finish(&self, end: &ThreadEnd) -> Result<(), StoreError> {
-        let _writing = self.writing.lock().await;
-        let batch = std::mem::take(&mut *self.pending());
-        let written = self
-            .store
-            .finish_with_events(&self.thread_id, &batch, end)
-            .await;
-        self.keep_unwritten(written, batch)
-    }
-
-    /// After a write of `batch`: should it have failed, the batch is kept, ahead of what came
-    /// since, for the next write; the run's end reports the failure.
-    fn keep_unwritten(
-        &self,
-        written: Result<(), StoreError>,
-        batch: Vec<StoredEvent>,
-    ) -> Result<(), StoreError> {
         if written.is_err() {
-            let mut pending = self.pending();
-            let later = std::mem::replace(&mut *pending, batch);
-            pending.extend(later);
+            self.keep(batch);
         }
         written
+    }
+
+    /// Keeps a batch whose write failed, ahead of what came since, for the next write; the
+    /// run's end reports the failure.
+    fn keep(&self, batch: Vec<StoredEvent>) {
+        let mut pending = self.pending();
+        let later = std::mem::replace(&mut *pending, batch);
+        pending.extend(later);
+    }
+}
+
+/// An event as the thread's history keeps it.
+fn stored(event: &Event) -> StoredEvent {
+    StoredEvent {
+        seq: event.seq,
+        kind: event.kind.name().to_owned(),
+        event: serde_json::to_string(event).expect("events serialise"),
     }
 }
 
@@ -255,6 +316,29 @@ mod tests {
         events.emit(|| EventKind::Log {
             message: n.to_string(),
         });
+    }
+
+    #[tokio::test]
+    async fn nothing_is_published_after_the_runs_last_event() {
+        let hub = Arc::new(EventHub::new(16));
+        let mut stream = hub.subscribe_lossless();
+        let events = RunEvents::new("t1".into(), Arc::clone(&hub));
+        log(&events, 1);
+        events.end(EventKind::Log {
+            message: "the end".into(),
+        });
+        // A leaf the end cancelled, still publishing.
+        log(&events, 2);
+        events.end(EventKind::Log {
+            message: "another end".into(),
+        });
+        let published: Vec<(u64, EventKind)> = std::iter::from_fn(|| stream.try_recv())
+            .map(|e| (e.seq, e.kind))
+            .collect();
+        let message = |text: &str| EventKind::Log {
+            message: text.into(),
+        };
+        assert_eq!(published, [(1, message("1")), (2, message("the end"))]);
     }
 
     #[tokio::test]

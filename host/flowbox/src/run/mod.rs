@@ -115,18 +115,27 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
             outcome: outcome.to_record(),
             finished_unix_ms: now_unix_ms(),
         };
-        // The history is complete up to the end: both are journaled in one write.
-        if let Err(error) = events.finish(store.as_ref(), &end).await {
+        // The history up to the end, the end and the `run_finished` event after it are one
+        // write, and the event is published once it is done.
+        let written = events
+            .finish(store.as_ref(), &end, finished(&summary, &result), |error| {
+                finished(&summary, &Err(journal_error(error.clone())))
+            })
+            .await;
+        if let Err(error) = written {
             result = Err(journal_error(error));
         }
-    } else if let Err(error) = events.flush().await
-        && result.is_ok()
-    {
-        result = Err(journal_error(error));
+    } else {
+        if let Err(error) = events.flush().await
+            && result.is_ok()
+        {
+            result = Err(journal_error(error));
+        }
+        publish_end(&events, &summary, &result);
     }
-    publish_end(&events, &summary, &result);
-    // The `run_finished` event follows the journaled end. Should writing it fail, the end is
-    // still the thread's record, which readers of the history fall back on.
+    // Writes what is left: the `run_finished` event where it was not journaled with an end
+    // (should this write fail, the end is still the thread's record, which readers of the
+    // history fall back on).
     let _ = events.flush().await;
     RunOutcome {
         result,
@@ -378,7 +387,6 @@ fn fill_summary(summary: &mut Summary, store: &mut Store<RunCtx>, limits: &Limit
     summary.fuel_used = limits.fuel.saturating_sub(remaining);
 }
 
-/// Publishes the end of a run.
 /// The outcome of a run rejected before its guest started, its end published all the same.
 fn rejected(
     events: &RunEvents,
@@ -396,12 +404,18 @@ fn rejected(
     }
 }
 
+/// Publishes the end of a run, its last event.
 fn publish_end(events: &RunEvents, summary: &Summary, result: &Result<Value, RunError>) {
-    events.emit(|| EventKind::RunFinished {
+    events.end(finished(summary, result));
+}
+
+/// The `run_finished` event of a run that ended with `result`.
+fn finished(summary: &Summary, result: &Result<Value, RunError>) -> EventKind {
+    EventKind::RunFinished {
         ok: result.is_ok(),
         summary: Box::new(summary.clone()),
         error: result.as_ref().err().map(ErrorInfo::from),
-    });
+    }
 }
 
 /// The store for a run of `setup`, with the instance it runs in when the warm pool had one
