@@ -495,6 +495,29 @@ mod tests {
             .expect("the guest loads")
     }
 
+    /// A guest loaded from the cache has its file marked used, so that no other flowbox
+    /// build's new guest prunes it while it is in use.
+    #[test]
+    fn loading_a_guest_marks_it_used() {
+        let engine = test_runtime().shared.guest.engine().clone();
+        let name = cache::artifact_name(&engine, GUEST_SHA256);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(&name);
+        std::fs::copy(test_cache().join(&name), &path).unwrap();
+        let month = std::time::Duration::from_secs(30 * 24 * 60 * 60);
+        let long_ago = std::time::SystemTime::now() - month;
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_modified(long_ago).unwrap();
+        drop(file);
+        Guest::load_cached_in(dir.path()).expect("the guest loads");
+        let marked = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let since = marked.duration_since(long_ago).unwrap();
+        assert!(
+            since >= month - std::time::Duration::from_secs(60),
+            "{since:?}"
+        );
+    }
+
     /// Runtimes built on one cache directory share the guest loaded for the first while one
     /// of them holds it, and no longer: the next one loads it anew.
     #[tokio::test]
