@@ -226,6 +226,16 @@ async fn bad_calls_are_errors_the_model_can_act_on() {
         .request("tools/call", json!({"name": "nope", "arguments": {}}))
         .await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let message = unknown["error"]["message"].as_str().unwrap();
+    for tool in [
+        "run_workflow",
+        "resume_workflow",
+        "list_threads",
+        "show_thread",
+        "thread_events",
+    ] {
+        assert!(message.contains(tool), "{message}");
+    }
     let method = client.request("tools/nothing", json!({})).await;
     assert_eq!(method["error"]["code"], -32601, "{method}");
 }

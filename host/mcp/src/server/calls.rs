@@ -77,7 +77,7 @@ impl Server {
             _ => Err(ErrorData::invalid_params(
                 format!(
                     "unknown tool {name:?}: the tools are {RUN_WORKFLOW}, {RESUME_WORKFLOW}, \
-                     {LIST_THREADS} and {SHOW_THREAD}"
+                     {LIST_THREADS}, {SHOW_THREAD} and {THREAD_EVENTS}"
                 ),
                 None,
             )),
