@@ -73,6 +73,10 @@ const UNUSED_FOR: Duration = Duration::from_secs(14 * 24 * 60 * 60);
 const OTHERS_KEPT: usize = 3;
 /// How old a guest's time may be before a load marks it used again: one write a day at most.
 const MARKED_EVERY: Duration = Duration::from_secs(24 * 60 * 60);
+/// A guest marked within this was loaded lately: a load leaves a mark at most
+/// [`MARKED_EVERY`] old, so one loaded within the last day is younger than this. Only age
+/// removes such a guest, never [`OTHERS_KEPT`], however many builds compiled theirs since.
+const LATELY: Duration = Duration::from_secs(2 * 24 * 60 * 60);
 
 /// Marks the compiled guest at `path` (with `metadata`) used at `now`: its modification time,
 /// unless it was marked within [`MARKED_EVERY`]. A cache that cannot be written stays as it is.
@@ -87,7 +91,8 @@ fn mark_used(path: &Path, metadata: &std::fs::Metadata, now: SystemTime) {
 }
 
 /// Removes the compiled guests in `dir` other than `current` (a file name) that no load used
-/// for [`UNUSED_FOR`], and beyond the [`OTHERS_KEPT`] most recently used, each with its pages;
+/// for [`UNUSED_FOR`], and those beyond the [`OTHERS_KEPT`] most recently used that were not
+/// used [lately](LATELY), each with its pages;
 /// and pages whose guest is gone. Only files named as this module names them are touched: the
 /// directory may be shared. Returns how many files went.
 fn prune(dir: &Path, current: &str, now: SystemTime) -> std::io::Result<usize> {
@@ -116,12 +121,13 @@ fn prune(dir: &Path, current: &str, now: SystemTime) -> std::io::Result<usize> {
         }
     }
     guests.sort_by(|a, b| b.cmp(a));
-    let unused = |used: SystemTime| now.duration_since(used).unwrap_or_default() >= UNUSED_FOR;
+    let unused_for = |used: SystemTime| now.duration_since(used).unwrap_or_default();
     let current_key = current.trim_end_matches(".cwasm");
     let mut removed = 0;
     let mut kept = Vec::new();
     for (n, (used, key)) in guests.into_iter().enumerate() {
-        if n >= OTHERS_KEPT || unused(used) {
+        let unused = unused_for(used);
+        if unused >= UNUSED_FOR || (n >= OTHERS_KEPT && unused >= LATELY) {
             removed += usize::from(std::fs::remove_file(dir.join(format!("{key}.cwasm"))).is_ok());
         } else {
             kept.push(key);
@@ -209,7 +215,8 @@ mod tests {
     }
 
     #[test]
-    fn a_new_guest_kept_prunes_those_unused_for_long_and_all_but_the_most_recently_used() {
+    fn a_new_guest_kept_prunes_those_unused_for_long_and_beyond_the_most_recent_unless_used_lately()
+    {
         let dir = tempfile::tempdir().unwrap();
         let now = SystemTime::now();
         let current = format!("{}.cwasm", key(0));
@@ -219,7 +226,7 @@ mod tests {
             now,
             Duration::ZERO,
         );
-        // Four others used lately: the three most recent stay, with their pages.
+        // Four others used lately: all stay, with their pages, though more than OTHERS_KEPT.
         for n in 1..=4 {
             file(
                 dir.path(),
@@ -229,7 +236,10 @@ mod tests {
             );
             file(dir.path(), &format!("{}.pages", key(n)), now, HOUR);
         }
-        // One unused for long, pages without their guest, and what is not the cache's own.
+        // One beyond them not used lately, with its pages; one unused for long; pages without
+        // their guest; and what is not the cache's own.
+        file(dir.path(), &format!("{}.cwasm", key(8)), now, LATELY + HOUR);
+        file(dir.path(), &format!("{}.pages", key(8)), now, LATELY + HOUR);
         file(
             dir.path(),
             &format!("{}.cwasm", key(5)),
@@ -252,7 +262,7 @@ mod tests {
             std::fs::read(dir.path().join(&current)).unwrap(),
             b"the new guest"
         );
-        let mut expected: Vec<String> = (0..=3)
+        let mut expected: Vec<String> = (0..=4)
             .flat_map(|n| [format!("{}.cwasm", key(n)), format!("{}.pages", key(n))])
             .chain([
                 format!("{}.cwasm", key(7)),
@@ -265,6 +275,26 @@ mod tests {
         assert_eq!(names(dir.path()), expected);
         // Nothing more goes the next time.
         assert_eq!(prune(dir.path(), &current, now).unwrap(), 0);
+    }
+
+    #[test]
+    fn of_the_guests_not_used_lately_the_most_recently_used_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = SystemTime::now();
+        let day = MARKED_EVERY;
+        for (n, ago) in [(1, HOUR), (2, LATELY + day), (3, LATELY + day * 2)] {
+            file(dir.path(), &format!("{}.cwasm", key(n)), now, ago);
+        }
+        file(
+            dir.path(),
+            &format!("{}.cwasm", key(4)),
+            now,
+            LATELY + day * 3,
+        );
+        let current = format!("{}.cwasm", key(0));
+        keep(dir.path(), &current, b"the new guest");
+        let expected: Vec<String> = (0..=3).map(|n| format!("{}.cwasm", key(n))).collect();
+        assert_eq!(names(dir.path()), expected);
     }
 
     /// See also `runtime::tests::loading_a_guest_marks_it_used`.
