@@ -40,6 +40,9 @@ target/python-venv/bin/maturin build --quiet --release --locked -m python/Cargo.
 wheel="$(ls target/wheels/flowbox-*.whl)"
 [[ "${1:-}" == "build" ]] && exit 0
 
+# The tests' runtimes cache the compiled guest in the workspace's cache, as the Rust tests do,
+# not in the user's.
+export FLOWBOX_CACHE_DIR="${FLOWBOX_CACHE_DIR:-$repo/target/flowbox-cache}"
 pythons=(target/python-venv)
 python313="$(command -v pyenv >/dev/null && echo "$(pyenv root)/versions/3.13.0/bin/python3" || true)"
 if [[ -x "$python313" ]]; then
