@@ -22,6 +22,9 @@ build: guest
 demo: build
 	target/release/flowbox run examples/review.py --backend scripted:examples/review.backend.json
 
+# What `make test` runs (the crates' doc examples included) caches the compiled guest in the
+# workspace, not in the user's cache directory.
+test: export FLOWBOX_CACHE_DIR ?= $(CURDIR)/target/flowbox-cache
 test: guest test-guest lint doc
 	$(CARGO) test --release --locked --workspace
 	tests/out-of-tree/run.sh
