@@ -180,8 +180,8 @@ pub trait CheckpointStore: Send + Sync + std::fmt::Debug {
 
     /// Appends events to the thread's history, atomically, in order: `events[0].seq` must be
     /// one past the last one journaled ([`StoreError::OutOfOrder`]). A finished thread still
-    /// takes events (a run whose end could not take its last ones writes them after it). A store that keeps no
-    /// history ignores them, which is the default.
+    /// takes events (a run whose end could not take its last ones writes them after it). A
+    /// store that keeps no history ignores them, which is the default.
     async fn append_events(
         &self,
         thread_id: &str,

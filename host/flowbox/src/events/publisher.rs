@@ -152,6 +152,18 @@ impl RunEvents {
     /// history records it (then it is not even built). For leaves and the host's own
     /// bookkeeping: they never wait on a reader.
     pub(crate) fn emit(&self, make: impl FnOnce() -> EventKind) {
+        self.number_and_publish(make, false);
+    }
+
+    /// Publishes the run's last event, its `run_finished`, as [`Self::emit`] does; nothing is
+    /// published after it (a leaf the run's end cancelled may still try).
+    pub(crate) fn end(&self, kind: EventKind) {
+        self.number_and_publish(|| kind, true);
+    }
+
+    /// Numbers the event `make` builds (the run's last when `last`) and publishes it, unless
+    /// the run's last event was.
+    fn number_and_publish(&self, make: impl FnOnce() -> EventKind, last: bool) {
         // Holding the lock while publishing keeps sequence order equal to delivery order when
         // leaf tasks publish concurrently.
         let mut numbering = self.numbering();
@@ -160,26 +172,13 @@ impl RunEvents {
         }
         let history = self.history.get();
         if history.is_none() && self.sink.is_none() && self.hub.observer().is_none() {
+            numbering.ended = last;
             self.hub
-                .publish(|| self.event(numbering.next(false), make()));
+                .publish(|| self.event(numbering.next(last), make()));
             return;
         }
-        let event = self.event(numbering.next(false), make());
+        let event = self.event(numbering.next(last), make());
         if let Some(history) = history {
-            history.push(&event);
-        }
-        self.publish_live(event);
-    }
-
-    /// Publishes the run's last event, its `run_finished`, as [`Self::emit`] does; nothing is
-    /// published after it (a leaf the run's end cancelled may still try).
-    pub(crate) fn end(&self, kind: EventKind) {
-        let mut numbering = self.numbering();
-        if numbering.ended {
-            return;
-        }
-        let event = self.event(numbering.next(true), kind);
-        if let Some(history) = self.history.get() {
             history.push(&event);
         }
         self.publish_live(event);

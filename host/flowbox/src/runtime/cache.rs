@@ -92,9 +92,9 @@ fn mark_used(path: &Path, metadata: &std::fs::Metadata, now: SystemTime) {
 
 /// Removes the compiled guests in `dir` other than `current` (a file name) that no load used
 /// for [`UNUSED_FOR`], and those beyond the [`OTHERS_KEPT`] most recently used that were not
-/// used [lately](LATELY), each with its pages;
-/// and pages whose guest is gone. Only files named as this module names them are touched: the
-/// directory may be shared. Returns how many files went.
+/// used [lately](LATELY), each with its pages; and pages whose guest is gone. Only files named
+/// as this module names them are touched: the directory may be shared. Returns how many files
+/// went.
 fn prune(dir: &Path, current: &str, now: SystemTime) -> std::io::Result<usize> {
     let mut guests = Vec::new();
     let mut pages = Vec::new();
@@ -116,15 +116,14 @@ fn prune(dir: &Path, current: &str, now: SystemTime) -> std::io::Result<usize> {
             .unwrap_or(SystemTime::UNIX_EPOCH);
         match extension {
             "cwasm" if name != current => guests.push((used, key.to_owned())),
-            "pages" => pages.push((used, key.to_owned())),
+            "pages" => pages.push(key.to_owned()),
             _ => {}
         }
     }
     guests.sort_by(|a, b| b.cmp(a));
     let unused_for = |used: SystemTime| now.duration_since(used).unwrap_or_default();
-    let current_key = current.trim_end_matches(".cwasm");
     let mut removed = 0;
-    let mut kept = Vec::new();
+    let mut kept = vec![current.trim_end_matches(".cwasm").to_owned()];
     for (n, (used, key)) in guests.into_iter().enumerate() {
         let unused = unused_for(used);
         if unused >= UNUSED_FOR || (n >= OTHERS_KEPT && unused >= LATELY) {
@@ -133,8 +132,8 @@ fn prune(dir: &Path, current: &str, now: SystemTime) -> std::io::Result<usize> {
             kept.push(key);
         }
     }
-    for (_, key) in pages {
-        if key != current_key && !kept.contains(&key) {
+    for key in pages {
+        if !kept.contains(&key) {
             removed += usize::from(std::fs::remove_file(dir.join(format!("{key}.pages"))).is_ok());
         }
     }
