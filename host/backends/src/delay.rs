@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 /// tokio's lateness, so the precise thread, not tokio, decides when it ends.
 const TAIL: Duration = Duration::from_millis(2);
 
-/// Waits `delay`. On a paused tokio clock (tests) the whole delay is virtual, as with
+/// Waits `delay`. On a paused tokio clock (a test's) the whole delay is virtual, as with
 /// `tokio::time::sleep`, but for the tail, which also passes in real time.
 pub(crate) async fn wait(delay: Duration) {
     let deadline = tokio::time::Instant::now() + delay;

@@ -245,6 +245,15 @@ impl ScriptedBackend {
             .find(|(_, rule)| rule.matches(request, prompt))
     }
 
+    /// How long the call waits before its reply: the rule's latency (else the file's) plus
+    /// up to its jitter, fixed by the seed and the call.
+    fn delay(&self, request: &LeafRequest, prompt: &str, rule: Option<&Rule>) -> Duration {
+        let base = rule.and_then(|r| r.latency_ms).unwrap_or(self.latency_ms);
+        let jitter = rule.and_then(|r| r.jitter_ms).unwrap_or(self.jitter_ms);
+        let millis = base as f64 + jitter as f64 * self.unit(request, prompt, "jitter");
+        Duration::from_secs_f64(millis / 1000.0)
+    }
+
     /// A number in [0, 1) fixed by the seed and the call, for jitter and failure injection.
     fn unit(&self, request: &LeafRequest, prompt: &str, salt: &str) -> f64 {
         let seed = self.seed.to_string();
@@ -356,15 +365,9 @@ impl LeafBackend for ScriptedBackend {
         let rule = self.matching_rule(request, &prompt);
         self.log_call(request, rule.map(|(index, _)| index));
 
-        let base = rule
-            .and_then(|(_, r)| r.latency_ms)
-            .unwrap_or(self.latency_ms);
-        let jitter = rule
-            .and_then(|(_, r)| r.jitter_ms)
-            .unwrap_or(self.jitter_ms);
-        let delay = base as f64 + jitter as f64 * self.unit(request, &prompt, "jitter");
-        if delay > 0.0 {
-            crate::delay::wait(Duration::from_secs_f64(delay / 1000.0)).await;
+        let delay = self.delay(request, &prompt, rule.map(|(_, rule)| rule));
+        if !delay.is_zero() {
+            crate::delay::wait(delay).await;
         }
 
         if self.failure_rate > 0.0 && self.unit(request, &prompt, "failure") < self.failure_rate {
@@ -536,19 +539,46 @@ mod tests {
         assert!((80..160).contains(&failures), "{failures} of 400");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn latency_and_jitter_delay_the_reply() {
+    #[test]
+    fn a_call_waits_its_rules_latency_plus_up_to_its_jitter_fixed_by_the_call() {
         let backend = ScriptedBackend::from_json(
             r#"{"latency_ms": 50, "jitter_ms": 10, "fallback": "fake", "rules": [{"prompt": "slow", "text": "s", "latency_ms": 1000, "jitter_ms": 0}]}"#,
         )
         .unwrap();
-        let start = tokio::time::Instant::now();
-        backend.call(&request(1, "quick", None)).await.unwrap();
-        let quick = start.elapsed();
-        assert!(quick >= Duration::from_millis(50) && quick <= Duration::from_millis(60));
-        let start = tokio::time::Instant::now();
-        backend.call(&request(2, "slow", None)).await.unwrap();
-        assert_eq!(start.elapsed(), Duration::from_millis(1000));
+        let delay = |id: u64, prompt: &str| {
+            let request = request(id, prompt, None);
+            let prompt = request.prompt_text();
+            let rule = backend
+                .matching_rule(&request, &prompt)
+                .map(|(_, rule)| rule);
+            backend.delay(&request, &prompt, rule)
+        };
+        let quick: Vec<Duration> = (1..=50).map(|id| delay(id, "quick")).collect();
+        assert!(
+            quick
+                .iter()
+                .all(|d| (Duration::from_millis(50)..Duration::from_millis(60)).contains(d)),
+            "{quick:?}"
+        );
+        assert!(
+            quick.iter().any(|d| *d != quick[0]),
+            "the jitter varies by call"
+        );
+        assert_eq!(
+            delay(1, "quick"),
+            quick[0],
+            "and is the same for the same call"
+        );
+        assert_eq!(delay(2, "slow"), Duration::from_millis(1000));
+    }
+
+    #[tokio::test]
+    async fn the_reply_comes_after_the_delay() {
+        let backend =
+            ScriptedBackend::from_json(r#"{"latency_ms": 30, "fallback": "fake"}"#).unwrap();
+        let start = std::time::Instant::now();
+        backend.call(&request(1, "p", None)).await.unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(30));
     }
 
     #[tokio::test]
