@@ -263,17 +263,9 @@ async fn fuel_per_leaf(runtime: &Runtime, script: &str, n: u64, leaves: u64) -> 
     (with.saturating_sub(without) as f64 / leaves as f64).round()
 }
 
-/// `n` with its thousands separated by commas: `417,862`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, digit) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
+/// Fuel in thousands, to one decimal: `417.7 k` (results.json has every unit).
+fn kilo(fuel: f64) -> String {
+    format!("{:.1} k", fuel / 1000.0)
 }
 
 /// Peak resident memory of this process in bytes, after resetting the peak (Linux).
@@ -828,8 +820,8 @@ async fn async_main() {
     );
     row(
         "fuel of a trivial run, fresh / pooled",
-        format!("{} / {}", thousands(fuel_fresh), thousands(fuel_pooled)),
-        "≤ 150,000",
+        format!("{} / {}", kilo(fuel_fresh as f64), kilo(fuel_pooled as f64)),
+        "≤ 150 k",
     );
     row(
         "one leaf",
@@ -887,8 +879,8 @@ async fn async_main() {
         "fuel per leaf, parallel 1000 / pipeline",
         format!(
             "{} / {}",
-            thousands(fuel_per_leaf_parallel as u64),
-            thousands(fuel_per_leaf_pipeline as u64)
+            kilo(fuel_per_leaf_parallel),
+            kilo(fuel_per_leaf_pipeline)
         ),
         "",
     );
