@@ -517,6 +517,10 @@ async fn async_main() {
     let parallel_100 = measure(&fake, PARALLEL, json!({"n": 100}), 50).await;
     let parallel_1000 = measure(&fake, PARALLEL, json!({"n": 1000}), 15).await;
     let pipeline_100 = measure(&fake, PIPELINE, json!({"n": 100}), 30).await;
+    // The same scripts with no items: what they cost beyond a trivial run before any leaf
+    // (parsing, checking and compiling a longer script), which a leaf's share leaves out.
+    let parallel_0 = measure(&fake, PARALLEL, json!({"n": 0}), 50).await;
+    let pipeline_0 = measure(&fake, PIPELINE, json!({"n": 0}), 50).await;
 
     // Planning a 1000-leaf fan-out against running it on the fake backend: with the fake's own
     // estimates (the approximation), and as leaves on gpt-4o (its o200k_base tokenizer, the
@@ -551,6 +555,11 @@ async fn async_main() {
     let per_leaf_100 = per_leaf(&parallel_100, 100.0);
     let per_leaf_1000 = per_leaf(&parallel_1000, 1000.0);
     let per_leaf_pipeline = per_leaf(&pipeline_100, 300.0);
+    let beyond_no_items = |stats: &Stats, none: &Stats, leaves: f64| {
+        (stats.median.as_secs_f64() - none.median.as_secs_f64()) / leaves * 1e6
+    };
+    let marginal_1000 = beyond_no_items(&parallel_1000, &parallel_0, 1000.0);
+    let marginal_pipeline = beyond_no_items(&pipeline_100, &pipeline_0, 300.0);
 
     // Makespan: 100 leaves of 50 ms each with 16 slots; ideal is ceil(100/16) × 50 ms.
     let slow = runtime(
@@ -727,6 +736,12 @@ async fn async_main() {
             "parallel_1000": (per_leaf_1000 * 10.0).round() / 10.0,
             "pipeline_3x100": (per_leaf_pipeline * 10.0).round() / 10.0,
         },
+        "overhead_per_leaf_us_beyond_no_items": {
+            "parallel_1000": (marginal_1000 * 10.0).round() / 10.0,
+            "pipeline_3x100": (marginal_pipeline * 10.0).round() / 10.0,
+            "parallel_no_items": parallel_0.json(),
+            "pipeline_no_items": pipeline_0.json(),
+        },
         "fuel": {
             "trivial_run_fresh": fuel_fresh,
             "trivial_run_from_pool": fuel_pooled,
@@ -874,6 +889,11 @@ async fn async_main() {
         "overhead per leaf (pipeline)",
         format!("{per_leaf_pipeline:.1} µs"),
         "≤ 15 µs",
+    );
+    row(
+        "  … beyond the script with no items",
+        format!("{marginal_1000:.1} / {marginal_pipeline:.1} µs"),
+        "",
     );
     row(
         "fuel per leaf, parallel 1000 / pipeline",
