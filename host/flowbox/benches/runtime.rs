@@ -234,18 +234,10 @@ async fn measure_plan_and_run(
     (Stats::of(plans), Stats::of(runs))
 }
 
-async fn run_ok(runtime: &Runtime, script: &str, args: Value) -> Value {
-    let outcome = runtime
-        .run_request(RunRequest::new(script).args(args))
-        .await;
-    outcome
-        .result
-        .unwrap_or_else(|e| panic!("benchmark script failed: {e}"))
-}
-
-/// The fuel one run of `script` uses. Unlike a timing it does not move with the machine's
-/// load, unless the load changes how the host batches the leaves' completions.
-async fn fuel_of(runtime: &Runtime, script: &str, args: Value) -> u64 {
+/// Runs `script`, which must succeed, and returns the fuel it used. Unlike a timing, fuel does
+/// not move with the machine's load, unless the load changes how the host batches the leaves'
+/// completions.
+async fn run_ok(runtime: &Runtime, script: &str, args: Value) -> u64 {
     let outcome = runtime
         .run_request(RunRequest::new(script).args(args))
         .await;
@@ -258,8 +250,8 @@ async fn fuel_of(runtime: &Runtime, script: &str, args: Value) -> u64 {
 /// The fuel each further leaf of `script` adds: its run with `n` items less its run with none
 /// (which parses, checks and compiles the same script), over its `leaves`.
 async fn fuel_per_leaf(runtime: &Runtime, script: &str, n: u64, leaves: u64) -> f64 {
-    let with = fuel_of(runtime, script, json!({ "n": n })).await;
-    let without = fuel_of(runtime, script, json!({ "n": 0 })).await;
+    let with = run_ok(runtime, script, json!({ "n": n })).await;
+    let without = run_ok(runtime, script, json!({ "n": 0 })).await;
     (with.saturating_sub(without) as f64 / leaves as f64).round()
 }
 
@@ -508,9 +500,9 @@ async fn async_main() {
     let pool_stats = pooled.warm_pool().expect("a pooled runtime");
     // The fuel of a trivial run, fresh and from the pool (which must be the same), and what
     // each leaf of a fan-out and of a pipeline adds to a run's fuel.
-    let fuel_pooled = fuel_of(&pooled, TRIVIAL, json!({})).await;
+    let fuel_pooled = run_ok(&pooled, TRIVIAL, json!({})).await;
     drop(pooled);
-    let fuel_fresh = fuel_of(&fake, TRIVIAL, json!({})).await;
+    let fuel_fresh = run_ok(&fake, TRIVIAL, json!({})).await;
     let fuel_per_leaf_parallel = fuel_per_leaf(&fake, PARALLEL, 1000, 1000).await;
     let fuel_per_leaf_pipeline = fuel_per_leaf(&fake, PIPELINE, 100, 300).await;
     let one_leaf = measure(&fake, ONE_LEAF, json!({}), 200).await;
