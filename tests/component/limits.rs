@@ -189,6 +189,26 @@ async fn time_limit_violated_by_a_busy_script() {
     assert!(matches!(error, RunError::Timeout { .. }), "{error:?}");
 }
 
+/// A busy guest yields its thread every few milliseconds of work: a run started beside it on
+/// the same thread (a `tokio::test` has one) finishes while the busy one still runs. Without
+/// the yields the busy run would hold the thread until its fuel ran out, and end first.
+#[tokio::test]
+async fn a_busy_script_lets_other_runs_on_its_thread_progress() {
+    let rt = runtime();
+    let busy = run_with(
+        &rt,
+        "while True:\n    pass\nreturn 1\n",
+        Limits::default().with_timeout(Duration::from_secs(600)),
+    );
+    let quick = result_of(&rt, "return await agent('meanwhile')");
+    tokio::pin!(busy);
+    tokio::select! {
+        biased;
+        ended = &mut busy => panic!("the busy run ended first: {ended:?}"),
+        value = quick => assert_eq!(value, json!("[fake leaf] meanwhile")),
+    }
+}
+
 #[tokio::test]
 async fn time_limit_violated_while_waiting_cancels_the_leaf() {
     let backend = Arc::new(CountingBackend::new(Duration::from_secs(3600)));

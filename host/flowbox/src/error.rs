@@ -327,12 +327,11 @@ pub(crate) struct TrapContext {
     pub memory_denied: bool,
     /// The initial memory the guest asked for, when the cap refused it.
     pub memory_refused_at_start: Option<usize>,
-    pub timeout: Duration,
     pub guest_stderr: String,
 }
 
-/// The one function that maps wasmtime's errors (traps, fuel, epoch interrupts, host-raised
-/// run errors) to a [`RunError`].
+/// The one function that maps wasmtime's errors (traps, fuel, host-raised run errors) to a
+/// [`RunError`].
 pub(crate) fn classify(error: wasmtime::Error, context: &TrapContext) -> RunError {
     if let Some(run_error) = error.downcast_ref::<RunError>() {
         return run_error.clone();
@@ -346,9 +345,6 @@ pub(crate) fn classify(error: wasmtime::Error, context: &TrapContext) -> RunErro
     match error.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::OutOfFuel) => RunError::OutOfFuel {
             limit: context.fuel_limit,
-        },
-        Some(wasmtime::Trap::Interrupt) => RunError::Timeout {
-            after: context.timeout,
         },
         Some(wasmtime::Trap::StackOverflow) => RunError::StackOverflow,
         // The interpreter aborts when an allocation it cannot recover from fails.
@@ -436,7 +432,6 @@ mod tests {
             memory_limit: 20,
             memory_denied: false,
             memory_refused_at_start: None,
-            timeout: Duration::from_secs(1),
             guest_stderr: "boom".into(),
         }
     }
@@ -446,8 +441,6 @@ mod tests {
         let ctx = context();
         let fuel = classify(wasmtime::Error::new(wasmtime::Trap::OutOfFuel), &ctx);
         assert_eq!(fuel, RunError::OutOfFuel { limit: 10 });
-        let time = classify(wasmtime::Error::new(wasmtime::Trap::Interrupt), &ctx);
-        assert!(matches!(time, RunError::Timeout { .. }));
         let crash = classify(
             wasmtime::Error::new(wasmtime::Trap::UnreachableCodeReached),
             &ctx,

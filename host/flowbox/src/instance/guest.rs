@@ -1,20 +1,14 @@
 //! The [`Guest`] every instance is made from: the engine, the compiled guest linked against
-//! the host, the profile of the pages fresh instances pre-fault, and the thread that advances
-//! the engine's epoch. Loading one is the runtime's business (`runtime::guest`).
+//! the host, and the profile of the pages fresh instances pre-fault. Loading one is the
+//! runtime's business (`runtime::guest`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use wasmtime::Engine;
 
 use super::context::RunCtx;
 use super::fresh::FreshPrefault;
 use crate::bindings::WorkflowPre;
-
-/// How often the engine's epoch advances: the granularity of deadlines and of yielding
-/// between concurrent busy runs.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The compiled guest, linked and ready to instantiate, on its own engine: what every run
 /// starts from. Loading it takes milliseconds from the disk cache (seconds the first time,
@@ -35,16 +29,13 @@ struct Parts {
     pre: WorkflowPre<RunCtx>,
     /// What recent fresh instances did to their memory's pages, to pre-fault the next with.
     fresh: Arc<FreshPrefault>,
-    /// Stops advancing the engine's epoch when the last runtime and run let go.
-    _ticker: EpochTicker,
 }
 
 impl Guest {
-    /// The guest `pre` links on `engine`, whose epoch it starts advancing.
+    /// The guest `pre` links on `engine`.
     pub(crate) fn new(engine: Engine, pre: WorkflowPre<RunCtx>, fresh: FreshPrefault) -> Guest {
         Guest {
             parts: Arc::new(Parts {
-                _ticker: EpochTicker::start(engine.clone()),
                 engine,
                 pre,
                 fresh: Arc::new(fresh),
@@ -92,33 +83,5 @@ impl WeakGuest {
 impl std::fmt::Debug for Guest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Guest").finish_non_exhaustive()
-    }
-}
-
-/// Advances the engine's epoch on a background thread until dropped.
-struct EpochTicker {
-    stop: Arc<AtomicBool>,
-}
-
-impl EpochTicker {
-    fn start(engine: Engine) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        std::thread::Builder::new()
-            .name("flowbox-epoch".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
-                }
-            })
-            .expect("spawning the epoch thread");
-        Self { stop }
-    }
-}
-
-impl Drop for EpochTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
     }
 }

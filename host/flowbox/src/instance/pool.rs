@@ -6,9 +6,9 @@
 //! thread does them before a request arrives. At hand-over the run's own state replaces the
 //! placeholder in the store (WASI context, clocks, random streams, calls, limits), the run's
 //! random streams skip what the warm-up drew from the placeholder's, fuel is set to what a
-//! fresh instance would have left after its warm-up, and the run's deadline starts: the guest
-//! sees exactly what it would have seen in a fresh instance. Every instance is dropped after
-//! its run.
+//! fresh instance would have left after its warm-up, and the run's deadline starts with its
+//! call: the guest sees exactly what it would have seen in a fresh instance. Every instance is
+//! dropped after its run.
 //!
 //! Before an instance joins the pool its linear memory is pre-faulted (see `prefault`): the
 //! copy-on-write of its memory image is broken page by page without writing anything, so the
@@ -35,7 +35,7 @@ use crate::bindings::{Workflow, WorkflowPre};
 use crate::calls::Checkpoints;
 use crate::events::{EventHub, RunEvents};
 use crate::instance::busy::{self, MAX_DEFER, POLL, STAY_AWAKE};
-use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store, set_deadline};
+use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store};
 use crate::instance::fault_around;
 use crate::instance::prefault::{self, Access, Mappings, TouchedPages};
 use crate::instance::profile::{PageProfile, Targets, Threshold};
@@ -256,8 +256,8 @@ impl Drop for WarmPool {
 impl Warm {
     /// Hands the instance to the run whose state is `ctx`: the placeholder state goes, the
     /// run's own (with its memory cap, its random streams moved on past the warm-up's draws)
-    /// takes its place, fuel is what a fresh instance would have left after its warm-up under
-    /// the run's limit, and the run's deadline starts now.
+    /// takes its place, and fuel is what a fresh instance would have left after its warm-up
+    /// under the run's limit.
     pub(crate) fn start(self, ctx: RunCtx) -> Result<(Store<RunCtx>, Workflow), RunError> {
         let Self {
             mut store,
@@ -281,14 +281,12 @@ impl Warm {
         }
         ctx.random.skip(random_drawn);
         let fuel = ctx.limits.fuel - fuel_spent;
-        let timeout = ctx.limits.timeout;
         ctx.memory.largest = largest_memory;
         ctx.memory.total = memory_bytes;
         *store.data_mut() = ctx;
         store
             .set_fuel(fuel)
             .map_err(|e| RunError::Host(format!("cannot set fuel: {e}")))?;
-        set_deadline(&mut store, timeout);
         Ok((store, instance))
     }
 }

@@ -24,7 +24,7 @@ use crate::clock::millis;
 use crate::error;
 use crate::events::{EventKind, RunEvents};
 use crate::instance::busy::Busy;
-use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store};
+use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store, within};
 use crate::instance::fault_around;
 use crate::instance::prefault::{Learner, Mappings, TouchedPages};
 use crate::journal::journal_error;
@@ -279,7 +279,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
         checkpoints: Checkpoints::default(),
     };
     let mut store = fresh_store(shared, setup, false)?;
-    let outcome = tokio::time::timeout(limits.timeout, async {
+    let outcome = within(limits.timeout, async {
         let instance = instantiate(shared, &mut store).await?;
         instance.call_check(&mut store, script, true).await
     })
@@ -299,8 +299,7 @@ async fn call_run(
     args: &str,
     limits: &Limits,
 ) -> Result<Value, RunError> {
-    // The epoch callback stops a busy guest; this timeout stops a guest waiting on leaves.
-    let outcome = tokio::time::timeout(limits.timeout, async {
+    let outcome = within(limits.timeout, async {
         let instance = match instance {
             Some(instance) => instance,
             None => instantiate(shared, store).await?,
@@ -346,24 +345,21 @@ async fn run_export(
 /// What a call of one of the guest's exports ended with, as a run error when it did not
 /// return: the deadline, a trap (classified), or the script's own error.
 fn guest_result<T>(
-    outcome: Result<
-        wasmtime::Result<Result<T, crate::bindings::ScriptError>>,
-        tokio::time::error::Elapsed,
-    >,
+    outcome: Option<wasmtime::Result<Result<T, crate::bindings::ScriptError>>>,
     store: &Store<RunCtx>,
     limits: &Limits,
 ) -> Result<T, RunError> {
     match outcome {
-        Err(_) => Err(RunError::Timeout {
+        None => Err(RunError::Timeout {
             after: limits.timeout,
         }),
-        Ok(Err(trap)) => Err(error::classify(trap, &store.data().trap_context())),
-        Ok(Ok(Err(script_error))) => Err(error::from_guest(
+        Some(Err(trap)) => Err(error::classify(trap, &store.data().trap_context())),
+        Some(Ok(Err(script_error))) => Err(error::from_guest(
             script_error,
             limits.memory_bytes,
             store.data().memory.denied,
         )),
-        Ok(Ok(Ok(value))) => Ok(value),
+        Some(Ok(Ok(value))) => Ok(value),
     }
 }
 
@@ -578,7 +574,7 @@ pub(crate) async fn plan(
     let _busy = Busy::enter();
     let mut store = fresh_store(shared, start, true)?;
     let mut notes = None;
-    let outcome = tokio::time::timeout(limits.timeout, async {
+    let outcome = within(limits.timeout, async {
         let instance = instantiate(shared, &mut store).await?;
         let read_only: Vec<String> = shared
             .tools

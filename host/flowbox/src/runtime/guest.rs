@@ -89,7 +89,6 @@ impl Guest {
         let mut config = Config::new();
         config
             .consume_fuel(true)
-            .epoch_interruption(true)
             .memory_init_cow(true)
             .wasm_component_model(true)
             .max_wasm_stack(MAX_WASM_STACK)
