@@ -1,7 +1,7 @@
 //! The on-disk cache of the precompiled guest.
 //!
 //! The key is the guest's SHA-256 plus wasmtime's compatibility hash of the engine
-//! configuration (fuel and epoch instrumentation change the code), so a stale artifact is never
+//! configuration (fuel instrumentation changes the code), so a stale artifact is never
 //! loaded. Files are written to a temporary name and renamed, so a crash mid-write leaves no
 //! half file behind; an unreadable cache falls back to compiling. Beside each compiled guest,
 //! under the same key, the pages a fresh run of it touched (see `instance::fresh`).
