@@ -489,3 +489,27 @@ fn serve_refuses_an_address_it_cannot_listen_on() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("invalid socket address"));
 }
+
+#[test]
+fn serve_listens_on_loopback_port_7878_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let mut child = command_with_db(&db, &["serve"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Served there, or refused because another process on this machine holds that port: either
+    // way the address is the default one.
+    assert!(
+        line.contains("flowbox serve: http://127.0.0.1:7878/ (loopback only)")
+            || line.contains("cannot listen on 127.0.0.1:7878"),
+        "{line}"
+    );
+}
