@@ -19,17 +19,24 @@ struct Server {
     port: u16,
 }
 
+/// `flowbox serve` with `args` on the journal `db`, started, and the first line it wrote to
+/// stderr: where it listens, or why it cannot.
+fn spawn_serve(db: &Path, args: &[&str]) -> (Child, String) {
+    let mut child = command_with_db(db, &[&["serve"], args].concat())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
 impl Server {
     fn start(db: &Path) -> Self {
-        let mut child = command_with_db(db, &["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stderr.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let (child, line) = spawn_serve(db, &["--listen", "127.0.0.1:0"]);
         assert!(line.contains("(loopback only)"), "{line}");
         let port = line
             .split("http://127.0.0.1:")
@@ -494,15 +501,7 @@ fn serve_refuses_an_address_it_cannot_listen_on() {
 fn serve_listens_on_loopback_port_7878_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("journal.db");
-    let mut child = command_with_db(&db, &["serve"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut child, line) = spawn_serve(&db, &[]);
     child.kill().unwrap();
     child.wait().unwrap();
     // Served there, or refused because another process on this machine holds that port: either
