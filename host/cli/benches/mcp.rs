@@ -62,9 +62,11 @@ impl Server {
     }
 
     fn send(&mut self, message: &Value) {
+        // The whole line in one write, as clients' transports send it: `writeln!` on the
+        // unbuffered pipe writes each piece of the JSON with a system call of its own.
+        let line = format!("{message}\n");
         let stdin = self.stdin.as_mut().expect("stdin is open");
-        writeln!(stdin, "{message}").unwrap();
-        stdin.flush().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
     }
 
     fn exchange(&mut self, message: &Value) -> Value {
