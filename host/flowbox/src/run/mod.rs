@@ -25,8 +25,8 @@ use crate::error;
 use crate::events::{EventKind, RunEvents};
 use crate::instance::busy::Busy;
 use crate::instance::context::{Pricing, RunCtx, RunSetup, new_store, within};
-use crate::instance::fault_around;
 use crate::instance::prefault::{Learner, Mappings, TouchedPages};
+use crate::instance::{fault_around, fresh};
 use crate::journal::journal_error;
 use crate::plan::{self, GateRefusal};
 use crate::run::admission::{Prepared, check_input, prepare};
@@ -280,7 +280,7 @@ pub(crate) async fn check(shared: &Shared, script: &str) -> Result<Option<Value>
     };
     let mut store = fresh_store(shared, setup, false)?;
     let outcome = within(limits.timeout, async {
-        let instance = instantiate(shared, &mut store).await?;
+        let instance = instantiate(shared, &mut store, None).await?;
         instance.call_check(&mut store, script, true).await
     })
     .await;
@@ -302,7 +302,7 @@ async fn call_run(
     let outcome = within(limits.timeout, async {
         let instance = match instance {
             Some(instance) => instance,
-            None => instantiate(shared, store).await?,
+            None => instantiate(shared, store, None).await?,
         };
         run_export(store, &instance, script, args).await
     })
@@ -428,27 +428,73 @@ fn start(shared: &Shared, setup: RunSetup) -> Result<(Store<RunCtx>, Option<Work
 
 /// Instantiates the guest in `store`, its linear memory without the kernel's fault-around
 /// (see `fault_around`) and pre-faulted with what most recent fresh runs did to it (see
-/// `fresh`), or left as it is for its profile to learn from this run. The memory is found as
-/// the warm pool finds it (see `prefault`) but without its lock, which a future that may move
-/// between threads cannot hold: a memory that took over the range of a store dropped
-/// meanwhile looks old, and keeps fault-around and its page faults, nothing else. Then the
-/// guest warms up, as a pooled instance did before its run (see `pool`), drawing from the
-/// run's own random streams what a pooled run's skip.
-async fn instantiate(shared: &Shared, store: &mut Store<RunCtx>) -> wasmtime::Result<Workflow> {
+/// `fresh`), or left as it is for its profile to learn from this run. The first instance of a
+/// runtime whose cache directory keeps no pages waits for [`keep_a_trivial_run`] first. The
+/// memory is found as the warm pool finds it (see `prefault`) but without its lock, which a
+/// future that may move between threads cannot hold: a memory that took over the range of a
+/// store dropped meanwhile looks old, and keeps fault-around and its page faults, nothing
+/// else. Then the guest warms up, as a pooled instance did before its run (see `pool`),
+/// drawing from the run's own random streams what a pooled run's skip.
+///
+/// A run on an instance left as it is teaches `keeper` when there is one (the kept run's),
+/// else the profile.
+async fn instantiate(
+    shared: &Shared,
+    store: &mut Store<RunCtx>,
+    keeper: Option<Arc<fresh::Keeper>>,
+) -> wasmtime::Result<Workflow> {
+    let fresh = shared.guest.fresh();
+    let learner: Arc<dyn Learner> = match keeper {
+        Some(keeper) => keeper,
+        None => {
+            if fresh.wants_kept_run() {
+                // Boxed: the kept run instantiates through here too.
+                Box::pin(keep_a_trivial_run(shared)).await;
+            }
+            Arc::clone(fresh) as Arc<dyn Learner>
+        }
+    };
     let before = Mappings::now();
     let instance = shared.guest.pre().instantiate_async(&mut *store).await?;
     let memories = Mappings::now().linear_memories_since(&before, store.data().memory.total);
     fault_around::turn_off(&memories);
     if let [memory] = memories.as_slice()
-        && shared.guest.fresh().prefault(memory).is_none()
+        && fresh.prefault(memory).is_none()
     {
-        store.data_mut().touched = Some(TouchedPages {
-            memories,
-            learner: Arc::clone(shared.guest.fresh()) as Arc<dyn Learner>,
-        });
+        store.data_mut().touched = Some(TouchedPages { memories, learner });
     }
     instance.call_warm_up(&mut *store).await?;
     Ok(instance)
+}
+
+/// Runs [`fresh::TRIVIAL`] on a fresh instance, under the default limits, publishing and
+/// journaling nothing, for its pages to be kept in the cache directory for later processes
+/// (see `fresh`). It is an optimisation: a run that fails, or whose memory cannot be told
+/// apart, keeps nothing, and the next fresh instance tries again.
+async fn keep_a_trivial_run(shared: &Shared) {
+    let limits = Limits::default();
+    let thread_id = crate::run::thread::new_thread_id();
+    let setup = RunSetup {
+        events: Arc::new(RunEvents::new(
+            thread_id.clone(),
+            Arc::new(crate::events::EventHub::new(1)),
+        )),
+        thread_id,
+        limits: limits.clone(),
+        guard: true,
+        start_unix_nanos: now_unix_nanos(),
+        checkpoints: Checkpoints::default(),
+    };
+    let Ok(mut store) = fresh_store(shared, setup, true) else {
+        return;
+    };
+    let keeper = Arc::new(fresh::Keeper(Arc::clone(shared.guest.fresh())));
+    let _ = within(limits.timeout, async {
+        let instance = instantiate(shared, &mut store, Some(keeper)).await?;
+        run_export(&mut store, &instance, fresh::TRIVIAL, "{}").await
+    })
+    .await;
+    crate::instance::retire::retire(store);
 }
 
 /// A fresh store for a run of `setup`; a `projection` answers its calls with placeholders.
@@ -575,7 +621,7 @@ pub(crate) async fn plan(
     let mut store = fresh_store(shared, start, true)?;
     let mut notes = None;
     let outcome = within(limits.timeout, async {
-        let instance = instantiate(shared, &mut store).await?;
+        let instance = instantiate(shared, &mut store, None).await?;
         let read_only: Vec<String> = shared
             .tools
             .read_only_names()

@@ -609,61 +609,70 @@ mod tests {
         assert_eq!(second.summary.fuel_used, first.summary.fuel_used);
     }
 
-    /// The first run of a runtime whose cache directory keeps no pages keeps its own there; a
-    /// runtime built on that directory later starts from them and pre-faults its fresh runs,
-    /// which use exactly the fuel of the run that was not.
+    /// The first fresh instance of a runtime whose cache directory keeps no pages waits for a
+    /// `return 1` run made to keep its pages there, whatever its own script; a runtime built on
+    /// that directory later starts from them and pre-faults its fresh runs, which use exactly
+    /// the fuel the first runtime's run did.
     #[tokio::test]
     #[cfg(target_os = "linux")]
-    async fn the_pages_a_run_touched_are_kept_for_the_next_runtime_on_the_cache() {
+    async fn a_trivial_runs_pages_are_kept_for_the_next_runtime_on_the_cache() {
         let shared_cache = test_cache();
         let engine = test_runtime().shared.guest.engine().clone();
-        let dir = tempfile::tempdir().unwrap();
         let artifact = cache::artifact_name(&engine, GUEST_SHA256);
-        std::fs::copy(shared_cache.join(&artifact), dir.path().join(&artifact)).unwrap();
-        let on_dir = || {
+        let on_dir = |dir: &std::path::Path| {
+            std::fs::copy(shared_cache.join(&artifact), dir.join(&artifact)).unwrap();
             Runtime::builder()
                 .backend(flowbox_backends::FakeBackend::new())
-                .cache_dir(dir.path())
+                .cache_dir(dir)
                 .build()
                 .expect("the guest loads")
         };
-        let script = "return sum(range(1000))";
-        let first = on_dir();
-        assert_eq!(first.shared.guest.fresh().runs(), 0);
-        // A run whose instantiation another test's overlapped cannot tell its memory apart
-        // (see `Mappings::linear_memories_since`) and neither keeps its pages nor is
-        // pre-faulted: such runs are run again.
-        let pages = cache::pages_path(&engine, GUEST_SHA256, dir.path());
-        let mut taught = first.run(script, serde_json::json!({})).await;
-        for _ in 0..20 {
-            if pages.exists() {
-                break;
+        // The kept pages of a runtime whose first script is `script`.
+        let kept_after = async |script: &str| {
+            let dir = tempfile::tempdir().unwrap();
+            let runtime = on_dir(dir.path());
+            assert_eq!(runtime.shared.guest.fresh().runs(), 0);
+            // A run whose instantiation another test's overlapped cannot tell its memory
+            // apart (see `Mappings::linear_memories_since`) and neither keeps its pages nor
+            // is pre-faulted: such runs are made again.
+            let pages = cache::pages_path(&engine, GUEST_SHA256, dir.path());
+            let mut outcome = runtime.run(script, serde_json::json!({})).await;
+            for _ in 0..20 {
+                if pages.exists() {
+                    break;
+                }
+                outcome = runtime.run(script, serde_json::json!({})).await;
             }
-            taught = first.run(script, serde_json::json!({})).await;
-        }
-        let kept = std::fs::read(&pages).expect("a run's pages are kept as it ends");
-        assert!(kept.starts_with(b"flowbox pages 1 "), "{:?}", &kept[..20]);
+            let kept = std::fs::read(&pages).expect("the kept run's pages are kept as it ends");
+            assert!(kept.starts_with(b"flowbox pages 1 "), "{:?}", &kept[..20]);
+            (dir, kept, outcome)
+        };
+        // A first script that writes far more of the memory than most runs keeps no more.
+        let big = "return len([str(i) * 10 for i in range(100000)])";
+        let (dir, kept, first) = kept_after(big).await;
+        let (_, trivial_kept, _) = kept_after("return 1").await;
+        assert!(kept == trivial_kept, "the kept pages are a trivial run's");
 
-        let next = on_dir();
+        let next = on_dir(dir.path());
         assert_eq!(
             next.shared.guest.fresh().runs(),
             1,
             "it starts from the kept pages"
         );
-        let mut prefaulted = next.run(script, serde_json::json!({})).await;
+        let mut prefaulted = next.run(big, serde_json::json!({})).await;
         for _ in 0..20 {
             if next.shared.guest.fresh().instances() > 0 {
                 break;
             }
-            prefaulted = next.run(script, serde_json::json!({})).await;
+            prefaulted = next.run(big, serde_json::json!({})).await;
         }
         assert_eq!(
             next.shared.guest.fresh().instances(),
             1,
             "a run was pre-faulted"
         );
-        assert_eq!(prefaulted.result.unwrap(), taught.result.unwrap());
-        assert_eq!(prefaulted.summary.fuel_used, taught.summary.fuel_used);
+        assert_eq!(prefaulted.result.unwrap(), first.result.unwrap());
+        assert_eq!(prefaulted.summary.fuel_used, first.summary.fuel_used);
     }
 
     /// Everything the guest can call, by interface: the component's imports are fixed when it

@@ -47,8 +47,10 @@ impl Server {
                     Ok(input) => input,
                     Err(message) => return Ok(invalid_arguments(&message)),
                 };
-                let workflow = &self.inner.workflow;
-                let work = workflow.resume(&thread_id);
+                // Boxed, as `start`'s: the future of a server's session stays within the
+                // compiler's default recursion limit for layouts, whatever an embedder wraps it
+                // in.
+                let work = Box::pin(self.inner.workflow.resume(&thread_id));
                 Ok(match self.run(thread_id.clone(), work, context).await {
                     Some(output) => outcome_result(&output),
                     None => cancelled(),
