@@ -21,11 +21,11 @@
 //! its key, and every later process starts its profile from it, as if it had counted that
 //! run. The run kept is always a `return 1` made for the purpose ([`TRIVIAL`]), by the first
 //! process that finds no such file, before its first fresh instance: the pages every run
-//! touches, whatever its script. Kept from whatever run came first, they were that script's: a
-//! first run of a 3000-leaf fan-out had every later one-shot process of `return 1` copy ~1,700
-//! pages instead of ~240, ~3.4 ms more a process. The kept run writes the file on its own path
-//! as it ends (~0.1 ms, once per guest and cache directory): left to the thread that drops
-//! stores, it would never be written by a process that exits straight after its run.
+//! touches, whatever its script. Kept from whichever run came first, they would be that
+//! script's: kept from a 3000-leaf fan-out, they had every later one-shot process of `return 1`
+//! copy ~1,700 pages instead of ~240, ~3.4 ms more a process. The kept run writes the file on
+//! its own path as it ends (~0.1 ms, once per guest and cache directory): left to the thread
+//! that drops stores, it would never be written by a process that exits straight after its run.
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -42,8 +42,9 @@ const SAMPLE: u64 = 16;
 pub(crate) const TRIVIAL: &str = "return 1";
 
 /// The first bytes of a file of kept pages; the number of pages and a newline follow, then a
-/// byte per page (see [`page_byte`]).
-const PAGES_HEADER: &[u8] = b"flowbox pages 1 ";
+/// byte per page (see [`page_byte`]). Version 2 holds a [`TRIVIAL`] run's pages; version 1
+/// held the first run's, whatever its script, and is made again rather than read.
+const PAGES_HEADER: &[u8] = b"flowbox pages 2 ";
 
 /// The pre-faulting of a runtime's fresh instances.
 pub(crate) struct FreshPrefault {
@@ -219,12 +220,12 @@ mod tests {
         let keeper = Keeper(Arc::clone(&first));
         assert!(keeper.wants_now(), "its pages are wanted before it exits");
         keeper.add(vec![Written, Read, Untouched, Written]);
-        assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 1 4\nwr.w");
+        assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 2 4\nwr.w");
         assert!(!first.wants_kept_run());
         assert_eq!(first.runs(), 2, "and counted like the script's");
         // Only once.
         Keeper(Arc::clone(&first)).add(vec![Untouched; 4]);
-        assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 1 4\nwr.w");
+        assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 2 4\nwr.w");
 
         let next = FreshPrefault::kept_in(Some(path.clone()));
         assert_eq!(next.runs(), 1, "it starts as if it had counted that run");
@@ -232,16 +233,17 @@ mod tests {
         next.add(vec![Untouched; 4]);
         assert_eq!(
             std::fs::read(&path).unwrap(),
-            b"flowbox pages 1 4\nwr.w",
+            b"flowbox pages 2 4\nwr.w",
             "and keeps it"
         );
 
-        // A damaged or foreign file is not read, and the next kept run replaces it.
-        let damaged: [&[u8]; 6] = [
-            b"flowbox pages 1 2\nwx",
-            b"flowbox pages 1 4\nwr",
-            b"flowbox pages 1 0\n",
-            b"flowbox pages 1\nwr",
+        // A damaged, foreign or version 1 file is not read, and the next kept run replaces it.
+        let damaged: [&[u8]; 7] = [
+            b"flowbox pages 1 2\nrw",
+            b"flowbox pages 2 2\nwx",
+            b"flowbox pages 2 4\nwr",
+            b"flowbox pages 2 0\n",
+            b"flowbox pages 2\nwr",
             b"wr.w",
             b"",
         ];
@@ -251,7 +253,7 @@ mod tests {
             assert_eq!(fresh.runs(), 0, "{damaged:?}");
             assert!(fresh.wants_kept_run(), "{damaged:?}");
             Keeper(fresh).add(vec![Read, Written]);
-            assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 1 2\nrw");
+            assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 2 2\nrw");
         }
         // Without a cache directory nothing is kept, and no run is made for it.
         let nowhere = Arc::new(FreshPrefault::kept_in(None));

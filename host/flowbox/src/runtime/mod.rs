@@ -644,7 +644,7 @@ mod tests {
                 outcome = runtime.run(script, serde_json::json!({})).await;
             }
             let kept = std::fs::read(&pages).expect("the kept run's pages are kept as it ends");
-            assert!(kept.starts_with(b"flowbox pages 1 "), "{:?}", &kept[..20]);
+            assert!(kept.starts_with(b"flowbox pages 2 "), "{:?}", &kept[..20]);
             (dir, kept, outcome)
         };
         // A first script that writes far more of the memory than most runs keeps no more.
