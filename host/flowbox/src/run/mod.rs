@@ -473,18 +473,7 @@ async fn instantiate(
 /// apart, keeps nothing, and the next fresh instance tries again.
 async fn keep_a_trivial_run(shared: &Shared) {
     let limits = Limits::default();
-    let thread_id = crate::run::thread::new_thread_id();
-    let setup = RunSetup {
-        events: Arc::new(RunEvents::new(
-            thread_id.clone(),
-            Arc::new(crate::events::EventHub::new(1)),
-        )),
-        thread_id,
-        limits: limits.clone(),
-        guard: true,
-        start_unix_nanos: now_unix_nanos(),
-        checkpoints: Checkpoints::default(),
-    };
+    let setup = unpublished(crate::run::thread::new_thread_id(), &limits, true);
     let Ok(mut store) = fresh_store(shared, setup, true) else {
         return;
     };
@@ -495,6 +484,22 @@ async fn keep_a_trivial_run(shared: &Shared) {
     })
     .await;
     crate::instance::retire::retire(store);
+}
+
+/// The setup of a run on `thread_id` under `limits` whose events go nowhere: a plan's, the kept
+/// run's.
+fn unpublished(thread_id: String, limits: &Limits, guard: bool) -> RunSetup {
+    RunSetup {
+        events: Arc::new(RunEvents::new(
+            thread_id.clone(),
+            Arc::new(crate::events::EventHub::new(1)),
+        )),
+        thread_id,
+        limits: limits.clone(),
+        guard,
+        start_unix_nanos: now_unix_nanos(),
+        checkpoints: Checkpoints::default(),
+    }
 }
 
 /// A fresh store for a run of `setup`; a `projection` answers its calls with placeholders.
@@ -606,17 +611,7 @@ pub(crate) async fn plan(
     )?;
     let thread_id = thread_id.map_or_else(crate::run::thread::new_thread_id, str::to_owned);
     // A plan is not a run: its events go nowhere.
-    let start = RunSetup {
-        events: Arc::new(RunEvents::new(
-            thread_id.clone(),
-            Arc::new(crate::events::EventHub::new(1)),
-        )),
-        thread_id,
-        limits: limits.clone(),
-        guard: request.guard,
-        start_unix_nanos: now_unix_nanos(),
-        checkpoints: Checkpoints::default(),
-    };
+    let start = unpublished(thread_id, &limits, request.guard);
     let _busy = Busy::enter();
     let mut store = fresh_store(shared, start, true)?;
     let mut notes = None;
