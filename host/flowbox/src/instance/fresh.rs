@@ -29,7 +29,7 @@
 
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::prefault::{self, Access, Learner, Touch};
@@ -40,6 +40,10 @@ const SAMPLE: u64 = 16;
 
 /// The script whose fresh run's pages are kept for later processes.
 pub(crate) const TRIVIAL: &str = "return 1";
+
+/// How many kept runs a process makes at most: one whose memory cannot be told apart (see
+/// `Mappings::linear_memories_since`) keeps nothing, and the next fresh instance tries again.
+const KEPT_RUN_TRIES: u8 = 3;
 
 /// The first bytes of a file of kept pages; the number of pages and a newline follow, then a
 /// byte per page (see [`page_byte`]). Version 2 holds a [`TRIVIAL`] run's pages; version 1
@@ -54,6 +58,8 @@ pub(crate) struct FreshPrefault {
     /// Where the next run counted is to be kept for later processes: the file of kept pages,
     /// until one is written or read.
     keep_at: Mutex<Option<PathBuf>>,
+    /// Kept runs started so far (see [`KEPT_RUN_TRIES`]).
+    kept_runs: AtomicU8,
 }
 
 impl Default for FreshPrefault {
@@ -62,16 +68,18 @@ impl Default for FreshPrefault {
             profile: PageProfile::new(Threshold::Most),
             instances: AtomicU64::new(0),
             keep_at: Mutex::new(None),
+            kept_runs: AtomicU8::new(0),
         }
     }
 }
 
 impl FreshPrefault {
     /// A profile that starts from the pages kept at `path` when it holds them, and keeps the
-    /// first run it counts there when it does not (a missing, damaged or foreign file).
+    /// [`TRIVIAL`] run's there when it does not (a missing, damaged or foreign file). Only on
+    /// Linux, where pages are pre-faulted and a run's can be read.
     pub(crate) fn kept_in(path: Option<PathBuf>) -> Self {
         let fresh = Self::default();
-        if let Some(path) = path {
+        if let Some(path) = path.filter(|_| cfg!(target_os = "linux")) {
             match std::fs::read(&path).ok().as_deref().and_then(read_pages) {
                 Some(pages) => fresh.profile.add(pages),
                 None => *fresh.keep_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(path),
@@ -110,13 +118,18 @@ impl FreshPrefault {
 }
 
 impl FreshPrefault {
-    /// Whether no kept pages were found and none are kept yet: the next fresh instance is to
-    /// run [`TRIVIAL`] first, for [`Keeper`] to keep.
-    pub(crate) fn wants_kept_run(&self) -> bool {
+    /// Whether no kept pages were found and none are kept yet.
+    fn wants_kept_run(&self) -> bool {
         self.keep_at
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
+    }
+
+    /// Whether the next fresh instance is to wait for a run of [`TRIVIAL`] first, for
+    /// [`Keeper`] to keep: while none is kept, [`KEPT_RUN_TRIES`] times at most.
+    pub(crate) fn take_kept_run(&self) -> bool {
+        self.wants_kept_run() && self.kept_runs.fetch_add(1, Ordering::Relaxed) < KEPT_RUN_TRIES
     }
 }
 
@@ -206,30 +219,33 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn the_kept_run_is_kept_for_the_next_process_which_starts_from_it() {
         use Touch::Read;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("guest.pages");
         let first = Arc::new(FreshPrefault::kept_in(Some(path.clone())));
         assert_eq!(first.runs(), 0, "nothing kept yet");
-        assert!(first.wants_kept_run());
-        // A script's run is counted, never kept: the file waits for the kept run.
+        assert!(first.take_kept_run());
+        // A script's run is counted, never kept: the file waits for the kept run, which is
+        // tried again while none is kept, up to three times.
         first.add(vec![Written; 4]);
         assert!(!path.exists());
-        assert!(first.wants_kept_run());
+        assert!(first.take_kept_run());
         let keeper = Keeper(Arc::clone(&first));
         assert!(keeper.wants_now(), "its pages are wanted before it exits");
         keeper.add(vec![Written, Read, Untouched, Written]);
         assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 2 4\nwr.w");
         assert!(!first.wants_kept_run());
         assert_eq!(first.runs(), 2, "and counted like the script's");
+        assert!(!first.take_kept_run());
         // Only once.
         Keeper(Arc::clone(&first)).add(vec![Untouched; 4]);
         assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 2 4\nwr.w");
 
         let next = FreshPrefault::kept_in(Some(path.clone()));
         assert_eq!(next.runs(), 1, "it starts as if it had counted that run");
-        assert!(!next.wants_kept_run());
+        assert!(!next.take_kept_run());
         next.add(vec![Untouched; 4]);
         assert_eq!(
             std::fs::read(&path).unwrap(),
@@ -251,13 +267,18 @@ mod tests {
             std::fs::write(&path, damaged).unwrap();
             let fresh = Arc::new(FreshPrefault::kept_in(Some(path.clone())));
             assert_eq!(fresh.runs(), 0, "{damaged:?}");
-            assert!(fresh.wants_kept_run(), "{damaged:?}");
+            assert!(fresh.take_kept_run(), "{damaged:?}");
             Keeper(fresh).add(vec![Read, Written]);
             assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 2 2\nrw");
         }
+        // A process whose kept runs keep nothing (their memory cannot be told apart) gives up
+        // after three.
+        let stubborn = FreshPrefault::kept_in(Some(dir.path().join("other.pages")));
+        let tries: Vec<bool> = (0..5).map(|_| stubborn.take_kept_run()).collect();
+        assert_eq!(tries, [true, true, true, false, false]);
         // Without a cache directory nothing is kept, and no run is made for it.
         let nowhere = Arc::new(FreshPrefault::kept_in(None));
-        assert!(!nowhere.wants_kept_run());
+        assert!(!nowhere.take_kept_run());
         Keeper(Arc::clone(&nowhere)).add(vec![Written]);
         assert_eq!(nowhere.runs(), 1);
     }

@@ -444,14 +444,15 @@ async fn instantiate(
     keeper: Option<Arc<fresh::Keeper>>,
 ) -> wasmtime::Result<Workflow> {
     let fresh = shared.guest.fresh();
-    let learner: Arc<dyn Learner> = match keeper {
-        Some(keeper) => keeper,
+    let (learner, prefault): (Arc<dyn Learner>, bool) = match keeper {
+        // The kept run's pages are its own, never pre-faulted.
+        Some(keeper) => (keeper, false),
         None => {
-            if fresh.wants_kept_run() {
+            if fresh.take_kept_run() {
                 // Boxed: the kept run instantiates through here too.
                 Box::pin(keep_a_trivial_run(shared)).await;
             }
-            Arc::clone(fresh) as Arc<dyn Learner>
+            (Arc::clone(fresh) as Arc<dyn Learner>, true)
         }
     };
     let before = Mappings::now();
@@ -459,7 +460,7 @@ async fn instantiate(
     let memories = Mappings::now().linear_memories_since(&before, store.data().memory.total);
     fault_around::turn_off(&memories);
     if let [memory] = memories.as_slice()
-        && fresh.prefault(memory).is_none()
+        && (!prefault || fresh.prefault(memory).is_none())
     {
         store.data_mut().touched = Some(TouchedPages { memories, learner });
     }
@@ -470,7 +471,7 @@ async fn instantiate(
 /// Runs [`fresh::TRIVIAL`] on a fresh instance, under the default limits, publishing and
 /// journaling nothing, for its pages to be kept in the cache directory for later processes
 /// (see `fresh`). It is an optimisation: a run that fails, or whose memory cannot be told
-/// apart, keeps nothing, and the next fresh instance tries again.
+/// apart, keeps nothing, and the next fresh instance may try again.
 async fn keep_a_trivial_run(shared: &Shared) {
     let limits = Limits::default();
     let setup = unpublished(crate::run::thread::new_thread_id(), &limits, true);
