@@ -102,6 +102,27 @@ impl FreshPrefault {
         prefault::populate(&targets.read, Access::Read, || true);
         Some(written)
     }
+
+    /// Whether no kept pages were found and none are kept yet.
+    fn wants_kept_run(&self) -> bool {
+        self.keep_at
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Whether the next fresh instance is to wait for a run of [`TRIVIAL`] first, for
+    /// [`Keeper`] to keep: while none is kept, [`KEPT_RUN_TRIES`] times at most (the count
+    /// stops there, never wrapping round to try again).
+    pub(crate) fn take_kept_run(&self) -> bool {
+        self.wants_kept_run()
+            && self
+                .kept_runs
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |tries| {
+                    (tries < KEPT_RUN_TRIES).then_some(tries + 1)
+                })
+                .is_ok()
+    }
 }
 
 #[cfg(test)]
@@ -114,22 +135,6 @@ impl FreshPrefault {
     /// The fresh instances it has pre-faulted or sampled.
     pub(crate) fn instances(&self) -> u64 {
         self.instances.load(Ordering::Relaxed)
-    }
-}
-
-impl FreshPrefault {
-    /// Whether no kept pages were found and none are kept yet.
-    fn wants_kept_run(&self) -> bool {
-        self.keep_at
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-    }
-
-    /// Whether the next fresh instance is to wait for a run of [`TRIVIAL`] first, for
-    /// [`Keeper`] to keep: while none is kept, [`KEPT_RUN_TRIES`] times at most.
-    pub(crate) fn take_kept_run(&self) -> bool {
-        self.wants_kept_run() && self.kept_runs.fetch_add(1, Ordering::Relaxed) < KEPT_RUN_TRIES
     }
 }
 
@@ -272,10 +277,11 @@ mod tests {
             assert_eq!(std::fs::read(&path).unwrap(), b"flowbox pages 2 2\nrw");
         }
         // A process whose kept runs keep nothing (their memory cannot be told apart) gives up
-        // after three.
+        // after three, for good.
         let stubborn = FreshPrefault::kept_in(Some(dir.path().join("other.pages")));
-        let tries: Vec<bool> = (0..5).map(|_| stubborn.take_kept_run()).collect();
-        assert_eq!(tries, [true, true, true, false, false]);
+        let tries: Vec<bool> = (0..600).map(|_| stubborn.take_kept_run()).collect();
+        assert_eq!(tries[..3], [true; 3]);
+        assert!(!tries[3..].contains(&true));
         // Without a cache directory nothing is kept, and no run is made for it.
         let nowhere = Arc::new(FreshPrefault::kept_in(None));
         assert!(!nowhere.take_kept_run());

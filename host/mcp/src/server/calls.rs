@@ -47,9 +47,9 @@ impl Server {
                     Ok(input) => input,
                     Err(message) => return Ok(invalid_arguments(&message)),
                 };
-                // Boxed, as `start`'s: the future of a server's session stays within the
-                // compiler's default recursion limit for layouts, whatever an embedder wraps it
-                // in.
+                // Boxed, as `start`'s: unboxed, the future of a server's session spawned in an
+                // embedder's async block overflowed the compiler's default recursion limit for
+                // layouts once the run's path grew by one await.
                 let work = Box::pin(self.inner.workflow.resume(&thread_id));
                 Ok(match self.run(thread_id.clone(), work, context).await {
                     Some(output) => outcome_result(&output),
