@@ -6,7 +6,6 @@ snapshots the interpreter, so whatever it imports is all that exists at run time
 # Importing flowbox_sdk reads the script contract and preloads the standard library scripts may
 # use: `flowbox_sdk.modules` imports every module the contract allows and the helpers they
 # import lazily.
-import functools
 import gc
 import random
 import time
@@ -16,7 +15,7 @@ from componentize_py_types import Err
 from wit_world.imports import host as wit
 
 import flowbox_sdk
-from flowbox_sdk import BudgetState, CallFailed, Completion, ScriptFailure, Settings
+from flowbox_sdk import BudgetState, CallFailed, ScriptFailure, Settings
 from flowbox_sdk import warmup
 
 
@@ -75,35 +74,35 @@ class WitHost:
                 None if tools is None else [_text(tool, "tools") for tool in tools],
                 _text(options.instance_id, "instance_id"),
             )  # fmt: skip
-        try:
-            # The usual prompt is ASCII: checked here, as a call of `_text` costs more.
-            if not prompt.isascii():
-                prompt = _text(prompt, "prompt")
-            return wit.start_agent(prompt, record, path)
-        except Err as error:
-            raise _call_failed(error) from None
+        # The usual prompt is ASCII: checked here, as a call of `_text` costs more.
+        if not prompt.isascii():
+            prompt = _text(prompt, "prompt")
+        handle, error = wit.start_agent(prompt, record, path)
+        if error is not None:
+            raise _failure(error)
+        return handle
 
     def start_tool(self, name, arguments_json, path) -> int:
-        try:
-            return wit.start_tool(
-                _text(name, "tool name"), _text(arguments_json, "tool arguments"), path
-            )
-        except Err as error:
-            raise _call_failed(error) from None
+        handle, error = wit.start_tool(
+            _text(name, "tool name"), _text(arguments_json, "tool arguments"), path
+        )
+        if error is not None:
+            raise _failure(error)
+        return handle
 
     def await_next(self) -> list:
         try:
             completions = wit.await_next()
         except Err as error:
             raise _call_failed(error) from None
-        # Each as `Completion`, made in C, without a Python call per completion for the usual
-        # success.
-        return [
-            _new_completion((handle, True, reply))
-            if error is None
-            else _new_completion((handle, False, _failure(error)))
-            for handle, reply, error in completions
-        ]
+        # The usual batch, in which no call failed, is the SDK's completions as it is.
+        for _, _, error in completions:
+            if error is not None:
+                return [
+                    (handle, reply, None if error is None else _failure(error))
+                    for handle, reply, error in completions
+                ]
+        return completions
 
     def phase(self, title):
         wit.phase(_printable(title))
@@ -129,9 +128,6 @@ class WitHost:
     def sleep(self, nanoseconds):
         wit.sleep(nanoseconds)
 
-
-# Completion(...) runs NamedTuple's Python-level __new__; this builds the same tuple in C.
-_new_completion = functools.partial(tuple.__new__, Completion)
 
 
 def _script_error(failure: ScriptFailure) -> Err:

@@ -34,11 +34,14 @@ class BudgetState(NamedTuple):
 
 
 class Completion(NamedTuple):
-    """One finished call: the reply's JSON text when `ok`, else why it failed."""
+    """One finished call: its handle, the reply's JSON text and None; else its handle, "" and
+    why it failed. The WIT `completion`, with the failure as a `CallFailed`: a batch in which
+    no call failed is handed on as the bindings made it, plain tuples, so the SDK reads a
+    completion by index (`[1]`, `[2]`), never by name."""
 
     handle: int
-    ok: bool
-    payload: "str | CallFailed"
+    reply: str
+    failure: "CallFailed | None"
 
 
 # The primitive a group (and a failed branch) belongs to; the WIT `group-kind` cases.

@@ -12,7 +12,7 @@ from typing import Any
 from .errors import CallFailed, describe_error, exception_for, exception_message
 from .host import PARALLEL, PIPELINE, AgentOptions, BranchFailure, Host, Path
 from .jsonvalue import NotJson, encode_basestring, from_json, to_json
-from .scheduler import PARK, CoroutineTask, Scheduler
+from .scheduler import PARK, CoroutineTask, Scheduler, Task, foreign_await_message
 from .script import FILENAME, caller_line, function_line, script_line
 
 # --- awaiting ------------------------------------------------------------------------------
@@ -140,9 +140,9 @@ class _LeafWait(_Wait):
     def send(self, completion):
         # The completion's result written out (see `_Branch.step`).
         if self._started:
-            if not completion.ok:
-                raise exception_for(completion.payload)
-            raise StopIteration(from_json(completion.payload))
+            if completion[2] is not None:
+                raise exception_for(completion[2])
+            raise StopIteration(from_json(completion[1]))
         self._started = True
         call = self._call
         scheduler = call._scheduler
@@ -154,18 +154,19 @@ class _LeafWait(_Wait):
 class AgentCall(_LeafCall):
     """What `agent(...)` returns."""
 
-    __slots__ = ("_request",)
+    __slots__ = ("_prompt", "_options")
     _what = "agent(...)"
 
-    def __init__(self, scheduler: Scheduler, request: tuple[str, AgentOptions | None]):
+    def __init__(self, scheduler: Scheduler, prompt: str, options: AgentOptions | None):
         self._awaited = False
         self._scheduler = scheduler
-        self._request = request  # the prompt's JSON text and the options, or None
+        self._prompt = prompt  # as JSON text
+        self._options = options  # None when the call set none
 
     def _start(self, path):
         host = self._scheduler.host
         try:
-            handle = host.start_agent(*self._request, path)
+            handle = host.start_agent(self._prompt, self._options, path)
         except CallFailed as failure:
             raise exception_for(failure) from None
         if _placeholders is not None:
@@ -305,9 +306,7 @@ class Pipeline(_Group):
         size = len(self._items)
         flows = []
         for index, item in enumerate(self._items):
-            flow = _Flow(gather, index, path, (number, index, size))
-            flow.coroutine = _run_flow(item, index, self._stages, self, flow)
-            flows.append(flow)
+            flows.append(_Flow(gather, self, index, item, path, (number, index, size)))
         return flows
 
 
@@ -316,8 +315,9 @@ class Pipeline(_Group):
 
 class _Branch(CoroutineTask):
     """One parallel item: calls it (when callable) and awaits what it gets. An agent or tool
-    call is driven directly, without a coroutine around it; any other awaitable is awaited by
-    one. A failure becomes None, reported to the host and logged."""
+    call is driven directly, without a coroutine around it, and an async function's coroutine
+    is stepped itself; any other awaitable is awaited by one. A failure becomes None, reported
+    to the host and logged."""
 
     __slots__ = ("_gather", "_index", "_item", "_is_callable")
 
@@ -334,12 +334,12 @@ class _Branch(CoroutineTask):
             CoroutineTask.step(self, scheduler, value, error)
             return
         # The completion's result and `_claim` written out: a fan-out takes these steps for
-        # every leaf, and each call saved is ~1.5 k fuel of the ~70 k a leaf costs.
+        # every leaf, and each call saved is ~1.5 k fuel of the ~60 k a leaf costs.
         try:
             if value is not None:  # the completion of the call it waits for
-                if not value.ok:
-                    raise exception_for(value.payload)
-                value = from_json(value.payload)
+                if value[2] is not None:
+                    raise exception_for(value[2])
+                value = from_json(value[1])
             else:
                 value = self._item() if self._is_callable else self._item
                 kind = type(value)
@@ -349,8 +349,12 @@ class _Branch(CoroutineTask):
                     value._awaited = True
                     scheduler.blocked[value._start(self.path)] = self
                     return
+                if kind is types.CoroutineType:  # an async function's: stepped as `await` would
+                    self.coroutine = value
+                    CoroutineTask.step(self, scheduler, None, None)
+                    return
                 if is_awaitable(value):
-                    self.coroutine = _await_branch(value, self)
+                    self.coroutine = _awaiting(value)
                     CoroutineTask.step(self, scheduler, None, None)
                     return
         except BaseException as failure:
@@ -378,59 +382,105 @@ class _Branch(CoroutineTask):
         )
 
 
-async def _await_branch(awaitable, branch: _Branch) -> Any:
-    try:
-        return await awaitable
-    except Exception as error:
-        return branch.failed(error)
+class _Flow(Task):
+    """One pipeline item, taken through the stages in turn. As a parallel branch's, a stage's
+    agent or tool call is started here and its completion taken here, without a coroutine
+    around it; any other awaitable a stage returns is awaited by one (`coroutine`), after which
+    the item goes on. A stage that raises, or whose call fails, makes the item None, reported
+    and logged. The path's last position names the stage the item is in, so the calls of each
+    stage say which one they belong to."""
 
+    __slots__ = ("coroutine", "_gather", "_group", "_index", "_item", "_outer", "_position",
+                 "_stage")  # fmt: skip
 
-class _Flow(CoroutineTask):
-    """One pipeline item, running `_run_flow`. Its path's last position names the stage the
-    item is in, so the calls of each stage say which one they belong to."""
-
-    __slots__ = ("_gather", "_index", "_outer", "_position")
-
-    def __init__(self, gather: _GroupWait, index: int, outer: Path, position: tuple):
-        self._outer = outer  # the path of the task that awaits the pipeline
-        self._position = position  # (group, index, size), without the stage
+    def __init__(self, gather: _GroupWait, group: Pipeline, index: int, item, outer: Path,
+                 position: tuple):  # fmt: skip
         self.path = outer + [position + (1,)]
         self.coroutine = None
         self._gather = gather
+        self._group = group
         self._index = index
+        self._item = item
+        self._outer = outer  # the path of the task that awaits the pipeline
+        self._position = position  # (group, index, size), without the stage
+        self._stage = 0  # the stage the item is in, from 1; 0 before the first
 
-    def finish(self, value, error):
-        self._gather.done(self._index, value, error)
-
-
-async def _run_flow(item, index: int, stages: list, group: Pipeline, flow: _Flow) -> Any:
-    # Every item takes each step below once per stage, so `is_awaitable` is written out and the
-    # stage called without building its arguments (each Python call, and each tuple, costs the
-    # guest ~1.5 k fuel of the ~90 k a pipeline's leaf does).
-    value = item
-    for number, (stage, arity) in enumerate(stages, 1):
-        if number > 1:
-            # The item moves into the stage: a new path, as calls already made hold the old one.
-            flow.path = flow._outer + [flow._position + (number,)]
+    def step(self, scheduler, value, error):
         try:
+            if self.coroutine is not None:  # awaiting what the stage returned
+                try:
+                    if error is not None:
+                        yielded = self.coroutine.throw(error)
+                    else:
+                        yielded = self.coroutine.send(value)
+                except StopIteration as stop:
+                    value = stop.value
+                else:
+                    if yielded is not PARK:
+                        scheduler.resume(self, error=TypeError(foreign_await_message(yielded)))
+                    return
+                self.coroutine = None
+            elif value is not None:  # the completion of the stage's call, written out
+                if value[2] is not None:
+                    raise exception_for(value[2])
+                value = from_json(value[1])
+            else:  # the first step: the item goes into the first stage
+                value = self._item
+            self._advance(scheduler, value)
+        except Exception as failure:
+            number = self._stage
+            stage = self._group._stages[number - 1][0]
+            what = f"pipeline item {self._index} failed in stage {number} ({_name_of(stage)})"
+            self._group._failed(self._index, number, stage, failure, what)
+            self._gather.done(self._index, None, None)
+        except BaseException as failure:  # not the item's to swallow: it ends the group
+            self._gather.done(self._index, None, failure)
+
+    def _advance(self, scheduler, value) -> None:
+        """Takes the item on from `value`, its stage's result (the item itself before the
+        first): each next stage is called with it, until one blocks on what it returned, a
+        stage returns None or the last one is done."""
+        stages = self._group._stages
+        number = self._stage
+        # Every item takes each step below once per stage, so the stage is called without
+        # building its arguments and the awaitable test is written out (each Python call, and
+        # each tuple, costs the guest ~1.5 k fuel of the ~65 k a pipeline's leaf does).
+        while not ((number and value is None) or number == len(stages)):
+            number += 1
+            self._stage = number
+            if number > 1:
+                # Into the next stage: a new path, as calls already made hold the old one.
+                self.path = self._outer + [self._position + (number,)]
+            stage, arity = stages[number - 1]
             if arity == 1:
                 value = stage(value)
             elif arity == 2:
-                value = stage(value, item)
+                value = stage(value, self._item)
             else:
-                value = stage(value, item, index)
+                value = stage(value, self._item, self._index)
             kind = type(value)
+            if kind is AgentCall or kind is ToolCall:
+                if value._awaited:
+                    value._claim()  # raises: awaited twice
+                value._awaited = True
+                scheduler.blocked[value._start(self.path)] = self
+                return
+            if kind is types.CoroutineType:  # an async stage's: stepped as an `await` would
+                self.coroutine = value
+                self.step(scheduler, None, None)
+                return
             if kind in _AWAITABLE_TYPES or (
                 kind not in _PLAIN_TYPES and inspect.isawaitable(value)
             ):
-                value = await value
-        except Exception as error:
-            what = f"pipeline item {index} failed in stage {number} ({_name_of(stage)})"
-            group._failed(index, number, stage, error, what)
-            return None
-        if value is None:
-            return None
-    return value
+                self.coroutine = _awaiting(value)
+                self.step(scheduler, None, None)
+                return
+        self._gather.done(self._index, value, None)
+
+
+async def _awaiting(awaitable) -> Any:
+    """Awaits any other awaitable a branch or a stage returned, for the task to step."""
+    return await awaitable
 
 
 # Exact types whose `inspect.isawaitable` answer is fixed, so the common cases skip its checks.
@@ -579,7 +629,7 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
         # The usual call sets no option: one test rather than one per option (each bytecode
         # costs the guest hundreds of fuel, and a fan-out makes this call for every leaf).
         if not options:
-            return AgentCall(scheduler, (prompt_json, None))
+            return AgentCall(scheduler, prompt_json, None)
         return with_options(prompt_json, **options)
 
     def with_options(
@@ -602,7 +652,7 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             and tools is None
             and instance_id is None
         ):
-            return AgentCall(scheduler, (prompt, None))
+            return AgentCall(scheduler, prompt, None)
         schema_json = None
         if schema is not None:
             if not isinstance(schema, dict):
@@ -626,7 +676,7 @@ def make_primitives(host: Host, scheduler: Scheduler) -> dict:
             tools = list(tools)
         options = AgentOptions(schema_json, agent_type, label, instruction, model, tools,
                                instance_id)  # fmt: skip
-        return AgentCall(scheduler, (prompt, options))
+        return AgentCall(scheduler, prompt, options)
 
     # As scripts see it: an unknown option's error names `agent()`, and `agent`'s signature
     # (`inspect.signature` follows `__wrapped__`) is the contract's, the prompt then the

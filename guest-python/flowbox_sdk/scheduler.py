@@ -43,7 +43,7 @@ class CoroutineTask(Task):
             self.finish(None, failure)
         else:
             if yielded is not PARK:
-                scheduler.resume(self, error=TypeError(_foreign_await_message(yielded)))
+                scheduler.resume(self, error=TypeError(foreign_await_message(yielded)))
 
     def finish(self, value: Any, error: BaseException | None) -> None:
         raise NotImplementedError
@@ -134,13 +134,13 @@ class Scheduler:
         blocked = self.blocked
         ready = self._ready
         for completion in completions:
-            task = blocked.pop(completion.handle, None)
+            task = blocked.pop(completion[0], None)
             if task is None:
-                raise RuntimeError(f"the host completed an unknown call {completion.handle}")
+                raise RuntimeError(f"the host completed an unknown call {completion[0]}")
             ready.append((task, completion, None))
 
 
-def _foreign_await_message(yielded: Any) -> str:
+def foreign_await_message(yielded: Any) -> str:
     return (
         f"flowbox cannot wait for this awaitable (it yielded {type(yielded).__name__} "
         f"{yielded!r:.80}); asyncio is not available in workflow scripts: await agent(), "

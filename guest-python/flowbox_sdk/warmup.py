@@ -13,7 +13,7 @@ every call at once with a fixed reply; nothing of them survives but the interpre
 import json
 
 from .errors import CallFailed, ScriptFailure
-from .host import BudgetState, Completion
+from .host import BudgetState
 from .runner import check, plan_notes, run
 
 # The shapes of script the SDK runs most: the three forms, leaves one at a time, fanned out and
@@ -103,7 +103,8 @@ class WarmupHost:
     def _start(self, reply_json: str) -> int:
         self._handles += 1
         handle = self._handles
-        self._pending.append(Completion(handle, True, reply_json))
+        # A plain tuple, as the bindings give: what the snapshot's bytecode specialises on.
+        self._pending.append((handle, reply_json, None))
         return handle
 
 

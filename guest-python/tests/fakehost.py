@@ -147,9 +147,9 @@ class FakeHost:
             else:
                 value = self.tool(request.name, request.arguments)
         except CallFailed as failure:
-            return Completion(handle, False, failure)
+            return Completion(handle, "", failure)
         self.spent += self.tokens_per_leaf
-        return Completion(handle, True, "".join(_write_reply(value, 0)))
+        return Completion(handle, "".join(_write_reply(value, 0)), None)
 
     def named(self, method: str) -> list:
         """The arguments of every call to `method`, in order."""

@@ -56,15 +56,15 @@ class WitFake:
             self.agent_requests.append((prompt, options, path))
             record = None if options is None else AgentOptions(**vars(options))
             try:
-                return host.start_agent(prompt, record, path)
+                return host.start_agent(prompt, record, path), None
             except CallFailed as failure:
-                raise self._err(failure) from None
+                return 0, self._err(failure).value
 
         def start_tool(name, arguments, path):
             try:
-                return host.start_tool(name, arguments, path)
+                return host.start_tool(name, arguments, path), None
             except CallFailed as failure:
-                raise self._err(failure) from None
+                return 0, self._err(failure).value
 
         def await_next():
             try:
@@ -72,9 +72,9 @@ class WitFake:
             except CallFailed as failure:
                 raise self._err(failure) from None
             return [
-                (completion.handle, completion.payload, None)
-                if completion.ok
-                else (completion.handle, "", self._err(completion.payload).value)
+                (completion.handle, completion.reply, None)
+                if completion.failure is None
+                else (completion.handle, "", self._err(completion.failure).value)
                 for completion in completions
             ]
 
@@ -283,22 +283,24 @@ def test_call_errors_map_both_at_start_and_on_completion(guest, host, kind, exce
     script = src(
         """
         caught = []
-        for prompt in ["refused", "failed"]:
+        for call in [lambda: agent("refused"), lambda: agent("failed"),
+                     lambda: call_tool("refused")]:
             try:
-                await agent(prompt)
+                await call()
             except Exception as error:
                 caught.append([type(error).__name__, str(error)])
         return caught
         """
     )
-    host.refuse = lambda request: (kind, "no start") if "refused" in request.prompt else None
+    # An agent request's first field is its prompt, a tool request's the tool's name.
+    host.refuse = lambda request: (kind, "no start") if "refused" in request[0] else None
 
     def agent(request):
         raise CallFailed(kind, "no reply")
 
     host.agent = agent
     result = json.loads(run_export(app, script, "{}"))
-    assert result == [[exception, "no start"], [exception, "no reply"]]
+    assert result == [[exception, "no start"], [exception, "no reply"], [exception, "no start"]]
 
 
 def test_await_next_error_is_reported(guest, host):

@@ -7,4 +7,4 @@ class Forged(AgentCall):
         return 424242
 
 scheduler = agent("never awaited")._scheduler
-return await parallel([lambda: Forged(scheduler, ()), lambda: agent("real")])
+return await parallel([lambda: Forged(scheduler, "", None), lambda: agent("real")])

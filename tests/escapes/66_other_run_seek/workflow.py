@@ -27,6 +27,6 @@ try:
     pending = "delivered another run's completion"
 except Exception as error:
     pending = "refused: " + error.value.message
-first_handle = host.start_agent(json.dumps("mine"), None, [])
+first_handle, _ = host.start_agent(json.dumps("mine"), None, [])
 host.await_next()
 return {"found": look(), "await_next": pending, "first_handle": first_handle}

@@ -51,16 +51,16 @@ impl host::Host for RunCtx {
         prompt: String,
         options: Option<host::AgentOptions>,
         path: host::Path,
-    ) -> wasmtime::Result<Result<host::Handle, CallError>> {
+    ) -> wasmtime::Result<host::CallStart> {
         let decoded = match decode::decode_agent(&prompt, options, path, &self.limits) {
             Ok(decoded) => decoded,
-            Err(failure) => return Ok(Err(to_wit(failure))),
+            Err(failure) => return Ok(refused(failure)),
         };
         let started = self
             .calls
             .start_agent(decoded)
             .map_err(wasmtime::Error::new)?;
-        Ok(started.map_err(to_wit))
+        Ok(call_start(started))
     }
 
     fn start_tool(
@@ -68,18 +68,18 @@ impl host::Host for RunCtx {
         name: String,
         arguments: String,
         path: host::Path,
-    ) -> wasmtime::Result<Result<host::Handle, CallError>> {
+    ) -> wasmtime::Result<host::CallStart> {
         let checked = decode::decode_tool_arguments(&name, &arguments, &self.limits)
             .and_then(|arguments| Ok((arguments, decode::decode_path(path)?)));
         let (arguments, path) = match checked {
             Ok(checked) => checked,
-            Err(failure) => return Ok(Err(to_wit(failure))),
+            Err(failure) => return Ok(refused(failure)),
         };
         let started = self
             .calls
             .start_tool(name, arguments, path)
             .map_err(wasmtime::Error::new)?;
-        Ok(started.map_err(to_wit))
+        Ok(call_start(started))
     }
 
     async fn await_next(&mut self) -> wasmtime::Result<Result<Vec<Completion>, CallError>> {
@@ -208,6 +208,19 @@ impl RunCtx {
 
 /// A call failure as the WIT type: the one place our call-error kind becomes the generated
 /// one.
+/// A started call's handle, or a refusal, as the WIT's `call-start`.
+fn call_start(started: Result<host::Handle, CallFailure>) -> host::CallStart {
+    match started {
+        Ok(handle) => (handle, None),
+        Err(failure) => refused(failure),
+    }
+}
+
+/// A refused start: handle 0, which no call has (they are numbered from 1), and why.
+fn refused(failure: CallFailure) -> host::CallStart {
+    (0, Some(to_wit(failure)))
+}
+
 fn to_wit(failure: CallFailure) -> CallError {
     use host::ErrorKind as Wit;
     CallError {
