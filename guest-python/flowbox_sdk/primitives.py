@@ -138,11 +138,18 @@ class _LeafWait(_Wait):
         self._call = call
 
     def send(self, completion):
+        if not self._started:
+            return self.__next__()
         # The completion's result written out (see `_Branch.step`).
+        if completion[2] is not None:
+            raise exception_for(completion[2])
+        raise StopIteration(from_json(completion[1]))
+
+    def __next__(self):
+        # The first step, which an `await` takes by `next` (not `send(None)`, a Python call
+        # more): starts the call and parks the awaiting task.
         if self._started:
-            if completion[2] is not None:
-                raise exception_for(completion[2])
-            raise StopIteration(from_json(completion[1]))
+            return self.send(None)
         self._started = True
         call = self._call
         scheduler = call._scheduler
@@ -406,76 +413,73 @@ class _Flow(Task):
         self._stage = 0  # the stage the item is in, from 1; 0 before the first
 
     def step(self, scheduler, value, error):
+        stages = self._group._stages
+        number = self._stage
         try:
-            if self.coroutine is not None:  # awaiting what the stage returned
-                try:
-                    if error is not None:
-                        yielded = self.coroutine.throw(error)
+            if self.coroutine is None:
+                if value is not None:  # the completion of the stage's call, written out
+                    if value[2] is not None:
+                        raise exception_for(value[2])
+                    value = from_json(value[1])
+                else:  # the first step: the item goes into the first stage
+                    value = self._item
+            # Each turn: the coroutine awaiting what the stage returned is stepped, if any;
+            # then `value` is the stage's result (the item before the first), which the next
+            # stage is called with. Every item takes each step once per stage, so the stage is
+            # called without building its arguments and the awaitable test is written out
+            # (each Python call, and each tuple, costs the guest ~1.5 k fuel).
+            while True:
+                coroutine = self.coroutine
+                if coroutine is not None:
+                    try:
+                        if error is not None:
+                            yielded = coroutine.throw(error)
+                        else:
+                            yielded = coroutine.send(value)
+                    except StopIteration as stop:
+                        value = stop.value
+                        self.coroutine = error = None
                     else:
-                        yielded = self.coroutine.send(value)
-                except StopIteration as stop:
-                    value = stop.value
+                        if yielded is not PARK:
+                            scheduler.resume(self, error=TypeError(foreign_await_message(yielded)))
+                        return
+                if number == len(stages) or (number and value is None):
+                    break
+                number += 1
+                self._stage = number
+                if number > 1:
+                    # Into the next stage: a new path, as calls already made hold the old one.
+                    self.path = self._outer + [self._position + (number,)]
+                stage, arity = stages[number - 1]
+                if arity == 1:
+                    value = stage(value)
+                elif arity == 2:
+                    value = stage(value, self._item)
                 else:
-                    if yielded is not PARK:
-                        scheduler.resume(self, error=TypeError(foreign_await_message(yielded)))
+                    value = stage(value, self._item, self._index)
+                kind = type(value)
+                if kind is AgentCall or kind is ToolCall:
+                    if value._awaited:
+                        value._claim()  # raises: awaited twice
+                    value._awaited = True
+                    scheduler.blocked[value._start(self.path)] = self
                     return
-                self.coroutine = None
-            elif value is not None:  # the completion of the stage's call, written out
-                if value[2] is not None:
-                    raise exception_for(value[2])
-                value = from_json(value[1])
-            else:  # the first step: the item goes into the first stage
-                value = self._item
-            self._advance(scheduler, value)
+                if kind is types.CoroutineType:  # an async stage's: stepped as `await` would
+                    self.coroutine, value = value, None
+                elif kind in _AWAITABLE_TYPES or (
+                    kind not in _PLAIN_TYPES and inspect.isawaitable(value)
+                ):
+                    self.coroutine, value = _awaiting(value), None
         except Exception as failure:
             number = self._stage
-            stage = self._group._stages[number - 1][0]
+            stage = stages[number - 1][0]
             what = f"pipeline item {self._index} failed in stage {number} ({_name_of(stage)})"
             self._group._failed(self._index, number, stage, failure, what)
             self._gather.done(self._index, None, None)
         except BaseException as failure:  # not the item's to swallow: it ends the group
             self._gather.done(self._index, None, failure)
-
-    def _advance(self, scheduler, value) -> None:
-        """Takes the item on from `value`, its stage's result (the item itself before the
-        first): each next stage is called with it, until one blocks on what it returned, a
-        stage returns None or the last one is done."""
-        stages = self._group._stages
-        number = self._stage
-        # Every item takes each step below once per stage, so the stage is called without
-        # building its arguments and the awaitable test is written out (each Python call, and
-        # each tuple, costs the guest ~1.5 k fuel of the ~65 k a pipeline's leaf does).
-        while not ((number and value is None) or number == len(stages)):
-            number += 1
-            self._stage = number
-            if number > 1:
-                # Into the next stage: a new path, as calls already made hold the old one.
-                self.path = self._outer + [self._position + (number,)]
-            stage, arity = stages[number - 1]
-            if arity == 1:
-                value = stage(value)
-            elif arity == 2:
-                value = stage(value, self._item)
-            else:
-                value = stage(value, self._item, self._index)
-            kind = type(value)
-            if kind is AgentCall or kind is ToolCall:
-                if value._awaited:
-                    value._claim()  # raises: awaited twice
-                value._awaited = True
-                scheduler.blocked[value._start(self.path)] = self
-                return
-            if kind is types.CoroutineType:  # an async stage's: stepped as an `await` would
-                self.coroutine = value
-                self.step(scheduler, None, None)
-                return
-            if kind in _AWAITABLE_TYPES or (
-                kind not in _PLAIN_TYPES and inspect.isawaitable(value)
-            ):
-                self.coroutine = _awaiting(value)
-                self.step(scheduler, None, None)
-                return
-        self._gather.done(self._index, value, None)
+        else:
+            self._gather.done(self._index, value, None)
 
 
 async def _awaiting(awaitable) -> Any:

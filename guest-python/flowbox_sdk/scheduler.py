@@ -96,12 +96,24 @@ class Scheduler:
         main = _Main(coroutine)
         self.spawn([main])
         ready = self._ready
+        blocked = self.blocked
         while main.outcome is None:
-            if not ready:
-                self._wait_for_host()
-            task, value, error = ready.popleft()
-            self.current = task
-            task.step(self, value, error)
+            if ready:
+                task, value, error = ready.popleft()
+                self.current = task
+                task.step(self, value, error)
+                continue
+            # Every task is blocked: the host's completions wake them, in its order, each
+            # stepped at once rather than queued. The queue is empty, so whatever a step queues
+            # runs after the whole batch, as it would have behind the batch's own entries.
+            for completion in self._wait_for_host():
+                task = blocked.pop(completion[0], None)
+                if task is None:
+                    raise RuntimeError(f"the host completed an unknown call {completion[0]}")
+                self.current = task
+                task.step(self, completion, None)
+                if main.outcome is not None:
+                    break
         self.current = None
         value, error = main.outcome
         if error is not None:
@@ -121,23 +133,17 @@ class Scheduler:
         """Queues a blocked task to continue with `value`, or with `error` raised at its await."""
         self._ready.append((task, value, error))
 
-    def _wait_for_host(self) -> None:
+    def _wait_for_host(self) -> list:
+        """The next batch of completions."""
         if not self.blocked:
             # Every task is blocked yet no call is pending: an SDK bug, never a script's.
             raise RuntimeError("flowbox scheduler deadlock: no task can run and no call is pending")
         try:
-            completions = self.host.await_next()
+            return self.host.await_next()
         except CallFailed as failure:
             raise RuntimeError(
                 f"the host could not deliver completions: {failure.message}"
             ) from None
-        blocked = self.blocked
-        ready = self._ready
-        for completion in completions:
-            task = blocked.pop(completion[0], None)
-            if task is None:
-                raise RuntimeError(f"the host completed an unknown call {completion[0]}")
-            ready.append((task, completion, None))
 
 
 def foreign_await_message(yielded: Any) -> str:
