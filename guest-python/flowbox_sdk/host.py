@@ -35,9 +35,10 @@ class BudgetState(NamedTuple):
 
 class Completion(NamedTuple):
     """One finished call: its handle, the reply's JSON text and None; else its handle, "" and
-    why it failed. The WIT `completion`, with the failure as a `CallFailed`: a batch in which
-    no call failed is handed on as the bindings made it, plain tuples, so the SDK reads a
-    completion by index (`[1]`, `[2]`), never by name."""
+    why it failed. The WIT `completion`, with the failure as a `CallFailed`. The guest's host
+    hands completions on as plain tuples (a batch in which no call failed as the bindings made
+    it), so the SDK reads a completion by index, never by name; this class names the fields
+    for the hosts of tests."""
 
     handle: int
     reply: str

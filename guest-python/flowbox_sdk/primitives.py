@@ -21,8 +21,9 @@ from .script import FILENAME, caller_line, function_line, script_line
 class _Wait:
     """Base of the iterators SDK awaitables' `__await__` return: plain objects, not generators.
 
-    The scheduler steps one through the awaiting coroutine: the first step (`send(None)`) starts
-    the work and yields PARK; the step after the wake-up finishes the await.
+    The scheduler steps one through the awaiting coroutine: the first step (`next`, as an
+    `await` takes it, or `send(None)`) starts the work and yields PARK; the step after the
+    wake-up finishes the await.
     """
 
     __slots__ = ("_started",)
@@ -118,15 +119,14 @@ class _LeafCall(_Awaitable):
     __slots__ = ("_scheduler",)
 
     def __await__(self):
-        # `_Awaitable.__await__` written out: every `await agent(...)` takes it, and each
-        # Python call saved is ~1.5 k fuel.
-        if self._awaited:
-            self._claim()  # raises: awaited twice
-        self._awaited = True
+        # Claimed by `_start`, in the await's first step, rather than here: each of the three
+        # ways a leaf is awaited (an `await`, a parallel branch, a pipeline stage) would
+        # otherwise write the claim out, for the Python call it saves (~1.5 k fuel a leaf).
         return _LeafWait(self)
 
     def _start(self, path: Path) -> int:
-        """Starts the call on the host; returns its handle or raises what the script sees."""
+        """Claims the call (awaiting it twice is the script's error) and starts it on the
+        host; returns its handle or raises what the script sees."""
         raise NotImplementedError
 
 
@@ -171,6 +171,9 @@ class AgentCall(_LeafCall):
         self._options = options  # None when the call set none
 
     def _start(self, path):
+        if self._awaited:
+            self._claim()  # raises: awaited twice
+        self._awaited = True
         host = self._scheduler.host
         try:
             handle = host.start_agent(self._prompt, self._options, path)
@@ -196,6 +199,9 @@ class ToolCall(_LeafCall):
         self._arguments_json = arguments_json
 
     def _start(self, path):
+        if self._awaited:
+            self._claim()  # raises: awaited twice
+        self._awaited = True
         try:
             return self._scheduler.host.start_tool(self._name, self._arguments_json, path)
         except CallFailed as failure:
@@ -322,9 +328,9 @@ class Pipeline(_Group):
 
 class _Branch(CoroutineTask):
     """One parallel item: calls it (when callable) and awaits what it gets. An agent or tool
-    call is driven directly, without a coroutine around it, and an async function's coroutine
-    is stepped itself; any other awaitable is awaited by one. A failure becomes None, reported
-    to the host and logged."""
+    call is driven directly, without a coroutine around it, and a coroutine no one awaits yet
+    (an async function's) is stepped by the branch itself; any other awaitable is awaited by a
+    coroutine of its own. A failure becomes None, reported to the host and logged."""
 
     __slots__ = ("_gather", "_index", "_item", "_is_callable")
 
@@ -351,12 +357,11 @@ class _Branch(CoroutineTask):
                 value = self._item() if self._is_callable else self._item
                 kind = type(value)
                 if kind is AgentCall or kind is ToolCall:
-                    if value._awaited:
-                        value._claim()  # raises: awaited twice
-                    value._awaited = True
                     scheduler.blocked[value._start(self.path)] = self
                     return
-                if kind is types.CoroutineType:  # an async function's: stepped as `await` would
+                if kind is types.CoroutineType and not value.cr_suspended:
+                    # A coroutine no one awaits yet: stepped as an `await` would. (One that
+                    # is suspended is awaited elsewhere, and awaiting it, below, says so.)
                     self.coroutine = value
                     CoroutineTask.step(self, scheduler, None, None)
                     return
@@ -376,7 +381,12 @@ class _Branch(CoroutineTask):
 
     def finish(self, value, error):
         if isinstance(error, Exception):
-            value, error = self.failed(error), None
+            # Reporting may fail in turn (a script's callable whose name cannot be read): that
+            # error is the group's, raised where the group is awaited, not the whole run's.
+            try:
+                value, error = self.failed(error), None
+            except BaseException as reporting:
+                value, error = None, reporting
         self._gather.done(self._index, value, error)
 
     def failed(self, error: Exception) -> None:
@@ -392,10 +402,11 @@ class _Branch(CoroutineTask):
 class _Flow(Task):
     """One pipeline item, taken through the stages in turn. As a parallel branch's, a stage's
     agent or tool call is started here and its completion taken here, without a coroutine
-    around it; any other awaitable a stage returns is awaited by one (`coroutine`), after which
-    the item goes on. A stage that raises, or whose call fails, makes the item None, reported
-    and logged. The path's last position names the stage the item is in, so the calls of each
-    stage say which one they belong to."""
+    around it, and an async stage's coroutine is stepped by the item itself (`coroutine`); any
+    other awaitable a stage returns is awaited by a coroutine of its own. The item goes on to
+    the next stage with the result. A stage that raises, or whose call fails, makes the item
+    None, reported and logged. The path's last position names the stage the item is in, so the
+    calls of each stage say which one they belong to."""
 
     __slots__ = ("coroutine", "_gather", "_group", "_index", "_item", "_outer", "_position",
                  "_stage")  # fmt: skip
@@ -459,12 +470,10 @@ class _Flow(Task):
                     value = stage(value, self._item, self._index)
                 kind = type(value)
                 if kind is AgentCall or kind is ToolCall:
-                    if value._awaited:
-                        value._claim()  # raises: awaited twice
-                    value._awaited = True
                     scheduler.blocked[value._start(self.path)] = self
                     return
-                if kind is types.CoroutineType:  # an async stage's: stepped as `await` would
+                if kind is types.CoroutineType and not value.cr_suspended:
+                    # An async stage's coroutine: stepped as an `await` would (as a branch's).
                     self.coroutine, value = value, None
                 elif kind in _AWAITABLE_TYPES or (
                     kind not in _PLAIN_TYPES and inspect.isawaitable(value)
@@ -473,9 +482,13 @@ class _Flow(Task):
         except Exception as failure:
             number = self._stage
             stage = stages[number - 1][0]
-            what = f"pipeline item {self._index} failed in stage {number} ({_name_of(stage)})"
-            self._group._failed(self._index, number, stage, failure, what)
-            self._gather.done(self._index, None, None)
+            try:
+                what = f"pipeline item {self._index} failed in stage {number} ({_name_of(stage)})"
+                self._group._failed(self._index, number, stage, failure, what)
+            except BaseException as reporting:  # as for a parallel branch (`_Branch.finish`)
+                self._gather.done(self._index, None, reporting)
+            else:
+                self._gather.done(self._index, None, None)
         except BaseException as failure:  # not the item's to swallow: it ends the group
             self._gather.done(self._index, None, failure)
         else:

@@ -86,8 +86,8 @@ class Scheduler:
         self.current: Task | None = None  # the task being stepped, if any
         self._ready = deque()  # (task, value to send, exception to throw)
         # Handle -> the task waiting for that call. An awaitable blocks a task by adding it
-        # here; the task is resumed with that call's `Completion` (never None, so a resumed
-        # iterator can tell it from a start).
+        # here; the task is resumed with that call's completion, a (handle, reply, failure)
+        # tuple (never None, so a resumed iterator can tell it from a start).
         self.blocked = {}
         self._groups = 0
 
@@ -105,8 +105,16 @@ class Scheduler:
                 continue
             # Every task is blocked: the host's completions wake them, in its order, each
             # stepped at once rather than queued. The queue is empty, so whatever a step queues
-            # runs after the whole batch, as it would have behind the batch's own entries.
-            for completion in self._wait_for_host():
+            # runs after the whole batch, as it would have behind the batch's own entries. The
+            # batch is checked first: a completion no task waits for is an error wherever in
+            # the batch it is, before any task steps (a handle twice in one batch is found as
+            # the second is reached).
+            completions = self._wait_for_host()
+            if len(completions) > 1:  # a lone completion is checked as it is taken
+                for completion in completions:
+                    if completion[0] not in blocked:
+                        raise RuntimeError(f"the host completed an unknown call {completion[0]}")
+            for completion in completions:
                 task = blocked.pop(completion[0], None)
                 if task is None:
                     raise RuntimeError(f"the host completed an unknown call {completion[0]}")

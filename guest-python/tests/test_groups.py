@@ -163,6 +163,52 @@ def test_base_exception_in_a_branch_propagates_after_the_group():
     assert len(host.agent_requests) == 2  # the siblings ran to completion
 
 
+@pytest.mark.parametrize(
+    "group",
+    ["parallel([shared, shared])", "pipeline([1, 2], lambda value: shared)"],
+)
+def test_a_coroutine_awaited_by_two_items_fails_the_second_only(host, group):
+    script = src(
+        f"""
+        async def ask():
+            return await agent("once")
+
+        shared = ask()
+        return await {group}
+        """
+    )
+    assert host.run(script) == ["echo: once", None]
+    assert [failure.exception for failure in host.failures] == ["RuntimeError"]
+    assert "coroutine is being awaited already" in host.failures[0].message
+
+
+def test_a_stage_whose_failure_cannot_be_reported_fails_its_pipeline_not_the_run():
+    from fakehost import FakeHost
+
+    host = FakeHost(guard=False)  # the guard refuses a class that defines __getattr__
+    script = src(
+        """
+        class Unnamed:
+            asked = 0
+
+            def __call__(self, value):
+                raise ValueError("the stage's own failure")
+
+            def __getattr__(self, name):  # named once, when pipeline() checks its stages
+                Unnamed.asked += 1
+                if Unnamed.asked > 1:
+                    raise KeyError(name)
+                raise AttributeError(name)
+
+        try:
+            return await pipeline([1], Unnamed())
+        except KeyError as error:
+            return f"caught {error!r}"
+        """
+    )
+    assert host.run(script) == "caught KeyError('__name__')"
+
+
 def test_uncaught_base_exception_in_a_branch_ends_the_run():
     from fakehost import FakeHost
 

@@ -80,6 +80,23 @@ def test_unknown_handle_from_the_host_ends_the_run():
     assert "unknown call 99" in failure.message
 
 
+def test_an_unknown_handle_anywhere_in_a_batch_ends_the_run_before_any_task_steps():
+    # The script's own call completes first in the batch, and would end the script: the unknown
+    # one after it is still found, and no task has stepped on the batch.
+    host = FakeHost()
+    real_await_next = host.await_next
+
+    def await_next():
+        completions = real_await_next()
+        return completions + [completions[0]._replace(handle=99)]
+
+    host.await_next = await_next
+    failure = host.fail("return await agent('x')\n")
+    assert (failure.exception, failure.message) == (
+        "RuntimeError", "the host completed an unknown call 99"
+    )
+
+
 def test_tasks_run_first_in_first_out():
     host = FakeHost()
     scheduler = Scheduler(host)

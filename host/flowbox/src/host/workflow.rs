@@ -206,8 +206,6 @@ impl RunCtx {
     }
 }
 
-/// A call failure as the WIT type: the one place our call-error kind becomes the generated
-/// one.
 /// A started call's handle, or a refusal, as the WIT's `call-start`.
 fn call_start(started: Result<host::Handle, CallFailure>) -> host::CallStart {
     match started {
@@ -221,6 +219,8 @@ fn refused(failure: CallFailure) -> host::CallStart {
     (0, Some(to_wit(failure)))
 }
 
+/// A call failure as the WIT type: the one place our call-error kind becomes the generated
+/// one.
 fn to_wit(failure: CallFailure) -> CallError {
     use host::ErrorKind as Wit;
     CallError {
