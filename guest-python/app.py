@@ -129,7 +129,6 @@ class WitHost:
         wit.sleep(nanoseconds)
 
 
-
 def _script_error(failure: ScriptFailure) -> Err:
     kind = wit_world.ScriptErrorKind[failure.kind.upper().replace("-", "_")]
     exception = None if failure.exception is None else _printable(failure.exception)
