@@ -3,11 +3,18 @@
 //! Left to itself, SQLite checkpoints inside the commit that takes the log past 1000 pages: that
 //! one commit copies the log into the database and fsyncs both, milliseconds on a virtual disk,
 //! and the run waiting on it (a sequential leaf's append) waits that long. Here the writing
-//! connection never checkpoints. After a write, a thread of the store's own, with a connection
-//! of its own, waits [`SETTLE`] for the writes that follow and then checkpoints
-//! (`PASSIVE`: it never holds up a reader or a writer), so the log stays as long as a short
-//! while's writes and no append waits on an fsync. A commit is as durable as before: in the
-//! log, which survives a killed process, whenever it is checkpointed.
+//! connection never checkpoints. Once a commit leaves the log [`CHECKPOINT_FRAMES`] long, a
+//! thread of the store's own, with a connection of its own, waits [`SETTLE`] for the writes
+//! that follow and then checkpoints (`PASSIVE`: it never holds up a reader or a writer), so no
+//! append waits on a checkpoint's fsyncs. A commit is as durable as before: in the log, which
+//! survives a killed process, whenever it is checkpointed.
+//!
+//! A shorter log is left as it is. Once a checkpoint has copied the whole log, the next commit
+//! starts the log over, and SQLite fsyncs the log's new header inside that commit (so that a
+//! power loss cannot mix the new header with the old frames): checkpointed after every burst of
+//! writes, a server answering a call every few seconds paid that fsync at the start of every
+//! run. Left to grow to [`CHECKPOINT_FRAMES`], the log starts over once per that many frames
+//! (a trivial run writes ~8).
 //!
 //! Closing the store does not checkpoint either, unless the log has grown past [`LOG_LIMIT`]:
 //! SQLite's own checkpoint as its last connection closes would fsync the log and the database
@@ -17,12 +24,15 @@
 //! short by the limit, at which closing checkpoints it, and by `journal_size_limit`, which
 //! trims the file once a checkpoint let the log start over).
 
+use std::cell::Cell;
+use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rusqlite::config::DbConfig;
+use rusqlite::hooks::Wal;
 use rusqlite::{Connection, OpenFlags};
 
 use super::error::classify;
@@ -30,7 +40,29 @@ use crate::StoreError;
 
 /// How long the checkpointing thread waits after a write before it checkpoints: the writes of
 /// that while share one checkpoint, and so its fsyncs.
-const SETTLE: Duration = Duration::from_millis(100);
+pub(super) const SETTLE: Duration = Duration::from_millis(100);
+
+/// The length of the log, in frames (pages), from which a commit has the log checkpointed:
+/// ~0.5 MiB, half of [`LOG_LIMIT`], so that closing the store seldom finds a log to checkpoint.
+pub(super) const CHECKPOINT_FRAMES: u32 = 128;
+
+thread_local! {
+    /// The length of the log, in frames, after the last commit the writing connection made on
+    /// this thread (see [`log_frames`]).
+    static LOG_FRAMES: Cell<Option<u32>> = const { Cell::new(None) };
+}
+
+/// The writing connection's hook on each commit: notes the log's length.
+fn note_log_frames(_: &Wal, frames: c_int) -> rusqlite::Result<()> {
+    LOG_FRAMES.set(u32::try_from(frames).ok());
+    Ok(())
+}
+
+/// The length of the log, in frames, after the last commit the writing connection made on this
+/// thread since this was last asked; None without one.
+pub(super) fn log_frames() -> Option<u32> {
+    LOG_FRAMES.take()
+}
 
 /// The length of the log, in bytes, past which closing the store checkpoints it (256 pages):
 /// the most a process opening the journal reads back from it, give or take the writes of the
@@ -57,7 +89,8 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 
 impl Checkpointer {
     /// Opens a second connection to the journal at `path` and starts the thread that
-    /// checkpoints through it; turns off `writer`'s own checkpoints, on commit and on close.
+    /// checkpoints through it; turns off `writer`'s own checkpoints, on commit and on close,
+    /// and has its commits note the log's length (see [`log_frames`]).
     pub(super) fn start(path: &Path, writer: &Connection) -> Result<Self, StoreError> {
         let connection = Connection::open_with_flags(
             path,
@@ -71,6 +104,8 @@ impl Checkpointer {
             .busy_timeout(std::time::Duration::ZERO)
             .map_err(|e| classify(path, e))?;
         never_checkpoints(writer).map_err(|e| classify(path, e))?;
+        // After `never_checkpoints`: turning SQLite's own checkpoints off replaces the hook.
+        writer.wal_hook(Some(note_log_frames));
         writer
             .pragma_update(None, "journal_size_limit", LOG_LIMIT)
             .map_err(|e| classify(path, e))?;
@@ -94,8 +129,12 @@ impl Checkpointer {
         })
     }
 
-    /// A write was committed: a checkpoint follows within [`SETTLE`].
-    pub(super) fn wrote(&self) {
+    /// A write was committed, leaving the log `frames` long (None: not known): a checkpoint
+    /// follows within [`SETTLE`] if that is [`CHECKPOINT_FRAMES`] or more.
+    pub(super) fn wrote(&self, frames: Option<u32>) {
+        if frames.is_some_and(|frames| frames < CHECKPOINT_FRAMES) {
+            return;
+        }
         let (state, wake) = &*self.state;
         let mut state = lock(state);
         if !state.dirty {
@@ -125,7 +164,7 @@ pub(super) fn never_checkpoints(connection: &Connection) -> rusqlite::Result<()>
     Ok(())
 }
 
-/// The thread: waits for a write, lets [`SETTLE`] pass, checkpoints; until stopped, when it
+/// The thread: waits for a write that leaves a long log, lets [`SETTLE`] pass, checkpoints; until stopped, when it
 /// checkpoints a `log` longer than [`LOG_LIMIT`].
 fn checkpoint_while_open(connection: &Connection, state: &(Mutex<State>, Condvar), log: &Path) {
     let (state, wake) = state;

@@ -5,16 +5,17 @@
 //! one transaction. With [`Durability::Process`] (the default, `synchronous=NORMAL`) a commit
 //! survives the process being killed at any instant; with [`Durability::PowerLoss`]
 //! (`synchronous=FULL`) it also survives the machine losing power, at the price of an fsync per
-//! batch. The log is checkpointed into the database by a thread of the store's own, never
-//! inside a writer's commit (see `checkpoints.rs`), so no append waits on a checkpoint's
-//! fsyncs; closing the store leaves a short log beside the database for the next process to
-//! read back rather than fsync it at exit. A damaged file or one from a newer flowbox is
-//! refused with a clear error and left untouched, so nothing already journaled is lost; so is
-//! another application's database, before anything is written to it. Only [`SqliteStore::open`] creates a journal: reading commands
-//! open it with [`SqliteStore::open_read_only`], resuming ones with
-//! [`SqliteStore::open_existing`]. A run's claim on a thread is an OS lock on
-//! a lease file in a directory beside the database (`journal.db.leases/`), released when the
-//! run ends or its process dies.
+//! batch. The log is checkpointed into the database by a thread of the store's own once it is
+//! long, never inside a writer's commit (see `checkpoints.rs`): no append waits on a
+//! checkpoint's fsyncs, and a short log is not started over (an fsync) at every run. Closing
+//! the store leaves a short log beside the database for the next process to read back rather
+//! than fsync it at exit. A damaged file or one from a newer flowbox is refused with a clear
+//! error and left untouched, so nothing already journaled is lost; so is another application's
+//! database, before anything is written to it. Only [`SqliteStore::open`] creates a journal:
+//! reading commands open it with [`SqliteStore::open_read_only`], resuming ones with
+//! [`SqliteStore::open_existing`]. A run's claim on a thread is an OS lock on a lease file in a
+//! directory beside the database (`journal.db.leases/`), released when the run ends or its
+//! process dies.
 //!
 //! The files: this one opens a journal and runs each operation on its connection;
 //! `schema.rs` migrates the file, `reads.rs` and `writes.rs` hold the SQL (rows to records and
@@ -229,15 +230,23 @@ impl SqliteStore {
         .map_err(|e| StoreError::Io(format!("the journal task failed: {e}")))?
     }
 
-    /// Runs a writing `action` (see [`Self::with`]); once it has committed, the log is
-    /// checkpointed soon after, in the background.
+    /// Runs a writing `action` (see [`Self::with`]); once it has committed a log long enough,
+    /// the log is checkpointed soon after, in the background.
     async fn write<T: Send + 'static>(
         &self,
         action: impl Fn(&mut Connection, &Path) -> Result<T, StoreError> + Send + Sync + 'static,
     ) -> Result<T, StoreError> {
-        let written = self.with(action).await?;
+        let (written, frames) = self
+            .with(move |connection, path| {
+                let written = action(connection, path);
+                // Taken whether or not the action failed: the next action on this thread
+                // must not see this one's commit.
+                let frames = checkpoints::log_frames();
+                written.map(|written| (written, frames))
+            })
+            .await?;
         if let Some(checkpoints) = &self.checkpoints {
-            checkpoints.wrote();
+            checkpoints.wrote(frames);
         }
         Ok(written)
     }

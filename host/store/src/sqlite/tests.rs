@@ -126,7 +126,8 @@ async fn the_log_is_checkpointed_in_the_background_and_never_by_a_commit() {
     let size = || std::fs::metadata(&path).unwrap().len();
     let before = size();
     store.begin(&header("t")).await.unwrap();
-    let entries: Vec<Entry> = (0..2000).map(|seq| entry(seq, seq / 100)).collect();
+    // A log past `CHECKPOINT_FRAMES` (~300 bytes an entry, 4096 a frame).
+    let entries: Vec<Entry> = (0..4000).map(|seq| entry(seq, seq / 100)).collect();
     for batch in entries.chunks(100) {
         store.append("t", batch).await.unwrap();
     }
@@ -146,6 +147,28 @@ async fn the_log_is_checkpointed_in_the_background_and_never_by_a_commit() {
     drop(store);
     let reopened = SqliteStore::open_read_only(&path).unwrap();
     assert_eq!(reopened.load("t").await.unwrap().unwrap().entries, entries);
+}
+
+/// A short log is left to grow: checkpointed after each burst of writes, it would start over at
+/// the next commit, which fsyncs the log's new header there, at the start of the next run.
+#[tokio::test]
+async fn a_short_log_is_not_checkpointed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let size = || std::fs::metadata(&path).unwrap().len();
+    let before = size();
+    store.begin(&header("t")).await.unwrap();
+    store
+        .append("t", &[entry(0, 0), entry(1, 0)])
+        .await
+        .unwrap();
+    tokio::time::sleep(checkpoints::SETTLE * 5).await;
+    assert_eq!(size(), before, "the short log was checkpointed");
+    assert_eq!(
+        store.load("t").await.unwrap().unwrap().entries,
+        vec![entry(0, 0), entry(1, 0)]
+    );
 }
 
 /// Closing the store leaves a short log where it is, without a checkpoint (which would fsync
