@@ -1,6 +1,6 @@
 //! The journal file: errors that name it, reading commands that never create one, another
-//! application's database or an unwritable journal refused untouched, and a journal of the
-//! previous format resumed and shown.
+//! application's database or an unwritable journal refused untouched, a long log checkpointed
+//! as a run's process ends, and a journal of the previous format resumed and shown.
 
 use std::path::Path;
 use std::process::Command;
@@ -38,6 +38,47 @@ fn journal_commands_explain_their_errors() {
     );
     let output = flowbox(&["run", &two, "--thread", "same", "--db", db, "--json"]);
     assert_eq!(stdout_json(&output)["error"]["kind"], "divergence");
+}
+
+/// A one-shot run closes its journal before its process ends, though the memory of its run is
+/// still waiting to be dropped by a thread of its own: a log grown past its limit (1 MiB) is
+/// checkpointed into the database then, so the log each later process reads back as it opens
+/// the journal stays short however many runs the journal has seen.
+#[test]
+fn a_run_checkpoints_a_long_log_as_its_process_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let log = dir.path().join("journal.db-wal");
+    let script = write_file(&dir, "one.py", "return 1\n");
+    assert_exit(&flowbox(&["run", &script, "--db", db.to_str().unwrap()]), 0);
+    {
+        // Another writer that never checkpoints, as many earlier runs would have been.
+        let writer = rusqlite::Connection::open(&db).unwrap();
+        writer.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        writer
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .unwrap();
+        for n in 0..400 {
+            writer
+                .execute(
+                    "INSERT INTO runs (thread_id, header, status, created_unix_ms)
+                     VALUES (?1, ?2, 'unfinished', 0)",
+                    rusqlite::params![format!("filler-{n}"), "x".repeat(4000)],
+                )
+                .unwrap();
+        }
+    }
+    let long = std::fs::metadata(&log).unwrap().len();
+    assert!(long > 1 << 20, "{long}");
+    assert_exit(&flowbox(&["run", &script, "--db", db.to_str().unwrap()]), 0);
+    let after = std::fs::metadata(&log).map_or(0, |log| log.len());
+    assert_eq!(
+        after, 0,
+        "the log of {long} bytes was left for the next process"
+    );
 }
 
 /// A thread that is not there is one condition, `unknown_thread` (exit 2), whether the journal

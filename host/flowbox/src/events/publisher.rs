@@ -70,7 +70,7 @@ impl RunEvents {
             return;
         }
         let history = Arc::new(History {
-            store,
+            store: Mutex::new(Some(store)),
             thread_id: self.thread_id.clone(),
             pending: Mutex::new(Vec::new()),
             writing: tokio::sync::Mutex::new(()),
@@ -91,6 +91,16 @@ impl RunEvents {
                 let _ = history.flush().await;
             }
         });
+    }
+
+    /// Lets go of the journal once the run's end and its last events are written: a retired
+    /// run's memory, which holds this publisher, is dropped by a thread of its own at a quiet
+    /// moment, and must not keep the journal open meanwhile (a process that ends first would
+    /// never close it, which is when a long log is checkpointed). Nothing is written after.
+    pub(crate) fn release_journal(&self) {
+        if let Some(history) = self.history.get() {
+            history.lock_store().take();
+        }
     }
 
     /// Writes the events published so far into the thread's history (nothing without one).
@@ -130,10 +140,7 @@ impl RunEvents {
         };
         let mut batch = std::mem::take(&mut *history.pending());
         batch.extend(event.as_ref().map(stored));
-        let written = history
-            .store
-            .finish_with_events(&self.thread_id, &batch, end)
-            .await;
+        let written = store.finish_with_events(&self.thread_id, &batch, end).await;
         if let Err(error) = &written {
             if let Some(event) = &mut event {
                 batch.pop();
@@ -259,7 +266,8 @@ pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(20);
 /// A run's events on their way into its thread's history.
 #[derive(Debug)]
 struct History {
-    store: Arc<dyn CheckpointStore>,
+    /// The journal, until the run lets go of it (see [`RunEvents::release_journal`]).
+    store: Mutex<Option<Arc<dyn CheckpointStore>>>,
     thread_id: String,
     /// Published, not yet written, in order.
     pending: Mutex<Vec<StoredEvent>>,
@@ -276,13 +284,20 @@ impl History {
         self.pending().push(stored(event));
     }
 
+    fn lock_store(&self) -> MutexGuard<'_, Option<Arc<dyn CheckpointStore>>> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     async fn flush(&self) -> Result<(), StoreError> {
         let _writing = self.writing.lock().await;
+        let Some(store) = self.lock_store().clone() else {
+            return Ok(());
+        };
         let batch = std::mem::take(&mut *self.pending());
         if batch.is_empty() {
             return Ok(());
         }
-        let written = self.store.append_events(&self.thread_id, &batch).await;
+        let written = store.append_events(&self.thread_id, &batch).await;
         if written.is_err() {
             self.keep(batch);
         }

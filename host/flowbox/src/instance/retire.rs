@@ -26,10 +26,12 @@ const RETIRING: usize = 16;
 /// Stores sent to the retiring thread and not dropped yet.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
-/// Ends a finished run's store: its calls are cancelled and its journal let go of here and
-/// now (a leaf still running stops as it would if the store were dropped, and a process that
-/// exits next closes its journal cleanly); the rest is dropped by the retiring thread, after
-/// the warm pool or the fresh instances' profile has learnt which pages of its memory the run wrote and read.
+/// Ends a finished run's store: its calls are cancelled and its handles on the journal let go
+/// of here and now (a leaf still running stops as it would if the store were dropped, and a
+/// process that exits next closes its journal cleanly; the run's events, which the store also
+/// holds, let go of theirs once the run's end is written, see `RunEvents::release_journal`);
+/// the rest is dropped by the retiring thread, after the warm pool or the fresh instances'
+/// profile has learnt which pages of its memory the run wrote and read.
 pub(crate) fn retire(mut store: Store<RunCtx>) {
     let ctx = store.data_mut();
     ctx.calls.end();

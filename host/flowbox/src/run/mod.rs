@@ -137,6 +137,8 @@ pub(crate) async fn execute(shared: &Shared, request: RunRequest) -> RunOutcome 
     // (should this write fail, the end is still the thread's record, which readers of the
     // history fall back on).
     let _ = events.flush().await;
+    // The retired run's memory, which a thread of its own drops later, holds these events.
+    events.release_journal();
     RunOutcome {
         result,
         summary,
