@@ -129,10 +129,10 @@ impl Checkpointer {
         })
     }
 
-    /// A write was committed, leaving the log `frames` long (None: not known): a checkpoint
-    /// follows within [`SETTLE`] if that is [`CHECKPOINT_FRAMES`] or more.
+    /// A write left the log `frames` long (None: it committed nothing, so the log is as it
+    /// was): a checkpoint follows within [`SETTLE`] if that is [`CHECKPOINT_FRAMES`] or more.
     pub(super) fn wrote(&self, frames: Option<u32>) {
-        if frames.is_some_and(|frames| frames < CHECKPOINT_FRAMES) {
+        if frames.is_none_or(|frames| frames < CHECKPOINT_FRAMES) {
             return;
         }
         let (state, wake) = &*self.state;
@@ -164,8 +164,8 @@ pub(super) fn never_checkpoints(connection: &Connection) -> rusqlite::Result<()>
     Ok(())
 }
 
-/// The thread: waits for a write that leaves a long log, lets [`SETTLE`] pass, checkpoints; until stopped, when it
-/// checkpoints a `log` longer than [`LOG_LIMIT`].
+/// The thread: waits for a write that leaves a long log, lets [`SETTLE`] pass, checkpoints;
+/// until stopped, when it checkpoints a `log` longer than [`LOG_LIMIT`].
 fn checkpoint_while_open(connection: &Connection, state: &(Mutex<State>, Condvar), log: &Path) {
     let (state, wake) = state;
     let mut guard = lock(state);
