@@ -1,10 +1,11 @@
 //! The on-disk cache of the precompiled guest.
 //!
 //! The key is the guest's SHA-256 plus wasmtime's compatibility hash of the engine
-//! configuration (fuel instrumentation changes the code), so a stale artifact is never
-//! loaded. Files are written to a temporary name and renamed, so a crash mid-write leaves no
-//! half file behind; an unreadable cache falls back to compiling. Beside each compiled guest,
-//! under the same key, the pages a fresh run of it touched (see `instance::fresh`).
+//! configuration (fuel instrumentation changes the code) and the version of what flowbox does
+//! to the guest before compiling it (`trim`), so a stale artifact is never loaded. Files are
+//! written to a temporary name and renamed, so a crash mid-write leaves no half file behind;
+//! an unreadable cache falls back to compiling. Beside each compiled guest, under the same
+//! key, the pages a fresh run of it touched (see `instance::fresh`).
 //!
 //! Every flowbox build compiles a guest of its own (~40 MB), so the directory would grow with
 //! each upgrade: a load marks the guest it used (its file's time, at most once a day), and
@@ -16,6 +17,8 @@ use std::time::{Duration, SystemTime};
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use super::trim;
 
 /// The default cache directory: `$FLOWBOX_CACHE_DIR`, else `$XDG_CACHE_HOME/flowbox`, else
 /// `~/.cache/flowbox` (`%LOCALAPPDATA%\flowbox` on Windows).
@@ -39,7 +42,7 @@ pub(crate) fn load_component(
     dir: Option<&Path>,
 ) -> wasmtime::Result<Component> {
     let Some(dir) = dir else {
-        return Component::new(engine, wasm);
+        return Component::new(engine, trim::without_unused_exports(wasm));
     };
     let name = artifact_name(engine, wasm_sha256);
     let path = dir.join(&name);
@@ -52,7 +55,7 @@ pub(crate) fn load_component(
             return Ok(component);
         }
     }
-    let artifact = engine.precompile_component(wasm)?;
+    let artifact = engine.precompile_component(&trim::without_unused_exports(wasm))?;
     keep(dir, &name, &artifact);
     deserialize_bytes(engine, &artifact)
 }
@@ -163,6 +166,7 @@ pub(crate) fn pages_path(engine: &Engine, wasm_sha256: &str, dir: &Path) -> Path
 fn key(engine: &Engine, wasm_sha256: &str) -> String {
     let mut hasher = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
+    trim::VERSION.hash(&mut hasher);
     let short = &wasm_sha256[..wasm_sha256.len().min(16)];
     format!("guest-{short}-{:016x}", hasher.finish())
 }

@@ -7,6 +7,7 @@
 
 pub(crate) mod cache;
 mod guest;
+mod trim;
 
 use std::path::PathBuf;
 use std::sync::Arc;
