@@ -42,7 +42,7 @@ pub(crate) fn load_component(
     dir: Option<&Path>,
 ) -> wasmtime::Result<Component> {
     let Some(dir) = dir else {
-        return Component::new(engine, trim::without_unused_exports(wasm));
+        return Component::new(engine, trim::trimmed(wasm));
     };
     let name = artifact_name(engine, wasm_sha256);
     let path = dir.join(&name);
@@ -55,7 +55,7 @@ pub(crate) fn load_component(
             return Ok(component);
         }
     }
-    let artifact = engine.precompile_component(&trim::without_unused_exports(wasm))?;
+    let artifact = engine.precompile_component(&trim::trimmed(wasm))?;
     keep(dir, &name, &artifact);
     deserialize_bytes(engine, &artifact)
 }

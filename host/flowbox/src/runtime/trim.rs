@@ -1,4 +1,4 @@
-//! The guest component without the core exports nothing in it uses, made before compiling it.
+//! The guest component without what nothing in it uses, made before compiling it.
 //!
 //! componentize-py links the guest from shared libraries (libpython, libc, its runtime, ...),
 //! each a core module that exports every symbol it defines so that any other might import it.
@@ -7,39 +7,238 @@
 //! those do nothing at run time; but wasmtime reads each export's name every time a process
 //! loads the compiled guest, and takes each exported function for one the host may call: an
 //! entry trampoline is compiled for it and every instance has room for a reference to it.
-//! Dropping them makes the load ~18 % shorter (see `docs/benchmarks.md`).
 //!
-//! Only the export sections of the component's own core modules change; every other byte is
-//! copied. A component of another shape than the guest's (a core module imported or aliased
-//! from elsewhere, core modules or instances inside a nested component) is left as it is, as
-//! is one that cannot be read: wasmtime then reports what is wrong with it.
+//! One module (the linker's `init`) holds only code that ran before the snapshot: setting the
+//! libraries' address globals, applying their relocations, running their initialisers.
+//! Nothing can call it since, but it imports ~900 functions and globals for it, and so keeps
+//! that many exports of the libraries in use. A module whose functions nothing can reach has
+//! their bodies emptied and keeps only the imports it places into tables; the exports no
+//! module imports any more then go with the others. Both make a load ~23 % shorter (see
+//! `docs/benchmarks.md`).
+//!
+//! Only the core modules' import, element, code and export sections change, and only in
+//! those ways (with the `name` section of a module whose code is dropped); every other byte
+//! is copied. A component of another shape than the guest's (a core module imported or
+//! aliased from elsewhere, core modules or instances inside a nested component), or a module
+//! in a form this does not read, is left as it is, as is anything that cannot be read:
+//! wasmtime then reports what is wrong with it.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
 use wasmparser::{
-    BinaryReader, ComponentAlias, ComponentExternalKind, ComponentOuterAliasKind, ComponentTypeRef,
-    Instance, Parser, Payload,
+    BinaryReader, CodeSectionReader, ComponentAlias, ComponentExternalKind,
+    ComponentOuterAliasKind, ComponentTypeRef, CustomSectionReader, Element, ElementItems,
+    ElementKind, ElementSectionReader, ImportSectionReader, Imports, Instance, Operator, Parser,
+    Payload, TypeRef,
 };
 
 /// Changes whenever what this module makes of a component changes: it is part of the compiled
 /// guest's cache key (see `cache`).
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 
 /// A component's and a core module's header: the magic number and the version.
 const HEADER: usize = 8;
-/// The id of a core module section in a component, and of the export section in a module.
+/// The id of a core module section in a component.
 const CORE_MODULE_SECTION: u8 = 1;
+/// The ids of a core module's sections.
+const CUSTOM_SECTION: u8 = 0;
+const IMPORT_SECTION: u8 = 2;
+const GLOBAL_SECTION: u8 = 6;
 const EXPORT_SECTION: u8 = 7;
+const START_SECTION: u8 = 8;
+const ELEMENT_SECTION: u8 = 9;
+const CODE_SECTION: u8 = 10;
+const DATA_SECTION: u8 = 11;
+const DATA_COUNT_SECTION: u8 = 12;
+/// A function body of no locals that traps: `unreachable`, `end`, after its size.
+const TRAPPING_BODY: [u8; 4] = [3, 0, 0x00, 0x0b];
 
-/// `component` without the exports of its core modules that nothing in it uses; as it is when
-/// it has none, or a shape this does not handle.
-pub(crate) fn without_unused_exports(component: &[u8]) -> Cow<'_, [u8]> {
-    match used_exports(component).and_then(|used| rewrite(component, &used)) {
-        Some(trimmed) => Cow::Owned(trimmed),
-        None => Cow::Borrowed(component),
+/// `component` without the code nothing can call and the imports only that code used, then
+/// without the exports of its core modules that nothing in it uses; as it is when it has
+/// neither, or a shape this does not handle.
+pub(crate) fn trimmed(component: &[u8]) -> Cow<'_, [u8]> {
+    if !Parser::is_component(component) {
+        return Cow::Borrowed(component);
     }
+    let component = without_dead_code(component);
+    match used_exports(&component).and_then(|used| rewrite(&component, &used)) {
+        Some(trimmed) => Cow::Owned(trimmed),
+        None => component,
+    }
+}
+
+/// `component` with each of its core modules whose functions nothing can reach trimmed (see
+/// [`module_without_dead_code`]).
+fn without_dead_code(component: &[u8]) -> Cow<'_, [u8]> {
+    let Some(sections) = sections(component) else {
+        return Cow::Borrowed(component);
+    };
+    let mut trimmed = component[..HEADER].to_vec();
+    let mut changed = false;
+    for (id, range) in sections {
+        let content = &component[range];
+        match (id == CORE_MODULE_SECTION)
+            .then(|| module_without_dead_code(content))
+            .flatten()
+        {
+            Some(module) => {
+                changed = true;
+                push_section(&mut trimmed, id, &module);
+            }
+            None => push_section(&mut trimmed, id, content),
+        }
+    }
+    if changed {
+        Cow::Owned(trimmed)
+    } else {
+        Cow::Borrowed(component)
+    }
+}
+
+/// A core module none of whose functions anything can reach, with each function's body a
+/// trap and only the imports its element segments place into tables (and its memories,
+/// tables and tags); None for any other module, or one with nothing to drop.
+///
+/// Nothing can reach the module's functions when it exports nothing, has no start function,
+/// and places only imported functions into tables, by the plain form of element segment
+/// (constant offsets, function indices): nothing else can make a reference to one. Modules
+/// with globals or data of their own are left as they are. Its `name` section, which names
+/// functions by their indices, is dropped.
+fn module_without_dead_code(module: &[u8]) -> Option<Vec<u8>> {
+    let sections = sections(module)?;
+    let mut function_imports = 0;
+    let mut global_imports = 0;
+    // The function indices the element segments place.
+    let mut placed = BTreeSet::new();
+    for (id, range) in &sections {
+        let reader = BinaryReader::new(&module[range.clone()], range.start);
+        match *id {
+            IMPORT_SECTION => {
+                for group in ImportSectionReader::new(reader).ok()? {
+                    let Imports::Single(_, import) = group.ok()? else {
+                        return None;
+                    };
+                    match import.ty {
+                        TypeRef::Func(_) => function_imports += 1,
+                        TypeRef::Global(_) => global_imports += 1,
+                        _ => {}
+                    }
+                }
+            }
+            ELEMENT_SECTION => {
+                for element in ElementSectionReader::new(reader).ok()? {
+                    let (_, functions) = plain_segment(element.ok()?)?;
+                    placed.extend(functions);
+                }
+            }
+            GLOBAL_SECTION | EXPORT_SECTION | START_SECTION | DATA_SECTION | DATA_COUNT_SECTION => {
+                return None;
+            }
+            _ => {}
+        }
+    }
+    if placed
+        .last()
+        .is_some_and(|&function| function >= function_imports)
+        || (placed.len() == usize::try_from(function_imports).ok()? && global_imports == 0)
+    {
+        return None;
+    }
+    // The index of each placed function among the imports that stay.
+    let renumbered: HashMap<u32, u32> = placed.iter().copied().zip(0..).collect();
+
+    let mut trimmed = module.get(..HEADER)?.to_vec();
+    for (id, range) in sections {
+        let content = &module[range.clone()];
+        let reader = BinaryReader::new(content, range.start);
+        let mut rewritten = Vec::new();
+        match id {
+            // It names functions by their indices, which change; what it names is imports and
+            // code that never runs again.
+            CUSTOM_SECTION if CustomSectionReader::new(reader.clone()).ok()?.name() == "name" => {
+                continue;
+            }
+            IMPORT_SECTION => {
+                let mut kept = Vec::new();
+                let mut function = 0;
+                let mut starts = Vec::new();
+                for group in ImportSectionReader::new(reader)
+                    .ok()?
+                    .into_iter_with_offsets()
+                {
+                    let (offset, group) = group.ok()?;
+                    let Imports::Single(_, import) = group else {
+                        return None;
+                    };
+                    starts.push(offset - range.start);
+                    kept.push(match import.ty {
+                        TypeRef::Func(_) => {
+                            function += 1;
+                            placed.contains(&(function - 1))
+                        }
+                        TypeRef::Global(_) => false,
+                        _ => true,
+                    });
+                }
+                starts.push(content.len());
+                leb128(kept.iter().filter(|&&kept| kept).count(), &mut rewritten);
+                for (n, _) in kept.iter().enumerate().filter(|(_, kept)| **kept) {
+                    rewritten.extend_from_slice(&content[starts[n]..starts[n + 1]]);
+                }
+            }
+            ELEMENT_SECTION => {
+                let segments = ElementSectionReader::new(reader).ok()?;
+                leb128(usize::try_from(segments.count()).ok()?, &mut rewritten);
+                for element in segments {
+                    let (offset, functions) = plain_segment(element.ok()?)?;
+                    // Flags 0: active, in table 0, the offset, function indices.
+                    rewritten.push(0);
+                    rewritten.extend_from_slice(&module[offset]);
+                    leb128(functions.len(), &mut rewritten);
+                    for function in functions {
+                        leb128(usize::try_from(renumbered[&function]).ok()?, &mut rewritten);
+                    }
+                }
+            }
+            CODE_SECTION => {
+                let bodies = usize::try_from(CodeSectionReader::new(reader).ok()?.count()).ok()?;
+                leb128(bodies, &mut rewritten);
+                for _ in 0..bodies {
+                    rewritten.extend_from_slice(&TRAPPING_BODY);
+                }
+            }
+            _ => rewritten.extend_from_slice(content),
+        }
+        push_section(&mut trimmed, id, &rewritten);
+    }
+    Some(trimmed)
+}
+
+/// An element segment of the plain form — active in table 0 at a constant offset, listing
+/// function indices — as where its offset expression is in the module and its functions;
+/// None for any other.
+fn plain_segment(element: Element<'_>) -> Option<(Range<usize>, Vec<u32>)> {
+    let ElementKind::Active {
+        table_index: None,
+        offset_expr,
+    } = element.kind
+    else {
+        return None;
+    };
+    let mut operators = offset_expr.get_operators_reader();
+    if !matches!(operators.read().ok()?, Operator::I32Const { .. })
+        || !matches!(operators.read().ok()?, Operator::End)
+        || !operators.eof()
+    {
+        return None;
+    }
+    let ElementItems::Functions(functions) = element.items else {
+        return None;
+    };
+    let functions = functions.into_iter().collect::<Result<_, _>>().ok()?;
+    Some((offset_expr.get_binary_reader().range(), functions))
 }
 
 /// The names of the exports something uses, by core module: those the component aliases from
@@ -298,7 +497,7 @@ mod tests {
     #[test]
     fn the_exports_nothing_imports_or_aliases_are_dropped_and_the_rest_work_as_before() {
         let component = wat::parse_str(LINKED).unwrap();
-        let trimmed = without_unused_exports(&component);
+        let trimmed = trimmed(&component);
         assert!(matches!(trimmed, Cow::Owned(_)));
         assert_eq!(
             exports(&trimmed),
@@ -312,8 +511,8 @@ mod tests {
     #[test]
     fn a_component_without_unused_exports_is_left_as_it_is() {
         let component = wat::parse_str(LINKED).unwrap();
-        let trimmed = without_unused_exports(&component).into_owned();
-        assert!(matches!(without_unused_exports(&trimmed), Cow::Borrowed(_)));
+        let trimmed = trimmed(&component).into_owned();
+        assert!(matches!(super::trimmed(&trimmed), Cow::Borrowed(_)));
     }
 
     #[test]
@@ -332,30 +531,110 @@ mod tests {
         ];
         for shape in shapes {
             let component = wat::parse_str(shape).unwrap();
-            assert!(
-                matches!(without_unused_exports(&component), Cow::Borrowed(_)),
-                "{shape}"
-            );
+            assert!(matches!(trimmed(&component), Cow::Borrowed(_)), "{shape}");
         }
         for unreadable in [
             &b"not wasm"[..],
             &[],
             &wat::parse_str(LINKED).unwrap()[..40],
         ] {
-            assert!(matches!(
-                without_unused_exports(unreadable),
-                Cow::Borrowed(_)
-            ));
+            assert!(matches!(trimmed(unreadable), Cow::Borrowed(_)));
+        }
+    }
+
+    /// As componentize-py links: `$init` ran before the snapshot (it would set a global of
+    /// `$lib`'s and call its initialiser) and only places `$lib`'s `placed` into the table,
+    /// through which `$main` calls it.
+    const INITIALISED: &str = r#"
+        (component
+          (core module $lib
+            (global (export "address") (mut i32) (i32.const 0))
+            (func (export "placed") (result i32) i32.const 5)
+            (func (export "initialise"))
+            (table (export "table") 2 funcref)
+            (memory (export "memory") 1))
+          (core module $init
+            (import "lib" "address" (global $address (mut i32)))
+            (import "lib" "initialise" (func $initialise))
+            (import "lib" "placed" (func $placed (result i32)))
+            (import "lib" "table" (table 2 funcref))
+            (import "lib" "memory" (memory 1))
+            (func $apply (global.set $address (i32.const 8)) (call $initialise))
+            (elem (i32.const 1) func $placed))
+          (core module $main
+            (import "lib" "table" (table 2 funcref))
+            (type $returns (func (result i32)))
+            (func (export "run") (result i32) (call_indirect (type $returns) (i32.const 1))))
+          (core instance $lib (instantiate $lib))
+          (core instance (instantiate $init (with "lib" (instance $lib))))
+          (core instance $main (instantiate $main (with "lib" (instance $lib))))
+          (func (export "run") (result s32) (canon lift (core func $main "run"))))
+    "#;
+
+    /// The import names of each of `component`'s core modules.
+    fn imports(component: &[u8]) -> Vec<Vec<String>> {
+        let mut modules = Vec::new();
+        let mut depth = 0;
+        for payload in Parser::new(0).parse_all(component) {
+            match payload.unwrap() {
+                Payload::ModuleSection { .. } => {
+                    depth += 1;
+                    modules.push(Vec::new());
+                }
+                Payload::ImportSection(reader) if depth > 0 => {
+                    let names = reader.into_imports().map(|i| i.unwrap().name.to_owned());
+                    modules.last_mut().unwrap().extend(names);
+                }
+                Payload::End(_) if depth > 0 => depth -= 1,
+                _ => {}
+            }
+        }
+        modules
+    }
+
+    #[test]
+    fn a_module_nothing_can_call_keeps_only_what_it_places_and_the_exports_follow() {
+        let component = wat::parse_str(INITIALISED).unwrap();
+        let trimmed = trimmed(&component);
+        assert_eq!(
+            imports(&trimmed),
+            [vec![], vec!["placed", "table", "memory"], vec!["table"]]
+        );
+        assert_eq!(
+            exports(&trimmed),
+            [vec!["placed", "table", "memory"], vec![], vec!["run"]],
+            "the global and the initialiser only the dead code imported go too"
+        );
+        // The placed function is renumbered in the element segment: a call through the
+        // table still reaches it.
+        assert_eq!(call(&component, &["run"]), [5]);
+        assert_eq!(call(&trimmed, &["run"]), [5]);
+    }
+
+    #[test]
+    fn a_module_whose_code_can_run_keeps_its_imports() {
+        let reachable = [
+            // Its function is the start function.
+            INITIALISED.replace("(elem (i32.const 1)", "(start $apply) (elem (i32.const 1)"),
+            // Its function is in the table.
+            INITIALISED.replace("func $placed))", "func $placed $apply))"),
+        ];
+        for shape in reachable {
+            let component = wat::parse_str(&shape).unwrap();
+            let trimmed = trimmed(&component);
+            assert_eq!(imports(&trimmed)[1].len(), 5, "{shape}");
+            assert!(exports(&trimmed)[0].contains(&"initialise".to_owned()));
         }
     }
 
     #[test]
-    fn the_guest_loses_exports_and_trimming_it_again_changes_nothing() {
+    fn the_guest_loses_imports_and_exports_and_trimming_it_again_changes_nothing() {
         let guest = super::super::GUEST_COMPONENT;
         assert!(!guest.is_empty(), "build the guest first: make guest");
-        let trimmed = without_unused_exports(guest);
-        let count = |component: &[u8]| exports(component).iter().map(Vec::len).sum::<usize>();
-        assert!(count(&trimmed) < count(guest));
-        assert!(matches!(without_unused_exports(&trimmed), Cow::Borrowed(_)));
+        let trimmed = trimmed(guest);
+        let count = |names: Vec<Vec<String>>| names.iter().map(Vec::len).sum::<usize>();
+        assert!(count(exports(&trimmed)) < count(exports(guest)));
+        assert!(count(imports(&trimmed)) < count(imports(guest)));
+        assert!(matches!(super::trimmed(&trimmed), Cow::Borrowed(_)));
     }
 }
