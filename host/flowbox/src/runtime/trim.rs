@@ -434,25 +434,38 @@ mod tests {
 
     use super::*;
 
-    /// The export names of each of `component`'s core modules.
-    fn exports(component: &[u8]) -> Vec<Vec<String>> {
-        let mut modules = Vec::new();
+    /// The import names and the export names of each of `component`'s core modules.
+    fn names(component: &[u8]) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
+        let (mut imports, mut exports) = (Vec::new(), Vec::new());
         let mut depth = 0;
         for payload in Parser::new(0).parse_all(component) {
             match payload.unwrap() {
                 Payload::ModuleSection { .. } => {
                     depth += 1;
-                    modules.push(Vec::new());
+                    imports.push(Vec::new());
+                    exports.push(Vec::new());
+                }
+                Payload::ImportSection(reader) if depth > 0 => {
+                    let names = reader.into_imports().map(|i| i.unwrap().name.to_owned());
+                    imports.last_mut().unwrap().extend(names);
                 }
                 Payload::ExportSection(reader) if depth > 0 => {
                     let names = reader.into_iter().map(|e| e.unwrap().name.to_owned());
-                    modules.last_mut().unwrap().extend(names);
+                    exports.last_mut().unwrap().extend(names);
                 }
                 Payload::End(_) if depth > 0 => depth -= 1,
                 _ => {}
             }
         }
-        modules
+        (imports, exports)
+    }
+
+    fn imports(component: &[u8]) -> Vec<Vec<String>> {
+        names(component).0
+    }
+
+    fn exports(component: &[u8]) -> Vec<Vec<String>> {
+        names(component).1
     }
 
     /// Instantiates `component` and calls each of `functions`, which take nothing and return
@@ -570,27 +583,6 @@ mod tests {
           (core instance $main (instantiate $main (with "lib" (instance $lib))))
           (func (export "run") (result s32) (canon lift (core func $main "run"))))
     "#;
-
-    /// The import names of each of `component`'s core modules.
-    fn imports(component: &[u8]) -> Vec<Vec<String>> {
-        let mut modules = Vec::new();
-        let mut depth = 0;
-        for payload in Parser::new(0).parse_all(component) {
-            match payload.unwrap() {
-                Payload::ModuleSection { .. } => {
-                    depth += 1;
-                    modules.push(Vec::new());
-                }
-                Payload::ImportSection(reader) if depth > 0 => {
-                    let names = reader.into_imports().map(|i| i.unwrap().name.to_owned());
-                    modules.last_mut().unwrap().extend(names);
-                }
-                Payload::End(_) if depth > 0 => depth -= 1,
-                _ => {}
-            }
-        }
-        modules
-    }
 
     #[test]
     fn a_module_nothing_can_call_keeps_only_what_it_places_and_the_exports_follow() {
