@@ -19,9 +19,9 @@
 //! Only the core modules' import, element, code and export sections change, and only in
 //! those ways (with the `name` section of a module whose code is dropped); every other byte
 //! is copied. A component of another shape than the guest's (a core module imported or
-//! aliased from elsewhere, core modules or instances inside a nested component), or a module
-//! in a form this does not read, is left as it is, as is anything that cannot be read:
-//! wasmtime then reports what is wrong with it.
+//! aliased from elsewhere, core modules or instances inside a nested component) keeps every
+//! export, a module in a form this does not read is left as it is, and so is anything that
+//! cannot be read: wasmtime then reports what is wrong with it.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -72,28 +72,19 @@ pub(crate) fn trimmed(component: &[u8]) -> Cow<'_, [u8]> {
 /// `component` with each of its core modules whose functions nothing can reach trimmed (see
 /// [`module_without_dead_code`]).
 fn without_dead_code(component: &[u8]) -> Cow<'_, [u8]> {
-    let Some(sections) = sections(component) else {
-        return Cow::Borrowed(component);
-    };
-    let mut trimmed = component[..HEADER].to_vec();
     let mut changed = false;
-    for (id, range) in sections {
-        let content = &component[range];
-        match (id == CORE_MODULE_SECTION)
-            .then(|| module_without_dead_code(content))
-            .flatten()
-        {
-            Some(module) => {
+    let trimmed = with_modules(component, |module| {
+        Some(match module_without_dead_code(module) {
+            Some(trimmed) => {
                 changed = true;
-                push_section(&mut trimmed, id, &module);
+                Cow::Owned(trimmed)
             }
-            None => push_section(&mut trimmed, id, content),
-        }
-    }
-    if changed {
-        Cow::Owned(trimmed)
-    } else {
-        Cow::Borrowed(component)
+            None => Cow::Borrowed(module),
+        })
+    });
+    match trimmed {
+        Some(trimmed) if changed => Cow::Owned(trimmed),
+        _ => Cow::Borrowed(component),
     }
 }
 
@@ -161,9 +152,8 @@ fn module_without_dead_code(module: &[u8]) -> Option<Vec<u8>> {
                 continue;
             }
             IMPORT_SECTION => {
-                let mut kept = Vec::new();
+                let mut entries = Vec::new();
                 let mut function = 0;
-                let mut starts = Vec::new();
                 for group in ImportSectionReader::new(reader)
                     .ok()?
                     .into_iter_with_offsets()
@@ -172,21 +162,17 @@ fn module_without_dead_code(module: &[u8]) -> Option<Vec<u8>> {
                     let Imports::Single(_, import) = group else {
                         return None;
                     };
-                    starts.push(offset - range.start);
-                    kept.push(match import.ty {
+                    let kept = match import.ty {
                         TypeRef::Func(_) => {
                             function += 1;
                             placed.contains(&(function - 1))
                         }
                         TypeRef::Global(_) => false,
                         _ => true,
-                    });
+                    };
+                    entries.push((offset - range.start, kept));
                 }
-                starts.push(content.len());
-                leb128(kept.iter().filter(|&&kept| kept).count(), &mut rewritten);
-                for (n, _) in kept.iter().enumerate().filter(|(_, kept)| **kept) {
-                    rewritten.extend_from_slice(&content[starts[n]..starts[n + 1]]);
-                }
+                rewritten = kept_entries(content, &entries).0;
             }
             ELEMENT_SECTION => {
                 let segments = ElementSectionReader::new(reader).ok()?;
@@ -343,19 +329,13 @@ fn used_exports(component: &[u8]) -> Option<Vec<HashSet<String>>> {
 /// `component` with each core module's export section holding only the `used` exports; None
 /// when it holds no others.
 fn rewrite(component: &[u8], used: &[HashSet<String>]) -> Option<Vec<u8>> {
-    let mut trimmed = component.get(..HEADER)?.to_vec();
     let mut modules = used.iter();
     let mut dropped = 0;
-    for (id, range) in sections(component)? {
-        let content = &component[range];
-        if id == CORE_MODULE_SECTION {
-            let (module, dropped_here) = trim_module(content, modules.next()?)?;
-            dropped += dropped_here;
-            push_section(&mut trimmed, id, &module);
-        } else {
-            push_section(&mut trimmed, id, content);
-        }
-    }
+    let trimmed = with_modules(component, |module| {
+        let (trimmed, dropped_here) = trim_module(module, modules.next()?)?;
+        dropped += dropped_here;
+        Some(Cow::Owned(trimmed))
+    })?;
     (dropped > 0 && modules.next().is_none()).then_some(trimmed)
 }
 
@@ -369,29 +349,52 @@ fn trim_module(module: &[u8], used: &HashSet<String>) -> Option<(Vec<u8>, usize)
             push_section(&mut trimmed, id, content);
             continue;
         }
-        // Each export is copied as it was written, from where it starts to where the next does.
         let reader =
             wasmparser::ExportSectionReader::new(BinaryReader::new(content, range.start)).ok()?;
-        let mut starts = Vec::new();
-        let mut keep = Vec::new();
+        let mut entries = Vec::new();
         for export in reader.into_iter_with_offsets() {
             let (offset, export) = export.ok()?;
-            starts.push(offset - range.start);
-            keep.push(used.contains(export.name));
+            entries.push((offset - range.start, used.contains(export.name)));
         }
-        starts.push(content.len());
-        let mut exports = Vec::new();
-        leb128(keep.iter().filter(|&&kept| kept).count(), &mut exports);
-        for (n, kept) in keep.iter().enumerate() {
-            if *kept {
-                exports.extend_from_slice(&content[starts[n]..starts[n + 1]]);
-            } else {
-                dropped += 1;
-            }
-        }
+        let (exports, dropped_here) = kept_entries(content, &entries);
+        dropped += dropped_here;
         push_section(&mut trimmed, id, &exports);
     }
     Some((trimmed, dropped))
+}
+
+/// `component` with the content of each of its core module sections what `module` makes of
+/// it; None where `module` gives None.
+fn with_modules(
+    component: &[u8],
+    mut module: impl FnMut(&[u8]) -> Option<Cow<'_, [u8]>>,
+) -> Option<Vec<u8>> {
+    let mut rewritten = component.get(..HEADER)?.to_vec();
+    for (id, range) in sections(component)? {
+        let content = &component[range];
+        if id == CORE_MODULE_SECTION {
+            push_section(&mut rewritten, id, &module(content)?);
+        } else {
+            push_section(&mut rewritten, id, content);
+        }
+    }
+    Some(rewritten)
+}
+
+/// The content of a section of `content`'s entries with only those that stay, each copied as
+/// it was written (`entries`: where each starts in `content`, in order, and whether it stays);
+/// and how many went.
+fn kept_entries(content: &[u8], entries: &[(usize, bool)]) -> (Vec<u8>, usize) {
+    let mut section = Vec::new();
+    let kept = entries.iter().filter(|(_, kept)| *kept).count();
+    leb128(kept, &mut section);
+    let ends = entries.iter().skip(1).map(|&(start, _)| start);
+    for (&(start, stays), end) in entries.iter().zip(ends.chain([content.len()])) {
+        if stays {
+            section.extend_from_slice(&content[start..end]);
+        }
+    }
+    (section, entries.len() - kept)
 }
 
 /// The id and the content of each section after the header.
