@@ -96,11 +96,11 @@ class WitHost:
         except Err as error:
             raise _call_failed(error) from None
         # The usual batch, in which no call failed, is the SDK's completions as it is.
-        for _, _, error in completions:
+        for _, _, error, _ in completions:
             if error is not None:
                 return [
-                    (handle, reply, None if error is None else _failure(error))
-                    for handle, reply, error in completions
+                    (handle, reply, None if error is None else _failure(error), text)
+                    for handle, reply, error, text in completions
                 ]
         return completions
 

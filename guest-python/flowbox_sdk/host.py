@@ -34,15 +34,16 @@ class BudgetState(NamedTuple):
 
 
 class Completion(NamedTuple):
-    """One finished call: its handle, the reply's JSON text and None; else its handle, "" and
-    why it failed. The WIT `completion`, with the failure as a `CallFailed`. The guest's host
-    hands completions on as plain tuples (a batch in which no call failed as the bindings made
-    it), so the SDK reads a completion by index, never by name; this class names the fields
-    for the hosts of tests."""
+    """One finished call: its handle, its reply, None, and whether the reply is text (a text
+    reply as it is) rather than JSON text; else its handle, "", why it failed, and False. The
+    WIT `completion`, with the failure as a `CallFailed`. The guest's host hands completions on
+    as plain tuples (a batch in which no call failed as the bindings made it), so the SDK reads
+    a completion by index, never by name; this class names the fields for the hosts of tests."""
 
     handle: int
     reply: str
     failure: "CallFailed | None"
+    text: bool = False
 
 
 # The primitive a group (and a failed branch) belongs to; the WIT `group-kind` cases.

@@ -143,7 +143,7 @@ class _LeafWait(_Wait):
         # The completion's result written out (see `_Branch.step`).
         if completion[2] is not None:
             raise exception_for(completion[2])
-        raise StopIteration(from_json(completion[1]))
+        raise StopIteration(completion[1] if completion[3] else from_json(completion[1]))
 
     def __next__(self):
         # The first step, which an `await` takes by `next` (not `send(None)`, a Python call
@@ -352,7 +352,7 @@ class _Branch(CoroutineTask):
             if value is not None:  # the completion of the call it waits for
                 if value[2] is not None:
                     raise exception_for(value[2])
-                value = from_json(value[1])
+                value = value[1] if value[3] else from_json(value[1])
             else:
                 value = self._item() if self._is_callable else self._item
                 kind = type(value)
@@ -431,7 +431,7 @@ class _Flow(Task):
                 if value is not None:  # the completion of the stage's call, written out
                     if value[2] is not None:
                         raise exception_for(value[2])
-                    value = from_json(value[1])
+                    value = value[1] if value[3] else from_json(value[1])
                 else:  # the first step: the item goes into the first stage
                     value = self._item
             # Each turn: the coroutine awaiting what the stage returned is stepped, if any;

@@ -86,8 +86,8 @@ class Scheduler:
         self.current: Task | None = None  # the task being stepped, if any
         self._ready = deque()  # (task, value to send, exception to throw)
         # Handle -> the task waiting for that call. An awaitable blocks a task by adding it
-        # here; the task is resumed with that call's completion, a (handle, reply, failure)
-        # tuple (never None, so a resumed iterator can tell it from a start).
+        # here; the task is resumed with that call's completion, a (handle, reply, failure,
+        # text) tuple (never None, so a resumed iterator can tell it from a start).
         self.blocked = {}
         self._groups = 0
 

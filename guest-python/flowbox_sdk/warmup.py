@@ -70,11 +70,12 @@ class WarmupHost:
         pass
 
     def start_agent(self, prompt, options, path) -> int:
-        reply = '"ok"' if options is None or options.schema is None else "{}"
-        return self._start(reply)
+        if options is None or options.schema is None:
+            return self._start("ok", True)
+        return self._start("{}", False)
 
     def start_tool(self, name, arguments_json, path) -> int:
-        return self._start(arguments_json)
+        return self._start(arguments_json, False)
 
     def await_next(self) -> list:
         if not self._pending:
@@ -100,11 +101,11 @@ class WarmupHost:
     def sleep(self, nanoseconds):
         pass
 
-    def _start(self, reply_json: str) -> int:
+    def _start(self, reply: str, text: bool) -> int:
         self._handles += 1
         handle = self._handles
         # A plain tuple, as the bindings give: what the snapshot's bytecode specialises on.
-        self._pending.append((handle, reply_json, None))
+        self._pending.append((handle, reply, None, text))
         return handle
 
 

@@ -149,6 +149,9 @@ class FakeHost:
         except CallFailed as failure:
             return Completion(handle, "", failure)
         self.spent += self.tokens_per_leaf
+        # As the real host does: a text reply as it is, any other as JSON text.
+        if isinstance(value, str):
+            return Completion(handle, value, None, True)
         return Completion(handle, "".join(_write_reply(value, 0)), None)
 
     def named(self, method: str) -> list:

@@ -72,9 +72,9 @@ class WitFake:
             except CallFailed as failure:
                 raise self._err(failure) from None
             return [
-                (completion.handle, completion.reply, None)
+                (completion.handle, completion.reply, None, completion.text)
                 if completion.failure is None
-                else (completion.handle, "", self._err(completion.failure).value)
+                else (completion.handle, "", self._err(completion.failure).value, False)
                 for completion in completions
             ]
 

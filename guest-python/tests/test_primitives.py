@@ -2,6 +2,7 @@
 every error path."""
 
 import inspect
+import json
 import types
 
 import pytest
@@ -117,6 +118,36 @@ def test_awaiting_an_agent_call_twice(host):
     assert (failure.exception, failure.line) == ("RuntimeError", 3)
     assert "already awaited" in failure.message
     assert len(host.agent_requests) == 1
+
+
+def test_a_reply_arrives_as_text_or_as_json_text(host):
+    # The host hands a text reply as it is and any other as JSON text (the WIT `completion`):
+    # each way, every path that takes a completion (an await, a parallel branch, a pipeline
+    # stage) gives the script the same value, text untouched.
+    text = 'say "hi"\n\\ \u00e9 \U0001f600'
+    script = src(
+        """
+        direct = await agent("a")
+        branches = await parallel([lambda: agent("b"), call_tool("echo", value=[1.5, "x"])])
+        staged = await pipeline(["c"], lambda item: agent(item))
+        return [direct, branches, staged]
+        """
+    )
+    host.agent = lambda request: text
+    host.tool = lambda name, arguments: arguments["value"]
+    expected = [text, [text, [1.5, "x"]], [text]]
+    assert host.run(script) == expected
+    # A JSON string the host did not mark as text is decoded, as any JSON reply is.
+    complete = host._complete
+
+    def as_json(handle):
+        completion = complete(handle)
+        if completion.text:
+            return completion._replace(reply=json.dumps(completion.reply), text=False)
+        return completion
+
+    host._complete = as_json
+    assert host.run(script) == expected
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,10 @@ from wit_world.imports import host
 
 def await_raw():
     try:
-        return [[handle, json.loads(reply)] for handle, reply, _ in host.await_next()]
+        return [
+            [handle, reply if text else json.loads(reply)]
+            for handle, reply, _, text in host.await_next()
+        ]
     except Exception as error:
         return "refused: " + error.value.message
 

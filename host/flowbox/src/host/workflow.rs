@@ -96,8 +96,11 @@ impl host::Host for RunCtx {
             completions
                 .into_iter()
                 .map(|c| match c.outcome {
-                    Ok(reply) => (c.handle, reply, None),
-                    Err(failure) => (c.handle, String::new(), Some(to_wit(failure))),
+                    Ok(reply) => {
+                        let (reply, text) = guest_reply(reply);
+                        (c.handle, reply, None, text)
+                    }
+                    Err(failure) => (c.handle, String::new(), Some(to_wit(failure)), false),
                 })
                 .collect()
         }))
@@ -206,6 +209,20 @@ impl RunCtx {
     }
 }
 
+/// A reply's JSON text as the guest receives it, with whether it is text (see the WIT
+/// `completion`): a JSON string becomes the string itself, so that the guest need not decode
+/// the usual reply of a leaf; any other value stays JSON text. Text that does not decode to a
+/// string (a lone surrogate's escape, which no reply of ours holds) stays JSON text too, for
+/// the guest to read as it always could.
+fn guest_reply(json: String) -> (String, bool) {
+    if json.starts_with('"')
+        && let Ok(text) = serde_json::from_str::<String>(&json)
+    {
+        return (text, true);
+    }
+    (json, false)
+}
+
 /// A started call's handle, or a refusal, as the WIT's `call-start`.
 fn call_start(started: Result<host::Handle, CallFailure>) -> host::CallStart {
     match started {
@@ -235,5 +252,26 @@ fn to_wit(failure: CallFailure) -> CallError {
         message: failure.message,
         retryable: failure.retryable,
         cause: failure.cause,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guest_reply;
+
+    #[test]
+    fn a_json_string_reaches_the_guest_as_its_text_and_anything_else_as_json() {
+        let text = |json: &str| guest_reply(json.to_owned());
+        assert_eq!(text(r#""plain""#), ("plain".to_owned(), true));
+        assert_eq!(
+            text(r#""a \"quote\", a\ttab, \u00e9 and \ud83d\ude00""#),
+            ("a \"quote\", a\ttab, \u{e9} and \u{1f600}".to_owned(), true)
+        );
+        assert_eq!(text(r#""""#), (String::new(), true));
+        for json in [r#"{"a": "b"}"#, r#"["x"]"#, "1.50", "null", "true"] {
+            assert_eq!(text(json), (json.to_owned(), false));
+        }
+        // Not a string any Rust value can hold: the guest decodes it as it always could.
+        assert_eq!(text(r#""\ud800""#), (r#""\ud800""#.to_owned(), false));
     }
 }
