@@ -16,12 +16,17 @@
 //! module imports any more then go with the others. Both make a load ~23 % shorter (see
 //! `docs/benchmarks.md`).
 //!
+//! The modules' `name` sections go too, first: wasmtime reads a name for each of the ~13,400
+//! functions every time it loads the compiled guest (~15 % of a load). A trap's backtrace and
+//! a profile then show a function's number instead of its name; the number indexes the
+//! module's functions in the uncompiled guest, whose `name` sections still hold the names.
+//!
 //! Only the core modules' import, element, code and export sections change, and only in
-//! those ways (with the `name` section of a module whose code is dropped); every other byte
-//! is copied. A component of another shape than the guest's (a core module imported or
-//! aliased from elsewhere, core modules or instances inside a nested component) keeps every
-//! export, a module in a form this does not read is left as it is, and so is anything that
-//! cannot be read: wasmtime then reports what is wrong with it.
+//! those ways, and their `name` sections go; every other byte is copied. A component of
+//! another shape than the guest's (a core module imported or aliased from elsewhere, core
+//! modules or instances inside a nested component) keeps every export, a module in a form
+//! this does not read is left as it is, and so is anything that cannot be read: wasmtime then
+//! reports what is wrong with it.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -36,7 +41,7 @@ use wasmparser::{
 
 /// Changes whenever what this module makes of a component changes: it is part of the compiled
 /// guest's cache key (see `cache`).
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 
 /// A component's and a core module's header: the magic number and the version.
 const HEADER: usize = 8;
@@ -55,17 +60,48 @@ const DATA_COUNT_SECTION: u8 = 12;
 /// A function body of no locals that traps: `unreachable`, `end`, after its size.
 const TRAPPING_BODY: [u8; 4] = [3, 0, 0x00, 0x0b];
 
-/// `component` without the code nothing can call and the imports only that code used, then
-/// without the exports of its core modules that nothing in it uses; as it is when it has
-/// neither, or a shape this does not handle.
+/// `component` without its core modules' `name` sections, then without the code nothing can
+/// call and the imports only that code used, then without the exports of its core modules
+/// that nothing in it uses; as it is when it has none of them, or a shape this does not
+/// handle.
 pub(crate) fn trimmed(component: &[u8]) -> Cow<'_, [u8]> {
     if !Parser::is_component(component) {
         return Cow::Borrowed(component);
     }
-    let component = without_dead_code(component);
+    let component = without_names(component);
+    let component = match without_dead_code(&component) {
+        Cow::Owned(trimmed) => Cow::Owned(trimmed),
+        Cow::Borrowed(_) => component,
+    };
     match used_exports(&component).and_then(|used| rewrite(&component, &used)) {
         Some(trimmed) => Cow::Owned(trimmed),
         None => component,
+    }
+}
+
+/// `component` with no `name` section in any of its core modules.
+fn without_names(component: &[u8]) -> Cow<'_, [u8]> {
+    let mut changed = false;
+    let trimmed = with_modules(component, |module| {
+        let mut unnamed = module.get(..HEADER)?.to_vec();
+        for (id, range) in sections(module)? {
+            let content = &module[range.clone()];
+            if id == CUSTOM_SECTION
+                && CustomSectionReader::new(BinaryReader::new(content, range.start))
+                    .ok()?
+                    .name()
+                    == "name"
+            {
+                changed = true;
+            } else {
+                push_section(&mut unnamed, id, content);
+            }
+        }
+        Some(Cow::Owned(unnamed))
+    });
+    match trimmed {
+        Some(trimmed) if changed => Cow::Owned(trimmed),
+        _ => Cow::Borrowed(component),
     }
 }
 
@@ -95,8 +131,7 @@ fn without_dead_code(component: &[u8]) -> Cow<'_, [u8]> {
 /// Nothing can reach the module's functions when it exports nothing, has no start function,
 /// and places only imported functions into tables, by the plain form of element segment
 /// (constant offsets, function indices): nothing else can make a reference to one. Modules
-/// with globals or data of their own are left as they are. Its `name` section, which names
-/// functions by their indices, is dropped.
+/// with globals or data of their own are left as they are.
 fn module_without_dead_code(module: &[u8]) -> Option<Vec<u8>> {
     let sections = sections(module)?;
     let mut function_imports = 0;
@@ -146,11 +181,6 @@ fn module_without_dead_code(module: &[u8]) -> Option<Vec<u8>> {
         let reader = BinaryReader::new(content, range.start);
         let mut rewritten = Vec::new();
         match id {
-            // It names functions by their indices, which change; what it names is imports and
-            // code that never runs again.
-            CUSTOM_SECTION if CustomSectionReader::new(reader.clone()).ok()?.name() == "name" => {
-                continue;
-            }
             IMPORT_SECTION => {
                 let mut entries = Vec::new();
                 let mut function = 0;
@@ -437,9 +467,10 @@ mod tests {
 
     use super::*;
 
-    /// The import names and the export names of each of `component`'s core modules.
-    fn names(component: &[u8]) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
-        let (mut imports, mut exports) = (Vec::new(), Vec::new());
+    /// The import names, the export names and the custom sections' names of each of
+    /// `component`'s core modules.
+    fn names(component: &[u8]) -> [Vec<Vec<String>>; 3] {
+        let [mut imports, mut exports, mut customs] = [Vec::new(), Vec::new(), Vec::new()];
         let mut depth = 0;
         for payload in Parser::new(0).parse_all(component) {
             match payload.unwrap() {
@@ -447,6 +478,7 @@ mod tests {
                     depth += 1;
                     imports.push(Vec::new());
                     exports.push(Vec::new());
+                    customs.push(Vec::new());
                 }
                 Payload::ImportSection(reader) if depth > 0 => {
                     let names = reader.into_imports().map(|i| i.unwrap().name.to_owned());
@@ -456,19 +488,30 @@ mod tests {
                     let names = reader.into_iter().map(|e| e.unwrap().name.to_owned());
                     exports.last_mut().unwrap().extend(names);
                 }
+                Payload::CustomSection(reader) if depth > 0 => {
+                    customs.last_mut().unwrap().push(reader.name().to_owned());
+                }
                 Payload::End(_) if depth > 0 => depth -= 1,
                 _ => {}
             }
         }
-        (imports, exports)
+        [imports, exports, customs]
     }
 
     fn imports(component: &[u8]) -> Vec<Vec<String>> {
-        names(component).0
+        let [imports, _, _] = names(component);
+        imports
     }
 
     fn exports(component: &[u8]) -> Vec<Vec<String>> {
-        names(component).1
+        let [_, exports, _] = names(component);
+        exports
+    }
+
+    /// Whether any core module of `component` has a `name` section.
+    fn named(component: &[u8]) -> bool {
+        let [_, _, customs] = names(component);
+        customs.iter().flatten().any(|name| name == "name")
     }
 
     /// Instantiates `component` and calls each of `functions`, which take nothing and return
@@ -525,6 +568,19 @@ mod tests {
     }
 
     #[test]
+    fn the_modules_lose_their_names_and_nothing_else() {
+        // `$imported` names a function: `$main` has a `name` section.
+        let component = wat::parse_str(LINKED).unwrap();
+        assert!(named(&component));
+        let unnamed = without_names(&component);
+        assert!(!named(&unnamed));
+        assert_eq!(names(&unnamed)[..2], names(&component)[..2]);
+        assert_eq!(call(&unnamed, &["run", "lifted"]), [1, 2]);
+        // A component with no names to drop is left as it is.
+        assert!(matches!(without_names(&unnamed), Cow::Borrowed(_)));
+    }
+
+    #[test]
     fn a_component_without_unused_exports_is_left_as_it_is() {
         let component = wat::parse_str(LINKED).unwrap();
         let trimmed = trimmed(&component).into_owned();
@@ -547,7 +603,12 @@ mod tests {
         ];
         for shape in shapes {
             let component = wat::parse_str(shape).unwrap();
-            assert!(matches!(trimmed(&component), Cow::Borrowed(_)), "{shape}");
+            // Only a module's name (`$own`'s) may go.
+            assert_eq!(
+                names(&trimmed(&component))[..2],
+                names(&component)[..2],
+                "{shape}"
+            );
         }
         for unreadable in [
             &b"not wasm"[..],
@@ -630,6 +691,7 @@ mod tests {
         let count = |names: Vec<Vec<String>>| names.iter().map(Vec::len).sum::<usize>();
         assert!(count(exports(&trimmed)) < count(exports(guest)));
         assert!(count(imports(&trimmed)) < count(imports(guest)));
+        assert!(named(guest) && !named(&trimmed));
         assert!(matches!(super::trimmed(&trimmed), Cow::Borrowed(_)));
     }
 }
