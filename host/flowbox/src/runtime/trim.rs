@@ -68,60 +68,51 @@ pub(crate) fn trimmed(component: &[u8]) -> Cow<'_, [u8]> {
     if !Parser::is_component(component) {
         return Cow::Borrowed(component);
     }
-    let component = without_names(component);
-    let component = match without_dead_code(&component) {
-        Cow::Owned(trimmed) => Cow::Owned(trimmed),
-        Cow::Borrowed(_) => component,
-    };
+    let mut component = Cow::Borrowed(component);
+    for pass in [module_without_names, module_without_dead_code] {
+        if let Some(rewritten) = modules_rewritten(&component, pass) {
+            component = Cow::Owned(rewritten);
+        }
+    }
     match used_exports(&component).and_then(|used| rewrite(&component, &used)) {
         Some(trimmed) => Cow::Owned(trimmed),
         None => component,
     }
 }
 
-/// `component` with no `name` section in any of its core modules.
-fn without_names(component: &[u8]) -> Cow<'_, [u8]> {
+/// `component` with each core module that `pass` rewrites rewritten, and the others as they
+/// are; None when `pass` rewrites none.
+fn modules_rewritten(
+    component: &[u8],
+    mut pass: impl FnMut(&[u8]) -> Option<Vec<u8>>,
+) -> Option<Vec<u8>> {
     let mut changed = false;
-    let trimmed = with_modules(component, |module| {
-        let mut unnamed = module.get(..HEADER)?.to_vec();
-        for (id, range) in sections(module)? {
-            let content = &module[range.clone()];
-            if id == CUSTOM_SECTION
-                && CustomSectionReader::new(BinaryReader::new(content, range.start))
-                    .ok()?
-                    .name()
-                    == "name"
-            {
+    let rewritten = with_modules(component, |module| {
+        Some(match pass(module) {
+            Some(rewritten) => {
                 changed = true;
-            } else {
-                push_section(&mut unnamed, id, content);
-            }
-        }
-        Some(Cow::Owned(unnamed))
-    });
-    match trimmed {
-        Some(trimmed) if changed => Cow::Owned(trimmed),
-        _ => Cow::Borrowed(component),
-    }
-}
-
-/// `component` with each of its core modules whose functions nothing can reach trimmed (see
-/// [`module_without_dead_code`]).
-fn without_dead_code(component: &[u8]) -> Cow<'_, [u8]> {
-    let mut changed = false;
-    let trimmed = with_modules(component, |module| {
-        Some(match module_without_dead_code(module) {
-            Some(trimmed) => {
-                changed = true;
-                Cow::Owned(trimmed)
+                Cow::Owned(rewritten)
             }
             None => Cow::Borrowed(module),
         })
-    });
-    match trimmed {
-        Some(trimmed) if changed => Cow::Owned(trimmed),
-        _ => Cow::Borrowed(component),
+    })?;
+    changed.then_some(rewritten)
+}
+
+/// A core module without its `name` section; None for a module without one.
+fn module_without_names(module: &[u8]) -> Option<Vec<u8>> {
+    let mut unnamed = module.get(..HEADER)?.to_vec();
+    let mut named = false;
+    for (id, range) in sections(module)? {
+        let content = &module[range.clone()];
+        let reader = BinaryReader::new(content, range.start);
+        if id == CUSTOM_SECTION && CustomSectionReader::new(reader).ok()?.name() == "name" {
+            named = true;
+        } else {
+            push_section(&mut unnamed, id, content);
+        }
     }
+    named.then_some(unnamed)
 }
 
 /// A core module none of whose functions anything can reach, with each function's body a
@@ -572,12 +563,12 @@ mod tests {
         // `$imported` names a function: `$main` has a `name` section.
         let component = wat::parse_str(LINKED).unwrap();
         assert!(named(&component));
-        let unnamed = without_names(&component);
+        let unnamed = modules_rewritten(&component, module_without_names).unwrap();
         assert!(!named(&unnamed));
         assert_eq!(names(&unnamed)[..2], names(&component)[..2]);
         assert_eq!(call(&unnamed, &["run", "lifted"]), [1, 2]);
         // A component with no names to drop is left as it is.
-        assert!(matches!(without_names(&unnamed), Cow::Borrowed(_)));
+        assert_eq!(modules_rewritten(&unnamed, module_without_names), None);
     }
 
     #[test]
