@@ -5,8 +5,10 @@
 //! configuration and cached on disk (see `cache`); building a runtime after that takes
 //! milliseconds. Each run then instantiates the pre-linked component into a fresh `Store`.
 
+mod binary;
 pub(crate) mod cache;
 mod guest;
+mod link;
 mod trim;
 
 use std::path::PathBuf;

@@ -18,11 +18,15 @@
 //!
 //! The modules' `name` sections go too, first: wasmtime reads a name for each of the ~13,400
 //! functions every time it loads the compiled guest (~15 % of a load). A trap's backtrace and
-//! a profile then show a function's number instead of its name; the number indexes the
-//! module's functions in the uncompiled guest, whose `name` sections still hold the names.
+//! a profile then show a function's number instead of its name. The number indexes the linked
+//! module's functions: its imports, then each library's functions in the order the libraries
+//! are instantiated; less the functions before its library's, it is the function's number in
+//! that library's module of the uncompiled guest, whose `name` sections still hold the names.
 //!
-//! Only the core modules' import, element, code and export sections change, and only in
-//! those ways, and their `name` sections go; every other byte is copied. A component of
+//! Then the libraries are linked into one module (`link`), and the exports nothing uses go.
+//!
+//! Besides the linking, only the core modules' import, element, code and export sections
+//! change, and only in those ways, and their `name` sections go. A component of
 //! another shape than the guest's (a core module imported or aliased from elsewhere, core
 //! modules or instances inside a nested component) keeps every export, a module in a form
 //! this does not read is left as it is, and so is anything that cannot be read: wasmtime then
@@ -31,6 +35,8 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
+
+use super::binary::{CORE_MODULE_SECTION, HEADER, leb128, push_section, sections};
 
 use wasmparser::{
     BinaryReader, CodeSectionReader, ComponentAlias, ComponentExternalKind,
@@ -41,12 +47,8 @@ use wasmparser::{
 
 /// Changes whenever what this module makes of a component changes: it is part of the compiled
 /// guest's cache key (see `cache`).
-pub(crate) const VERSION: u32 = 3;
+pub(crate) const VERSION: u32 = 4;
 
-/// A component's and a core module's header: the magic number and the version.
-const HEADER: usize = 8;
-/// The id of a core module section in a component.
-const CORE_MODULE_SECTION: u8 = 1;
 /// The ids of a core module's sections.
 const CUSTOM_SECTION: u8 = 0;
 const IMPORT_SECTION: u8 = 2;
@@ -61,10 +63,15 @@ const DATA_COUNT_SECTION: u8 = 12;
 const TRAPPING_BODY: [u8; 4] = [3, 0, 0x00, 0x0b];
 
 /// `component` without its core modules' `name` sections, then without the code nothing can
-/// call and the imports only that code used, then without the exports of its core modules
-/// that nothing in it uses; as it is when it has none of them, or a shape this does not
-/// handle.
+/// call and the imports only that code used, then with its libraries linked into one module
+/// (`link`), then without the exports of its core modules that nothing in it uses; as it is
+/// when it has none of them, or a shape this does not handle.
 pub(crate) fn trimmed(component: &[u8]) -> Cow<'_, [u8]> {
+    trimmed_linking(component, true)
+}
+
+/// `trimmed`, with the libraries linked when `link`.
+fn trimmed_linking(component: &[u8], link: bool) -> Cow<'_, [u8]> {
     if !Parser::is_component(component) {
         return Cow::Borrowed(component);
     }
@@ -73,6 +80,9 @@ pub(crate) fn trimmed(component: &[u8]) -> Cow<'_, [u8]> {
         if let Some(rewritten) = modules_rewritten(&component, pass) {
             component = Cow::Owned(rewritten);
         }
+    }
+    if let Some(linked) = link.then(|| super::link::linked(&component)).flatten() {
+        component = Cow::Owned(linked);
     }
     match used_exports(&component).and_then(|used| rewrite(&component, &used)) {
         Some(trimmed) => Cow::Owned(trimmed),
@@ -418,39 +428,6 @@ fn kept_entries(content: &[u8], entries: &[(usize, bool)]) -> (Vec<u8>, usize) {
     (section, entries.len() - kept)
 }
 
-/// The id and the content of each section after the header.
-fn sections(binary: &[u8]) -> Option<Vec<(u8, Range<usize>)>> {
-    let mut reader = BinaryReader::new(binary.get(HEADER..)?, HEADER);
-    let mut sections = Vec::new();
-    while !reader.eof() {
-        let id = reader.read_u8().ok()?;
-        let size = usize::try_from(reader.read_var_u32().ok()?).ok()?;
-        let start = reader.original_position();
-        reader.read_bytes(size).ok()?;
-        sections.push((id, start..start + size));
-    }
-    Some(sections)
-}
-
-fn push_section(binary: &mut Vec<u8>, id: u8, content: &[u8]) {
-    binary.push(id);
-    leb128(content.len(), binary);
-    binary.extend_from_slice(content);
-}
-
-/// `value` as an unsigned LEB128 number.
-fn leb128(mut value: usize, out: &mut Vec<u8>) {
-    loop {
-        let low = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(low);
-            return;
-        }
-        out.push(low | 0x80);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use wasmtime::component::{Component, Linker};
@@ -642,7 +619,7 @@ mod tests {
     #[test]
     fn a_module_nothing_can_call_keeps_only_what_it_places_and_the_exports_follow() {
         let component = wat::parse_str(INITIALISED).unwrap();
-        let trimmed = trimmed(&component);
+        let trimmed = trimmed_linking(&component, false);
         assert_eq!(
             imports(&trimmed),
             [vec![], vec!["placed", "table", "memory"], vec!["table"]]
@@ -668,7 +645,7 @@ mod tests {
         ];
         for shape in reachable {
             let component = wat::parse_str(&shape).unwrap();
-            let trimmed = trimmed(&component);
+            let trimmed = trimmed_linking(&component, false);
             assert_eq!(imports(&trimmed)[1].len(), 5, "{shape}");
             assert!(exports(&trimmed)[0].contains(&"initialise".to_owned()));
         }
