@@ -7,6 +7,8 @@
 
 mod binary;
 pub(crate) mod cache;
+#[cfg(test)]
+mod calls;
 mod guest;
 mod link;
 mod trim;

@@ -430,9 +430,7 @@ fn kept_entries(content: &[u8], entries: &[(usize, bool)]) -> (Vec<u8>, usize) {
 
 #[cfg(test)]
 mod tests {
-    use wasmtime::component::{Component, Linker};
-    use wasmtime::{Config, Engine, Store};
-
+    use super::super::calls::call;
     use super::*;
 
     /// The import names, the export names and the custom sections' names of each of
@@ -480,26 +478,6 @@ mod tests {
     fn named(component: &[u8]) -> bool {
         let [_, _, customs] = names(component);
         customs.iter().flatten().any(|name| name == "name")
-    }
-
-    /// Instantiates `component` and calls each of `functions`, which take nothing and return
-    /// an s32.
-    fn call(component: &[u8], functions: &[&str]) -> Vec<i32> {
-        let engine = Engine::new(&Config::new()).unwrap();
-        let component = Component::new(&engine, component).unwrap();
-        let mut store = Store::new(&engine, ());
-        let instance = Linker::new(&engine)
-            .instantiate(&mut store, &component)
-            .unwrap();
-        functions
-            .iter()
-            .map(|name| {
-                let function = instance
-                    .get_typed_func::<(), (i32,)>(&mut store, *name)
-                    .unwrap();
-                function.call(&mut store, ()).unwrap().0
-            })
-            .collect()
     }
 
     /// Two modules, as componentize-py links them: `$libc` exports three functions and a

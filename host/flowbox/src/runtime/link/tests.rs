@@ -1,8 +1,6 @@
-use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, Store};
-
 use wasmparser::{ElementKind, Operator, Parser, Payload};
 
+use super::super::calls::call;
 use super::layout::{Kind, Layout, ModuleInfo};
 use super::linked;
 
@@ -57,26 +55,6 @@ const SHAPED: &str = r#"
         (canon lift (core func $first "through-shim")))
       (func (export "lifted") (result s32) (canon lift (core func $lib "lifted"))))
 "#;
-
-/// Calls each of `functions` on a new instance of `component`, whose host import answers
-/// 2.
-fn call(component: &[u8], functions: &[&str]) -> Vec<i32> {
-    let engine = Engine::new(&Config::new()).unwrap();
-    let component = Component::new(&engine, component).unwrap();
-    let mut store = Store::new(&engine, ());
-    let mut linker = Linker::new(&engine);
-    linker.root().func_wrap("host", |_, ()| Ok((2,))).unwrap();
-    let instance = linker.instantiate(&mut store, &component).unwrap();
-    functions
-        .iter()
-        .map(|name| {
-            let function = instance
-                .get_typed_func::<(), (i32,)>(&mut store, *name)
-                .unwrap();
-            function.call(&mut store, ()).unwrap().0
-        })
-        .collect()
-}
 
 /// Per core module: the tables it defines, the tables it imports, and the offsets of its
 /// active element segments (true for a constant).
