@@ -12,19 +12,19 @@
 //!
 //! So the first module and the libraries that share its table become one module: their types,
 //! functions, globals and segments side by side, each import one library made of another
-//! resolved to what it names, and each segment's offset the constant its global holds since
-//! the snapshot. The instructions are the same, only renumbered, so a run executes the same
-//! code on the same memory and table and uses the same fuel, less the unit wasmtime charged for
-//! each table entry it filled while instantiating. The merged module stands where the first
-//! module was instantiated; the libraries' own instances become empty ones, and the
-//! component's aliases of their exports name the merged module's instead (an alias nothing
-//! uses any more, one that fed a library's instantiation, names one export of its kind, so
-//! that the merged module exports only what is used). What a library
-//! imported from the component is imported by the merged module: from the shim module
-//! instantiated before it, as the libraries' lowered functions already are; a canonical
-//! built-in (a resource drop, a lowered function without options) is defined only after the
-//! first module is instantiated, so it is reached through a new entry of the shim module's
-//! table, which the fix-up module fills at the end with the rest.
+//! resolved to what it names, and each segment's offset the constant its global holds since the
+//! snapshot. The instructions are the same, only renumbered, so a run executes the same code on
+//! the same memory and table and uses the same fuel, less what wasmtime charged for the work
+//! instantiating no longer does (about a unit per table entry). The merged module stands where
+//! the first module was instantiated; the libraries' own instances become empty ones, and the
+//! component's aliases of their exports name the merged module's instead (an alias nothing uses
+//! any more, one that fed a library's instantiation, names one export of its kind, so that the
+//! merged module exports only what is used). What a library imported from the component is
+//! imported by the merged module: from the shim module instantiated before it, as the
+//! libraries' lowered functions already are; a canonical built-in (a resource drop, a lowered
+//! function without options) is defined only after the first module is instantiated, so it is
+//! reached through a new entry of the shim module's table, which the fix-up module fills at the
+//! end with the rest.
 //!
 //! A component of any other shape, or anything this does not read, is left as it is.
 

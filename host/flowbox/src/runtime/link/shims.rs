@@ -59,11 +59,14 @@ impl Shims {
                 return false;
             };
             exports.iter().any(|(_, kind, index)| {
-                *kind == Kind::Table
-                    && matches!(
-                        layout.origin(Kind::Table, *index),
-                        Some(Origin::Export { instance: from, name }) if *from == instance && name == table_name
-                    )
+                let origin = (*kind == Kind::Table)
+                    .then(|| layout.origin(Kind::Table, *index))
+                    .flatten();
+                matches!(
+                    origin,
+                    Some(Origin::Export { instance: from, name })
+                        if *from == instance && name == table_name
+                )
             })
         })?;
         let fixup_exports = u32::try_from(fixup_exports).ok()?;
