@@ -51,3 +51,14 @@ pub(super) fn push_name(out: &mut Vec<u8>, name: &str) {
     leb128(name.len(), out);
     out.extend_from_slice(name.as_bytes());
 }
+
+/// The byte range of each entry of a section's content `len` bytes long, from where each
+/// starts (in order): an entry ends where the next starts, the last with the content.
+pub(super) fn entry_ranges(starts: &[usize], len: usize) -> Vec<Range<usize>> {
+    let ends = starts.iter().skip(1).copied().chain([len]);
+    starts
+        .iter()
+        .zip(ends)
+        .map(|(&start, end)| start..end)
+        .collect()
+}

@@ -36,7 +36,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
-use super::binary::{CORE_MODULE_SECTION, HEADER, leb128, push_section, sections};
+use super::binary::{CORE_MODULE_SECTION, HEADER, entry_ranges, leb128, push_section, sections};
 
 use wasmparser::{
     BinaryReader, CodeSectionReader, ComponentAlias, ComponentExternalKind,
@@ -419,10 +419,10 @@ fn kept_entries(content: &[u8], entries: &[(usize, bool)]) -> (Vec<u8>, usize) {
     let mut section = Vec::new();
     let kept = entries.iter().filter(|(_, kept)| *kept).count();
     leb128(kept, &mut section);
-    let ends = entries.iter().skip(1).map(|&(start, _)| start);
-    for (&(start, stays), end) in entries.iter().zip(ends.chain([content.len()])) {
+    let starts: Vec<usize> = entries.iter().map(|&(start, _)| start).collect();
+    for (&(_, stays), range) in entries.iter().zip(entry_ranges(&starts, content.len())) {
         if stays {
-            section.extend_from_slice(&content[start..end]);
+            section.extend_from_slice(&content[range]);
         }
     }
     (section, entries.len() - kept)

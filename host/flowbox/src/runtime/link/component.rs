@@ -9,8 +9,8 @@ use wasmparser::{
 };
 
 use super::super::binary::{
-    ALIAS_SECTION, CANONICAL_SECTION, CORE_INSTANCE_SECTION, CORE_MODULE_SECTION, HEADER, leb128,
-    push_name, push_section, sections,
+    ALIAS_SECTION, CANONICAL_SECTION, CORE_INSTANCE_SECTION, CORE_MODULE_SECTION, HEADER,
+    entry_ranges, leb128, push_name, push_section, sections,
 };
 use super::layout::{CoreInstance, Kind, Layout};
 use super::merged::Exports;
@@ -103,8 +103,7 @@ impl Replacements<'_> {
         }
         let mut section = Vec::new();
         leb128(entries.len(), &mut section);
-        let ends = entries.iter().skip(1).copied().chain([content.len()]);
-        for (&begin, end) in entries.iter().zip(ends) {
+        for range in entry_ranges(&entries, content.len()) {
             if *instance == self.merge.slot {
                 // Instantiate, the module, its arguments.
                 section.push(0x00);
@@ -126,7 +125,7 @@ impl Replacements<'_> {
             {
                 self.fixup_exports(&mut section, grown, *instance)?;
             } else {
-                section.extend_from_slice(&content[begin..end]);
+                section.extend_from_slice(&content[range]);
             }
             *instance += 1;
         }
@@ -174,6 +173,7 @@ impl Replacements<'_> {
         defined: &mut HashMap<Kind, u32>,
     ) -> Option<Vec<u8>> {
         let reader = ComponentAliasSectionReader::new(BinaryReader::new(content, start)).ok()?;
+        let mut starts = Vec::new();
         let mut entries = Vec::new();
         for entry in reader.into_iter_with_offsets() {
             let (offset, alias) = entry.ok()?;
@@ -188,16 +188,12 @@ impl Replacements<'_> {
                 }
                 _ => None,
             };
-            entries.push((offset - start, alias, item));
+            starts.push(offset - start);
+            entries.push((alias, item));
         }
         let mut section = Vec::new();
         leb128(entries.len(), &mut section);
-        let ends = entries
-            .iter()
-            .skip(1)
-            .map(|(begin, _, _)| *begin)
-            .chain([content.len()]);
-        for ((begin, alias, item), end) in entries.iter().zip(ends) {
+        for ((alias, item), range) in entries.iter().zip(entry_ranges(&starts, content.len())) {
             match (alias, item) {
                 (
                     ComponentAlias::CoreInstanceExport { instance_index, .. },
@@ -211,7 +207,7 @@ impl Replacements<'_> {
                     leb128(usize::try_from(self.merge.slot).ok()?, &mut section);
                     push_name(&mut section, export);
                 }
-                _ => section.extend_from_slice(&content[*begin..end]),
+                _ => section.extend_from_slice(&content[range]),
             }
         }
         Some(section)

@@ -89,12 +89,14 @@ impl Exports {
     }
 }
 
-/// The merged module, its built-ins imported from `shims`.
+/// The merged module, its built-ins imported from `shims`: each from the entry its place in
+/// `builtins` (their core functions) gives it.
 pub(super) fn module(
     merge: &Merge,
     linking: &Linking,
     exports: &Exports,
     shims: Option<&Shims>,
+    builtins: &[u32],
 ) -> Option<Vec<u8>> {
     // The merged module.
     let mut types = TypeSection::new();
@@ -106,16 +108,14 @@ pub(super) fn module(
     let mut elements = ElementSection::new();
     let mut code = CodeSection::new();
     let mut data = DataSection::new();
-    let mut builtin_slot = 0;
     for (source, ty, module) in &linking.imports {
         let ty = linking.numberings[module].types + ty;
         let (instance, name) = match source {
             Source::External(instance, name) => (*instance, name.clone()),
-            Source::Builtin(_) => {
+            Source::Builtin(function) => {
                 let shims = shims?;
-                let name = (shims.size + builtin_slot).to_string();
-                builtin_slot += 1;
-                (shims.instance, name)
+                let slot = builtins.iter().position(|builtin| builtin == function)?;
+                (shims.instance, (shims.size + slot).to_string())
             }
             Source::Internal(..) => return None,
         };

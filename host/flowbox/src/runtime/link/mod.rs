@@ -86,7 +86,8 @@ pub(crate) fn linked(component: &[u8]) -> Option<Vec<u8>> {
     arguments.sort_unstable();
     arguments.dedup();
 
-    let merged = merged::module(&merge, &linking, &exports, shims.as_ref())?;
+    let functions: Vec<u32> = builtins.iter().map(|&(function, ..)| function).collect();
+    let merged = merged::module(&merge, &linking, &exports, shims.as_ref(), &functions)?;
     let shims = match &shims {
         Some(shims) => {
             let mut signatures = Vec::new();
@@ -98,7 +99,7 @@ pub(crate) fn linked(component: &[u8]) -> Option<Vec<u8>> {
                 shims,
                 shim,
                 fixup,
-                builtins: builtins.iter().map(|&(function, ..)| function).collect(),
+                builtins: functions,
             })
         }
         None => None,
