@@ -47,7 +47,7 @@ use wasmparser::{
 
 /// Changes whenever what this module makes of a component changes: it is part of the compiled
 /// guest's cache key (see `cache`).
-pub(crate) const VERSION: u32 = 4;
+pub(crate) const VERSION: u32 = 5;
 
 /// The ids of a core module's sections.
 const CUSTOM_SECTION: u8 = 0;

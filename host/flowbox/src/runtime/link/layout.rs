@@ -91,7 +91,8 @@ pub(super) struct ModuleInfo<'a> {
     pub(super) memories: Vec<wasmparser::MemoryType>,
     pub(super) globals: Vec<wasmparser::Global<'a>>,
     pub(super) exports: HashMap<String, (Kind, u32)>,
-    pub(super) types: u32,
+    /// The module's types: function types alone (see [`function_type`]).
+    pub(super) types: Vec<wasmparser::FuncType>,
     pub(super) elements: u32,
     pub(super) data: u32,
 }
@@ -107,13 +108,17 @@ impl<'a> ModuleInfo<'a> {
             memories: Vec::new(),
             globals: Vec::new(),
             exports: HashMap::new(),
-            types: 0,
+            types: Vec::new(),
             elements: 0,
             data: 0,
         };
         for payload in Parser::new(0).parse_all(bytes) {
             match payload.ok()? {
-                Payload::TypeSection(reader) => info.types = reader.count(),
+                Payload::TypeSection(reader) => {
+                    for group in reader {
+                        info.types.push(function_type(group.ok()?)?);
+                    }
+                }
                 Payload::ImportSection(reader) => {
                     for import in reader.into_imports() {
                         let import = import.ok()?;
@@ -177,6 +182,30 @@ impl<'a> ModuleInfo<'a> {
             Kind::Global => self.globals.len(),
         }
     }
+}
+
+/// The function type a type group defines, when it is one function type alone, final, with no
+/// supertype and no reference to another type: two such are the same type wherever they are
+/// defined, so the merged module defines each once. `None` for any other group.
+fn function_type(group: wasmparser::RecGroup) -> Option<wasmparser::FuncType> {
+    if group.is_explicit_rec_group() {
+        return None;
+    }
+    let mut types = group.into_types();
+    let ty = types.next()?;
+    let plain = ty.is_final && ty.supertype_idx.is_none() && !ty.composite_type.shared;
+    let wasmparser::CompositeInnerType::Func(function) = ty.composite_type.inner else {
+        return None;
+    };
+    let standalone = function
+        .params()
+        .iter()
+        .chain(function.results())
+        .all(|ty| match ty {
+            wasmparser::ValType::Ref(reference) => !reference.is_concrete_type_ref(),
+            _ => true,
+        });
+    (plain && standalone && types.next().is_none()).then_some(function)
 }
 
 /// The component as the merge reads it.

@@ -1,5 +1,5 @@
-//! The merged module: the merged modules' types, functions, globals and segments side by
-//! side, renumbered, and the exports the component still aliases.
+//! The merged module: the merged modules' function types, each once, their functions, globals
+//! and segments side by side, renumbered, and the exports the component still aliases.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -100,6 +100,20 @@ pub(super) fn module(
 ) -> Option<Vec<u8>> {
     // The merged module.
     let mut types = TypeSection::new();
+    for ty in &linking.types {
+        let params = ty
+            .params()
+            .iter()
+            .map(|&ty| RoundtripReencoder.val_type(ty));
+        let results = ty
+            .results()
+            .iter()
+            .map(|&ty| RoundtripReencoder.val_type(ty));
+        types.ty().function(
+            params.collect::<Result<Vec<_>, _>>().ok()?,
+            results.collect::<Result<Vec<_>, _>>().ok()?,
+        );
+    }
     let mut import_section = ImportSection::new();
     let mut functions = FunctionSection::new();
     let mut tables = TableSection::new();
@@ -109,7 +123,9 @@ pub(super) fn module(
     let mut code = CodeSection::new();
     let mut data = DataSection::new();
     for (source, ty, module) in &linking.imports {
-        let ty = linking.numberings[module].types + ty;
+        let ty = *linking.numberings[module]
+            .types
+            .get(usize::try_from(*ty).ok()?)?;
         let (instance, name) = match source {
             Source::External(instance, name) => (*instance, name.clone()),
             Source::Builtin(function) => {
@@ -127,9 +143,6 @@ pub(super) fn module(
         let mut renumber = Renumber(numbering);
         for payload in Parser::new(0).parse_all(info.bytes) {
             match payload.ok()? {
-                Payload::TypeSection(reader) => {
-                    renumber.parse_type_section(&mut types, reader).ok()?;
-                }
                 Payload::CodeSectionEntry(body) => {
                     renumber.parse_function_body(&mut code, body).ok()?;
                 }
@@ -195,7 +208,7 @@ pub(super) fn module(
             }
         }
         for &ty in &info.functions {
-            functions.function(numbering.types + ty);
+            functions.function(*numbering.types.get(usize::try_from(ty).ok()?)?);
         }
         for table in &info.tables {
             tables.table(RoundtripReencoder.table_type(*table).ok()?);

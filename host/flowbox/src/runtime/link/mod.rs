@@ -10,10 +10,10 @@
 //! reference for each entry. For the guest's ~5,700 entries that is three quarters of
 //! instantiating it (see `docs/benchmarks.md`).
 //!
-//! So the first module and the libraries that share its table become one module: their types,
-//! functions, globals and segments side by side, each import one library made of another
-//! resolved to what it names, and each segment's offset the constant its global holds since the
-//! snapshot. The instructions are the same, only renumbered, so a run executes the same code on
+//! So the first module and the libraries that share its table become one module: their
+//! function types, each once, and their functions, globals and segments side by side, each
+//! import one library made of another resolved to what it names, and each segment's offset the
+//! constant its global holds since the snapshot. The instructions are the same, only renumbered, so a run executes the same code on
 //! the same memory and table and uses the same fuel, less what wasmtime charged for the work
 //! instantiating no longer does (about a unit per table entry). The merged module stands where
 //! the first module was instantiated; the libraries' own instances become empty ones, and the
@@ -42,7 +42,7 @@ use layout::{CoreInstance, Layout};
 use merged::Exports;
 use numbering::Linking;
 use resolve::{Merge, Source};
-use shims::{Shims, function_type};
+use shims::Shims;
 
 /// `component` with its libraries linked into one core module (see the module's doc); None
 /// for a component of another shape.
@@ -92,7 +92,8 @@ pub(crate) fn linked(component: &[u8]) -> Option<Vec<u8>> {
         Some(shims) => {
             let mut signatures = Vec::new();
             for &(_, ty, module) in &builtins {
-                signatures.push(function_type(merge.infos[&module].bytes, ty)?);
+                let types = &merge.infos[&module].types;
+                signatures.push(types.get(usize::try_from(ty).ok()?)?.clone());
             }
             let (shim, fixup) = shims.extended(component, &layout, &signatures)?;
             Some(GrownShims {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use wasm_encoder::ConstExpr;
 use wasm_encoder::reencode::{Error as ReencodeError, Reencode};
-use wasmparser::{Operator, TypeRef};
+use wasmparser::{FuncType, Operator, TypeRef};
 
 use super::layout::Kind;
 use super::resolve::{Merge, Source};
@@ -17,7 +17,7 @@ pub(super) struct Numbering {
     pub(super) globals: Vec<u32>,
     pub(super) tables: Vec<u32>,
     pub(super) memories: Vec<u32>,
-    pub(super) types: u32,
+    pub(super) types: Vec<u32>,
     pub(super) elements: u32,
     pub(super) data: u32,
 }
@@ -52,7 +52,7 @@ impl Reencode for Renumber<'_> {
     }
 
     fn type_index(&mut self, ty: u32) -> Result<u32, ReencodeError<()>> {
-        Ok(self.0.types + ty)
+        mapped(&self.0.types, ty)
     }
 
     fn element_index(&mut self, element: u32) -> Result<u32, ReencodeError<()>> {
@@ -88,6 +88,8 @@ pub(super) struct Linking {
     pub(super) values: HashMap<(usize, u32), Value>,
     /// How many globals the merged module defines.
     pub(super) globals: u32,
+    /// The merged module's types: each function type of the merged modules once.
+    pub(super) types: Vec<FuncType>,
 }
 
 impl Linking {
@@ -120,7 +122,6 @@ impl Linking {
         // Each merged module's numbering.
         let mut function_base = u32::try_from(imports.len()).ok()?;
         let mut global_base = 0u32;
-        let mut type_base = 0u32;
         let mut element_base = 0u32;
         let mut data_base = 0u32;
         let mut bases: HashMap<usize, (u32, u32)> = HashMap::new();
@@ -137,12 +138,13 @@ impl Linking {
             numberings: HashMap::new(),
             values: HashMap::new(),
             globals: global_base,
+            types: Vec::new(),
         };
+        let mut type_index: HashMap<&FuncType, u32> = HashMap::new();
         for &module in &merge.members {
             let info = &merge.infos[&module];
             let sources = &resolved[&module];
             let mut numbering = Numbering {
-                types: type_base,
                 elements: element_base,
                 data: data_base,
                 ..Numbering::default()
@@ -163,7 +165,18 @@ impl Linking {
                     Kind::Global => numbering.globals = indices,
                 }
             }
-            type_base += info.types;
+            for ty in &info.types {
+                let index = match type_index.get(ty) {
+                    Some(&index) => index,
+                    None => {
+                        let index = u32::try_from(linking.types.len()).ok()?;
+                        type_index.insert(ty, index);
+                        linking.types.push(ty.clone());
+                        index
+                    }
+                };
+                numbering.types.push(index);
+            }
             element_base += info.elements;
             data_base += info.data;
             linking.numberings.insert(module, numbering);

@@ -251,22 +251,3 @@ impl Shims {
         Some((shim, module.finish()))
     }
 }
-
-/// The function type at `index` of `module`'s types.
-pub(super) fn function_type(module: &[u8], index: u32) -> Option<wasmparser::FuncType> {
-    for payload in Parser::new(0).parse_all(module) {
-        if let Payload::TypeSection(reader) = payload.ok()? {
-            let group = reader.into_iter().nth(usize::try_from(index).ok()?)?.ok()?;
-            let mut types = group.into_types();
-            let ty = types.next()?;
-            if types.next().is_some() {
-                return None;
-            }
-            return match ty.composite_type.inner {
-                wasmparser::CompositeInnerType::Func(ty) => Some(ty),
-                _ => None,
-            };
-        }
-    }
-    None
-}
