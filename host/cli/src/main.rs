@@ -36,7 +36,6 @@ mod show;
 mod threads;
 mod workflows;
 
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use clap::{Parser, Subcommand};
@@ -242,14 +241,17 @@ pub(crate) fn exit_code(error: &flowbox::RunError) -> u8 {
     }
 }
 
-fn main() -> ExitCode {
-    guest::load_ahead(std::env::args_os());
+fn main() {
+    guest::loaded_while(std::env::args_os(), command)
+}
+
+/// The command the command line names, to its end: it ends the process with the command's
+/// exit code.
+fn command() -> ! {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => return usage_error(error),
+        Err(error) => std::process::exit(usage_error(error)),
     };
-    let json = cli.command.json();
-    let serves = cli.command.serves();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -257,9 +259,11 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => {
             err!("error: cannot start the async runtime: {error}");
-            return ExitCode::from(1);
+            std::process::exit(1)
         }
     };
+    let json = cli.command.json();
+    let serves = cli.command.serves();
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(args).await,
@@ -346,7 +350,7 @@ fn write_err(line: std::fmt::Arguments<'_>) {
 
 /// Reports a command line clap refused (or prints help and the version). With `--json` among
 /// the arguments the refusal is also the one JSON object on stdout.
-fn usage_error(error: clap::Error) -> ExitCode {
+fn usage_error(error: clap::Error) -> i32 {
     use clap::error::ErrorKind;
     let refused = !matches!(
         error.kind(),
@@ -361,5 +365,5 @@ fn usage_error(error: clap::Error) -> ExitCode {
     }
     // clap prints help and version on stdout and refusals on stderr, with exit codes 0 and 2.
     let _ = error.print();
-    ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(2))
+    error.exit_code()
 }
