@@ -13,6 +13,9 @@ pub(super) const CORE_INSTANCE_SECTION: u8 = 2;
 pub(super) const ALIAS_SECTION: u8 = 6;
 pub(super) const CANONICAL_SECTION: u8 = 8;
 
+/// A function body of no locals that traps: `unreachable`, `end`, after its size.
+pub(super) const TRAPPING_BODY: [u8; 4] = [3, 0, 0x00, 0x0b];
+
 /// The id and the content of each section after the header.
 pub(super) fn sections(binary: &[u8]) -> Option<Vec<(u8, Range<usize>)>> {
     let mut reader = BinaryReader::new(binary.get(HEADER..)?, HEADER);

@@ -11,6 +11,7 @@ pub(crate) mod cache;
 mod calls;
 mod guest;
 mod link;
+mod reach;
 mod trim;
 
 use std::path::PathBuf;

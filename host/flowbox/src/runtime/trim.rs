@@ -23,7 +23,9 @@
 //! are instantiated; less the functions before its library's, it is the function's number in
 //! that library's module of the uncompiled guest, whose `name` sections still hold the names.
 //!
-//! Then the libraries are linked into one module (`link`), and the exports nothing uses go.
+//! Then the libraries are linked into one module (`link`), the exports nothing uses go, and the
+//! body of each function nothing can reach any more becomes a trap (`reach`), keeping its
+//! number.
 //!
 //! Besides the linking, only the core modules' import, element, code and export sections
 //! change, and only in those ways, and their `name` sections go. A component of
@@ -36,7 +38,9 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
-use super::binary::{CORE_MODULE_SECTION, HEADER, entry_ranges, leb128, push_section, sections};
+use super::binary::{
+    CORE_MODULE_SECTION, HEADER, TRAPPING_BODY, entry_ranges, leb128, push_section, sections,
+};
 
 use wasmparser::{
     BinaryReader, CodeSectionReader, ComponentAlias, ComponentExternalKind,
@@ -47,7 +51,7 @@ use wasmparser::{
 
 /// Changes whenever what this module makes of a component changes: it is part of the compiled
 /// guest's cache key (see `cache`).
-pub(crate) const VERSION: u32 = 5;
+pub(crate) const VERSION: u32 = 6;
 
 /// The ids of a core module's sections.
 const CUSTOM_SECTION: u8 = 0;
@@ -59,13 +63,12 @@ const ELEMENT_SECTION: u8 = 9;
 const CODE_SECTION: u8 = 10;
 const DATA_SECTION: u8 = 11;
 const DATA_COUNT_SECTION: u8 = 12;
-/// A function body of no locals that traps: `unreachable`, `end`, after its size.
-const TRAPPING_BODY: [u8; 4] = [3, 0, 0x00, 0x0b];
 
 /// `component` without its core modules' `name` sections, then without the code nothing can
 /// call and the imports only that code used, then with its libraries linked into one module
-/// (`link`), then without the exports of its core modules that nothing in it uses; as it is
-/// when it has none of them, or a shape this does not handle.
+/// (`link`), then without the exports of its core modules that nothing in it uses, then with
+/// the body of each function nothing can reach a trap (`reach`); as it is when it has none of
+/// them, or a shape this does not handle.
 pub(crate) fn trimmed(component: &[u8]) -> Cow<'_, [u8]> {
     trimmed_linking(component, true)
 }
@@ -84,15 +87,18 @@ fn trimmed_linking(component: &[u8], link: bool) -> Cow<'_, [u8]> {
     if let Some(linked) = link.then(|| super::link::linked(&component)).flatten() {
         component = Cow::Owned(linked);
     }
-    match used_exports(&component).and_then(|used| rewrite(&component, &used)) {
-        Some(trimmed) => Cow::Owned(trimmed),
+    if let Some(trimmed) = used_exports(&component).and_then(|used| rewrite(&component, &used)) {
+        component = Cow::Owned(trimmed);
+    }
+    match modules_rewritten(&component, super::reach::unreached_bodies_trapping) {
+        Some(trapping) => Cow::Owned(trapping),
         None => component,
     }
 }
 
 /// `component` with each core module that `pass` rewrites rewritten, and the others as they
 /// are; None when `pass` rewrites none.
-fn modules_rewritten(
+pub(super) fn modules_rewritten(
     component: &[u8],
     mut pass: impl FnMut(&[u8]) -> Option<Vec<u8>>,
 ) -> Option<Vec<u8>> {
