@@ -1,5 +1,5 @@
 //! Reading and writing the sections of a component or a core module, for the passes that
-//! rewrite the guest before it is compiled (`trim`, `link`).
+//! rewrite the guest before it is compiled (`trim`, `link`, `reach`).
 
 use std::ops::Range;
 
@@ -12,6 +12,17 @@ pub(super) const CORE_MODULE_SECTION: u8 = 1;
 pub(super) const CORE_INSTANCE_SECTION: u8 = 2;
 pub(super) const ALIAS_SECTION: u8 = 6;
 pub(super) const CANONICAL_SECTION: u8 = 8;
+
+/// The ids of a core module's sections.
+pub(super) const CUSTOM_SECTION: u8 = 0;
+pub(super) const IMPORT_SECTION: u8 = 2;
+pub(super) const GLOBAL_SECTION: u8 = 6;
+pub(super) const EXPORT_SECTION: u8 = 7;
+pub(super) const START_SECTION: u8 = 8;
+pub(super) const ELEMENT_SECTION: u8 = 9;
+pub(super) const CODE_SECTION: u8 = 10;
+pub(super) const DATA_SECTION: u8 = 11;
+pub(super) const DATA_COUNT_SECTION: u8 = 12;
 
 /// A function body of no locals that traps: `unreachable`, `end`, after its size.
 pub(super) const TRAPPING_BODY: [u8; 4] = [3, 0, 0x00, 0x0b];

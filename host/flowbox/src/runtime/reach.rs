@@ -17,15 +17,10 @@ use wasmparser::{
     ExternalKind, GlobalSectionReader, ImportSectionReader, Operator, OperatorsReader, TypeRef,
 };
 
-use super::binary::{HEADER, TRAPPING_BODY, leb128, push_section, sections};
-
-/// The ids of the core module sections this reads.
-const IMPORT_SECTION: u8 = 2;
-const GLOBAL_SECTION: u8 = 6;
-const EXPORT_SECTION: u8 = 7;
-const START_SECTION: u8 = 8;
-const ELEMENT_SECTION: u8 = 9;
-const CODE_SECTION: u8 = 10;
+use super::binary::{
+    CODE_SECTION, ELEMENT_SECTION, EXPORT_SECTION, GLOBAL_SECTION, HEADER, IMPORT_SECTION,
+    START_SECTION, TRAPPING_BODY, leb128, push_section, sections,
+};
 
 /// `module` with the body of each function nothing can reach a trap; None when it has no such
 /// function whose body is not a trap already, or is in a form this does not read.

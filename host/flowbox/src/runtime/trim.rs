@@ -39,7 +39,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
 use super::binary::{
-    CORE_MODULE_SECTION, HEADER, TRAPPING_BODY, entry_ranges, leb128, push_section, sections,
+    CODE_SECTION, CORE_MODULE_SECTION, CUSTOM_SECTION, DATA_COUNT_SECTION, DATA_SECTION,
+    ELEMENT_SECTION, EXPORT_SECTION, GLOBAL_SECTION, HEADER, IMPORT_SECTION, START_SECTION,
+    TRAPPING_BODY, entry_ranges, leb128, push_section, sections,
 };
 
 use wasmparser::{
@@ -52,17 +54,6 @@ use wasmparser::{
 /// Changes whenever what this module makes of a component changes: it is part of the compiled
 /// guest's cache key (see `cache`).
 pub(crate) const VERSION: u32 = 6;
-
-/// The ids of a core module's sections.
-const CUSTOM_SECTION: u8 = 0;
-const IMPORT_SECTION: u8 = 2;
-const GLOBAL_SECTION: u8 = 6;
-const EXPORT_SECTION: u8 = 7;
-const START_SECTION: u8 = 8;
-const ELEMENT_SECTION: u8 = 9;
-const CODE_SECTION: u8 = 10;
-const DATA_SECTION: u8 = 11;
-const DATA_COUNT_SECTION: u8 = 12;
 
 /// `component` without its core modules' `name` sections, then without the code nothing can
 /// call and the imports only that code used, then with its libraries linked into one module
