@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::support::{flowbox, stdout_json, write_file};
+use crate::support::{RunToEnd, command, flowbox, stdout_json, write_file};
 
 #[test]
 fn a_failing_script_exits_1_with_the_error() {
@@ -86,6 +86,29 @@ fn breached_limits_exit_3() {
     let output = flowbox(&["run", &hog, "--memory-mib", "48", "--json"]);
     assert_eq!(output.status.code(), Some(3));
     assert_eq!(stdout_json(&output)["error"]["kind"], "out_of_memory");
+}
+
+/// The guest loads while the command parses its flags; a command line that only asks for help,
+/// or is refused, ends the process without waiting for it. On an empty cache, loading it means
+/// compiling it (seconds), and a process that waited would leave the compiled guest behind.
+#[test]
+fn help_and_refused_flags_end_without_waiting_for_the_guest() {
+    let cache = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        command(args)
+            .env("FLOWBOX_CACHE_DIR", cache.path())
+            .run_to_end()
+    };
+    let help = run(&["run", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: flowbox run"));
+    let refused = run(&["run", "--no-such-flag", "a.py"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--no-such-flag"));
+    let compiled: Vec<_> = std::fs::read_dir(cache.path())
+        .map(|entries| entries.flatten().map(|entry| entry.file_name()).collect())
+        .unwrap_or_default();
+    assert!(compiled.is_empty(), "{compiled:?}");
 }
 
 #[test]
