@@ -20,8 +20,9 @@ const RUNNING: [&str; 9] = [
 /// The stack of the thread the command runs on: the main thread's usual one.
 const COMMAND_STACK: usize = 8 << 20;
 
-/// Whether the main thread is loading the guest, and what it loaded (`None` when it failed).
+/// Whether the main thread is loading the guest.
 static LOADING: AtomicBool = AtomicBool::new(false);
+/// What the main thread loaded, once it has (`None` when loading failed).
 static LOADED: OnceLock<Option<Guest>> = OnceLock::new();
 
 /// Runs `command`, which ends the process: on a thread of its own while this one loads the

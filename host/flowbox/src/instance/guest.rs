@@ -16,9 +16,8 @@ use crate::bindings::WorkflowPre;
 /// loads one unless it is [given one](crate::RuntimeBuilder::guest). Load it apart
 /// ([`Guest::load`]) to overlap that with other start-up work (`flowbox run` loads it on its
 /// main thread while the command parses its flags and opens its journal on another), or to
-/// share one among
-/// several runtimes, which then also share its memory image and what fresh instances learn
-/// to pre-fault. Runtimes a process builds on one cache directory without a guest of their
+/// share one among several runtimes, which then also share its memory image and what fresh
+/// instances learn to pre-fault. Runtimes a process builds on one cache directory without a guest of their
 /// own share one already, for as long as one of them (or a run) holds it. Cheap to clone.
 #[derive(Clone)]
 pub struct Guest {

@@ -1,5 +1,5 @@
-//! For the tests of the passes that rewrite the guest (`trim`, `link`): a component's exports
-//! called, to show that a rewritten component does what the original did.
+//! For the tests of the passes that rewrite the guest (`trim`, `link`, `reach`): a component's
+//! exports called, to show that a rewritten component does what the original did.
 
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, Store};

@@ -6,11 +6,12 @@
 //! `ref.func` must name a function an element segment declares, and a `call_indirect` goes
 //! through a table only segments fill. In the guest, ~1,700 of the linked module's ~13,300
 //! functions are reached by none of them (~0.7 MB of its ~6 MB of code): code of libpython
-//! and libc that only the interpreter's start-up called before the snapshot, or that nothing
-//! calls at all. Their bodies become a trap, so wasmtime compiles them to nothing; each keeps
+//! and libc that presumably only the interpreter's start-up called before the snapshot, or
+//! that nothing calls at all. Their bodies become a trap, so wasmtime compiles them to nothing; each keeps
 //! its place, so the functions keep their numbers (see `trim`).
 
 use std::collections::HashSet;
+use std::ops::Range;
 
 use wasmparser::{
     BinaryReader, CodeSectionReader, ElementItems, ElementSectionReader, ExportSectionReader,
@@ -28,7 +29,8 @@ pub(super) fn unreached_bodies_trapping(module: &[u8]) -> Option<Vec<u8>> {
     let sections = sections(module)?;
     let mut imported = 0u32;
     let mut roots: Vec<u32> = Vec::new();
-    // The functions each defined function calls or refers to.
+    // Each defined function's body, and the functions it calls or refers to.
+    let mut bodies: Vec<Range<usize>> = Vec::new();
     let mut callees: Vec<Vec<u32>> = Vec::new();
     for (id, range) in &sections {
         let reader = BinaryReader::new(&module[range.clone()], range.start);
@@ -72,8 +74,10 @@ pub(super) fn unreached_bodies_trapping(module: &[u8]) -> Option<Vec<u8>> {
             }
             CODE_SECTION => {
                 for body in CodeSectionReader::new(reader).ok()? {
+                    let body = body.ok()?;
                     let mut called = Vec::new();
-                    referred(body.ok()?.get_operators_reader().ok()?, &mut called)?;
+                    referred(body.get_operators_reader().ok()?, &mut called)?;
+                    bodies.push(body.range());
                     callees.push(called);
                 }
             }
@@ -100,10 +104,8 @@ pub(super) fn unreached_bodies_trapping(module: &[u8]) -> Option<Vec<u8>> {
             continue;
         }
         let mut code = Vec::new();
-        leb128(callees.len(), &mut code);
-        let reader = BinaryReader::new(content, range.start);
-        for (defined, body) in (0u32..).zip(CodeSectionReader::new(reader).ok()?) {
-            let body = body.ok()?.range();
+        leb128(bodies.len(), &mut code);
+        for (defined, body) in (0u32..).zip(&bodies) {
             let bytes = &module[body.clone()];
             if reached.contains(&(imported + defined)) || bytes == &TRAPPING_BODY[1..] {
                 leb128(bytes.len(), &mut code);

@@ -101,18 +101,9 @@ pub(super) fn module(
     // The merged module.
     let mut types = TypeSection::new();
     for ty in &linking.types {
-        let params = ty
-            .params()
-            .iter()
-            .map(|&ty| RoundtripReencoder.val_type(ty));
-        let results = ty
-            .results()
-            .iter()
-            .map(|&ty| RoundtripReencoder.val_type(ty));
-        types.ty().function(
-            params.collect::<Result<Vec<_>, _>>().ok()?,
-            results.collect::<Result<Vec<_>, _>>().ok()?,
-        );
+        types
+            .ty()
+            .func_type(&RoundtripReencoder.func_type(ty.clone()).ok()?);
     }
     let mut import_section = ImportSection::new();
     let mut functions = FunctionSection::new();

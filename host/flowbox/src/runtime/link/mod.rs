@@ -13,9 +13,10 @@
 //! So the first module and the libraries that share its table become one module: their
 //! function types, each once, and their functions, globals and segments side by side, each
 //! import one library made of another resolved to what it names, and each segment's offset the
-//! constant its global holds since the snapshot. The instructions are the same, only renumbered, so a run executes the same code on
-//! the same memory and table and uses the same fuel, less what wasmtime charged for the work
-//! instantiating no longer does (about a unit per table entry). The merged module stands where
+//! constant its global holds since the snapshot. The instructions are the same, only
+//! renumbered, so a run executes the same code on the same memory and table and uses the same
+//! fuel, less what wasmtime charged for the work instantiating no longer does (about a unit per
+//! table entry). The merged module stands where
 //! the first module was instantiated; the libraries' own instances become empty ones, and the
 //! component's aliases of their exports name the merged module's instead (an alias nothing uses
 //! any more, one that fed a library's instantiation, names one export of its kind, so that the
