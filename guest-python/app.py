@@ -16,7 +16,7 @@ from wit_world.imports import host as wit
 
 import flowbox_sdk
 from flowbox_sdk import BudgetState, CallFailed, ScriptFailure, Settings
-from flowbox_sdk import warmup
+from flowbox_sdk import immortal, warmup
 
 
 def _kind_name(kind) -> str:
@@ -176,6 +176,9 @@ class WitWorld(wit_world.WitWorld):
 warmup.warm_up()
 flowbox_sdk.make_ready(HOST)
 gc.collect()
+# What survives is listed for the host to make immortal (see flowbox_sdk.immortal): listed
+# before the freeze, as the collector's list of its objects leaves frozen ones out.
+_SNAPSHOT_OBJECTS = immortal.encoded(immortal.snapshot_objects())
 gc.freeze()
 gc.set_threshold(20_000)
 

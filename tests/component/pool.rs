@@ -94,6 +94,27 @@ async fn pooled_runs_do_not_see_each_others_state() {
 }
 
 #[tokio::test]
+async fn the_snapshots_objects_are_immortal_in_every_instance_and_a_runs_own_are_not() {
+    // The snapshot's objects (a builtin, a preloaded module, its function, the module table)
+    // are immortal in the memory image every instance starts from, fresh or pooled; what a run
+    // makes is not.
+    let script = "import json, sys\n\
+        mine = [1, 2]\n\
+        return [sys._is_immortal(o) for o in (len, json, json.dumps, sys.modules, mine, {})]\n";
+    let expected = json!([true, true, true, true, false, false]);
+    let fresh = pooled(0, Arc::new(FakeBackend::new()));
+    let rt = pooled(1, Arc::new(FakeBackend::new()));
+    filled(&rt, 1).await;
+    for runtime in [&fresh, &rt] {
+        let outcome = runtime
+            .run_request(RunRequest::new(script).guard(false))
+            .await;
+        assert_eq!(outcome.result.unwrap(), expected);
+    }
+    assert_eq!(rt.warm_pool().unwrap().hits, 1);
+}
+
+#[tokio::test]
 async fn the_pool_holds_at_most_its_capacity_and_reports_its_memory() {
     let rt = pooled(3, Arc::new(FakeBackend::new()));
     let full = filled(&rt, 3).await;

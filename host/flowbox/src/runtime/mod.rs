@@ -10,6 +10,7 @@ pub(crate) mod cache;
 #[cfg(test)]
 mod calls;
 mod guest;
+mod immortal;
 mod link;
 mod reach;
 mod trim;

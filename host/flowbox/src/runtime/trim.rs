@@ -23,9 +23,9 @@
 //! are instantiated; less the functions before its library's, it is the function's number in
 //! that library's module of the uncompiled guest, whose `name` sections still hold the names.
 //!
-//! Then the libraries are linked into one module (`link`), the exports nothing uses go, and the
+//! Then the libraries are linked into one module (`link`), the exports nothing uses go, the
 //! body of each function nothing can reach any more becomes a trap (`reach`), keeping its
-//! number.
+//! number, and the objects of the snapshot become immortal in the memory image (`immortal`).
 //!
 //! Besides the linking, only the core modules' import, element, code and export sections
 //! change, and only in those ways, and their `name` sections go. A component of
@@ -53,13 +53,14 @@ use wasmparser::{
 
 /// Changes whenever what this module makes of a component changes: it is part of the compiled
 /// guest's cache key (see `cache`).
-pub(crate) const VERSION: u32 = 6;
+pub(crate) const VERSION: u32 = 7;
 
 /// `component` without its core modules' `name` sections, then without the code nothing can
 /// call and the imports only that code used, then with its libraries linked into one module
 /// (`link`), then without the exports of its core modules that nothing in it uses, then with
-/// the body of each function nothing can reach a trap (`reach`); as it is when it has none of
-/// them, or a shape this does not handle.
+/// the body of each function nothing can reach a trap (`reach`), then with the snapshot's
+/// objects immortal (`immortal`); as it is when it has none of them, or a shape this does not
+/// handle.
 pub(crate) fn trimmed(component: &[u8]) -> Cow<'_, [u8]> {
     trimmed_linking(component, true)
 }
@@ -81,10 +82,15 @@ fn trimmed_linking(component: &[u8], link: bool) -> Cow<'_, [u8]> {
     if let Some(trimmed) = used_exports(&component).and_then(|used| rewrite(&component, &used)) {
         component = Cow::Owned(trimmed);
     }
-    match modules_rewritten(&component, super::reach::unreached_bodies_trapping) {
-        Some(trapping) => Cow::Owned(trapping),
-        None => component,
+    for pass in [
+        super::reach::unreached_bodies_trapping,
+        super::immortal::snapshot_objects_immortal,
+    ] {
+        if let Some(rewritten) = modules_rewritten(&component, pass) {
+            component = Cow::Owned(rewritten);
+        }
     }
+    component
 }
 
 /// `component` with each core module that `pass` rewrites rewritten, and the others as they
