@@ -178,7 +178,7 @@ flowbox_sdk.make_ready(HOST)
 gc.collect()
 # What survives is listed for the host to make immortal (see flowbox_sdk.immortal): listed
 # before the freeze, as the collector's list of its objects leaves frozen ones out.
-_SNAPSHOT_OBJECTS = immortal.encoded(immortal.snapshot_objects())
+_SNAPSHOT_OBJECTS = immortal.listed_for_host()
 gc.freeze()
 gc.set_threshold(20_000)
 

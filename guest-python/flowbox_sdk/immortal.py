@@ -30,6 +30,15 @@ _MASK = 0xA5
 _is_immortal = getattr(sys, "_is_immortal", lambda obj: False)
 
 
+def listed_for_host() -> bytearray | None:
+    """The list the host reads, on the guest's 32-bit interpreter; None on a 64-bit one (the
+    SDK's tests on native CPython), whose addresses the list cannot hold and whose memory no
+    host reads."""
+    if sys.maxsize >= 2**32:
+        return None
+    return encoded(snapshot_objects())
+
+
 def snapshot_objects() -> list:
     """Every object reachable from the loaded modules, but those immortal already, as sorted
     pairs of its address and its type's: what each refers to as the cyclic collector sees it,

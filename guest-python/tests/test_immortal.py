@@ -34,3 +34,9 @@ def test_the_list_is_the_marker_the_count_and_each_address_with_its_types():
     assert len(blob) == 16 + 4 + 2 * 8
     # The host's MARKER (host/flowbox/src/runtime/immortal.rs).
     assert marker.hex() == "ae88dffb56b9ed4338a1d41d67ca9f30"
+
+
+def test_a_64_bit_interpreter_lists_nothing_for_the_host():
+    # Natively, where these tests run, an address does not fit the list's 32 bits.
+    assert sys.maxsize >= 2**32
+    assert immortal.listed_for_host() is None
