@@ -52,23 +52,28 @@ pub(super) fn snapshot_objects_immortal(module: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let list = u32::try_from(list + MARKER.len()).ok()?;
-    let count = read_u32(module, &segments, list)?;
+    let listed = read_u32(module, &segments, list)?;
+    // The entries lie within the image's data, or this is not a list.
+    let image_end = segments.last()?.address as u64 + segments.last()?.bytes.len() as u64;
+    if u64::from(list) + 4 + 8 * u64::from(listed) > image_end {
+        return None;
+    }
     // A count is below any address of the image's data: a word that holds such an address
     // is a link of a free list, say, not a count (CPython's free lists of tuples, lists and
     // dicts link the objects they keep through their first word, their type left in place).
     let lowest = segments.first()?.address;
     let mut patched = module.to_vec();
     let mut made = 0usize;
-    for index in 0..count {
-        let entry = list.checked_add(4)?.checked_add(index.checked_mul(8)?)?;
+    for index in 0..listed {
+        let entry = list + 4 + index * 8;
         let address = read_u32(module, &segments, entry)?;
         let type_address = read_u32(module, &segments, entry + 4)?;
         let Some(at) = file_range(&segments, address, 8) else {
             continue;
         };
         let word = |at: usize| u32::from_le_bytes(module[at..at + 4].try_into().unwrap());
-        let count = word(at);
-        if word(at + 4) == type_address && (1..lowest.min(IMMORTAL_MINIMUM)).contains(&count) {
+        let references = word(at);
+        if word(at + 4) == type_address && (1..lowest.min(IMMORTAL_MINIMUM)).contains(&references) {
             patched[at..at + 4].copy_from_slice(&IMMORTAL.to_le_bytes());
             made += 1;
         }
@@ -201,5 +206,12 @@ mod tests {
         );
         let nothing = wat::parse_str("(module (memory 1))").unwrap();
         assert!(snapshot_objects_immortal(&nothing).is_none());
+        let past_the_image = [MARKER.to_vec(), le(&[u32::MAX, 0x100, 0x200])].concat();
+        let segments = [data(0x100, &le(&[3, 0x200])), data(0x400, &past_the_image)].concat();
+        let module = wat::parse_str(format!("(module (memory 1) {segments})")).unwrap();
+        assert!(
+            snapshot_objects_immortal(&module).is_none(),
+            "a count past the image"
+        );
     }
 }
