@@ -176,8 +176,7 @@ class WitWorld(wit_world.WitWorld):
 warmup.warm_up()
 flowbox_sdk.make_ready(HOST)
 gc.collect()
-# What survives is listed for the host to make immortal (see flowbox_sdk.immortal): listed
-# before the freeze, as the collector's list of its objects leaves frozen ones out.
+# What survives is listed for the host to make immortal (see flowbox_sdk.immortal).
 _SNAPSHOT_OBJECTS = immortal.listed_for_host()
 gc.freeze()
 gc.set_threshold(20_000)

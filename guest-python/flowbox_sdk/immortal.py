@@ -13,8 +13,9 @@ same memory, so a run's fuel stays the same whether it is the first or the thous
 
 The list is found by its marker in the memory image: 16 bytes, then the number of objects,
 then for each its address and the address of its type (little-endian u32s). The host sets the
-count only where it finds the type where the object's type should be, so an object freed after
-it was listed (its memory a free block, or another object's) is left alone. The marker itself
+count only where it finds the type where the object's type should be and a count below every
+address of the image, so an object freed after it was listed (its memory a free block, a link
+of its type's free list, or another object's) is left alone. The marker itself
 is written byte by byte into the list, so that the memory holds it nowhere else.
 """
 
@@ -63,8 +64,13 @@ def snapshot_objects() -> list:
             pending.extend(obj.co_varnames)
             pending.extend(obj.co_cellvars)
             pending.extend(obj.co_freevars)
-            pending += (obj.co_filename, obj.co_name, obj.co_qualname, obj.co_linetable)
-            pending.append(obj.co_exceptiontable)
+            pending += (
+                obj.co_filename,
+                obj.co_name,
+                obj.co_qualname,
+                obj.co_linetable,
+                obj.co_exceptiontable,
+            )
         else:
             pending.extend(gc.get_referents(obj))
     listed.sort()

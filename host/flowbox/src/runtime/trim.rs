@@ -28,7 +28,8 @@
 //! number, and the objects of the snapshot become immortal in the memory image (`immortal`).
 //!
 //! Besides the linking, only the core modules' import, element, code and export sections
-//! change, and only in those ways, and their `name` sections go. A component of
+//! change, and only in those ways, the data section's bytes only in the snapshot's objects'
+//! counts, and their `name` sections go. A component of
 //! another shape than the guest's (a core module imported or aliased from elsewhere, core
 //! modules or instances inside a nested component) keeps every export, a module in a form
 //! this does not read is left as it is, and so is anything that cannot be read: wasmtime then
